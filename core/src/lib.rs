@@ -1,0 +1,21 @@
+//! # stapel-runner-protocol
+//!
+//! The sans-IO core of the Stapel runner protocols. It consumes bytes and inputs and
+//! produces frames and actions; it never touches a socket, a process, a file or a clock.
+//! Hosts (the tokio runner, the Python, Node and UniFFI bindings) perform the I/O.
+//!
+//! Areas:
+//!
+//! * [`wire`] — the seven hub-protocol messages of seed 000, their embedded
+//!   `stapel-taskspecs` artifacts (TaskSpec, TaskReport, UsageSplit), validation and the
+//!   deterministic, byte-stable codec;
+//! * [`framing`] — the bounded JSONL line framer used by every newline-delimited stream.
+//!
+//! Every error type has a stable snake_case `code()`; conformance vectors in the
+//! repository's `conformance/` folder assert on those codes, and every binding runs
+//! every vector.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod framing;
+pub mod wire;

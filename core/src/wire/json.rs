@@ -1,0 +1,180 @@
+//! Strict JSON parsing: serde_json's parser with duplicate keys rejected at every depth
+//! and object key order preserved.
+
+use serde::de::{
+    self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
+use serde_json::{Map, Number, Value};
+use std::fmt;
+
+use super::error::DecodeError;
+
+/// A JSON value parsed with duplicate keys rejected.
+pub(crate) struct StrictValue(pub(crate) Value);
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = StrictValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::Bool(v)))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::Number(v.into())))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::Number(v.into())))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<StrictValue, E> {
+        Ok(StrictValue(
+            Number::from_f64(v).map_or(Value::Null, Value::Number),
+        ))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::String(v.to_owned())))
+    }
+    fn visit_string<E>(self, v: String) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::String(v)))
+    }
+    fn visit_unit<E>(self) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::Null))
+    }
+    fn visit_none<E>(self) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::Null))
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<StrictValue, D::Error> {
+        StrictValue::deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<StrictValue, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(StrictValue(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(StrictValue(Value::Array(out)))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictValue, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
+            }
+            let StrictValue(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(StrictValue(Value::Object(out)))
+    }
+}
+
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor)
+    }
+}
+
+/// The top level of a frame: the object's members in arrival order, or the JSON type
+/// found instead of an object.
+pub(crate) enum TopLevel {
+    Object(Vec<(String, Value)>),
+    Other(&'static str),
+}
+
+struct TopVisitor;
+
+impl<'de> Visitor<'de> for TopVisitor {
+    type Value = TopLevel;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<TopLevel, E> {
+        Ok(TopLevel::Other("boolean"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<TopLevel, E> {
+        Ok(TopLevel::Other("number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<TopLevel, E> {
+        Ok(TopLevel::Other("number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<TopLevel, E> {
+        Ok(TopLevel::Other("number"))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<TopLevel, E> {
+        Ok(TopLevel::Other("string"))
+    }
+    fn visit_unit<E>(self) -> Result<TopLevel, E> {
+        Ok(TopLevel::Other("null"))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TopLevel, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(TopLevel::Other("array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel, A::Error> {
+        let mut out: Vec<(String, Value)> = Vec::with_capacity(8);
+        while let Some(key) = map.next_key::<String>()? {
+            if out.iter().any(|(k, _)| *k == key) {
+                return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
+            }
+            let StrictValue(v) = map.next_value()?;
+            out.push((key, v));
+        }
+        Ok(TopLevel::Object(out))
+    }
+}
+
+impl<'de> Deserialize<'de> for TopLevel {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TopVisitor)
+    }
+}
+
+struct Seed;
+impl<'de> DeserializeSeed<'de> for Seed {
+    type Value = TopLevel;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<TopLevel, D::Error> {
+        TopLevel::deserialize(d)
+    }
+}
+
+fn map_err(e: serde_json::Error) -> DecodeError {
+    match e.classify() {
+        // The only data errors our visitors raise are duplicate keys.
+        serde_json::error::Category::Data => DecodeError::DuplicateKey {
+            message: e.to_string(),
+        },
+        _ => DecodeError::NotJson {
+            message: e.to_string(),
+        },
+    }
+}
+
+/// Parse one complete JSON document (trailing whitespace allowed, nothing else).
+pub(crate) fn parse_top(bytes: &[u8]) -> Result<TopLevel, DecodeError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let top = Seed.deserialize(&mut de).map_err(map_err)?;
+    de.end().map_err(map_err)?;
+    Ok(top)
+}
+
+/// Parse any JSON document strictly (duplicate keys rejected).
+pub fn parse_value(bytes: &[u8]) -> Result<Value, DecodeError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let StrictValue(v) = StrictValue::deserialize(&mut de).map_err(map_err)?;
+    de.end().map_err(map_err)?;
+    Ok(v)
+}
+
+/// Name of a JSON value's type, as used in messages.
+pub(crate) fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}

@@ -1,0 +1,62 @@
+//! The hub↔runner wire protocol of seed 000: seven messages, their embedded
+//! `stapel-taskspecs` artifacts, validation, and a deterministic codec.
+//!
+//! ```
+//! use stapel_runner_protocol::wire::{decode, encode, Hello, Message};
+//!
+//! let mut hello = Hello::new("brave-falcon-1042", "0.1.0");
+//! hello.capabilities = vec!["agent-sdk".into(), "subprocess".into()];
+//! let frame = encode(&Message::Hello(hello.clone()));
+//! assert_eq!(
+//!     frame,
+//!     r#"{"schema_version":1,"type":"hello","protocol_version":1,"project_id":"brave-falcon-1042","runner_version":"0.1.0","capabilities":["agent-sdk","subprocess"]}"#
+//! );
+//! assert_eq!(decode(frame.as_bytes(), true).unwrap(), Message::Hello(hello));
+//! ```
+//!
+//! # Policies
+//!
+//! * **Forward compatibility.** Unknown top-level fields are kept in `extra` in arrival
+//!   order and re-emitted after the declared ones. TaskSpec and TaskReport keep unknown
+//!   fields too; UsageSplit is closed.
+//! * **Duplicate keys** anywhere in a frame are rejected with `duplicate_key`: peers
+//!   disagree on which of two values wins (Python keeps the last, some parsers the first),
+//!   and a frame two implementations read differently must not be accepted.
+//! * **Integers.** Every integer the protocol defines (`seq`, `attempt`,
+//!   `protocol_version`, `resume` values, usage components, iteration counts, integer
+//!   nonces) must be an integer literal within ±(2^53 − 1), the range JavaScript and every
+//!   other binding language represent exactly; larger values are a `range` violation,
+//!   negative ones a `minimum` violation, and `1.0` is not an integer (`type`). Numbers
+//!   inside open objects (payload, invocation, unknown fields) are carried as parsed:
+//!   64-bit integers exactly, anything larger or fractional as an IEEE double, so their
+//!   re-encoding can differ from the input text.
+//! * **Open strings.** Roles, progress kinds, capabilities and statuses are strings with
+//!   constants for common values ([`progress_kind`], [`role`], [`report_status`],
+//!   [`capability`]); a closed enum would leak routing policy into the schema.
+
+mod artifacts;
+mod check;
+mod codec;
+mod error;
+mod json;
+mod messages;
+
+pub use artifacts::{
+    Budget, ControlOutcome, Criterion, TaskReport, TaskSpec, UsageSplit, USAGE_COMPONENTS,
+};
+pub use codec::{decode, encode, encode_into, from_object, from_value, to_object};
+pub use error::{DecodeError, Rule, SchemaError, Violation};
+pub use json::parse_value;
+pub use messages::{
+    capability, progress_kind, report_status, role, Hello, Message, MessageType, Nonce, Ping, Pong,
+    SentAt, TaskAssign, TaskCancel, TaskProgress, TaskReportMessage,
+};
+
+/// `schema_version` of every frame.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// The wire protocol major version this crate speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// Largest integer the protocol accepts: 2^53 − 1.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;

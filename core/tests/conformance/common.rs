@@ -1,0 +1,47 @@
+//! Helpers shared by the area runners.
+#![allow(dead_code)]
+
+use serde_json::Value;
+
+/// Iterate the steps of a vector as (index, input, expect).
+pub fn steps(vector: &Value) -> impl Iterator<Item = (usize, &Value, &Value)> {
+    vector["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, s)| (i, &s["input"], &s["expect"]))
+}
+
+/// Compare two JSON values; on mismatch, an error naming the step and both values.
+pub fn same(step: usize, what: &str, got: &Value, want: &Value) -> Result<(), String> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!(
+            "step {step}: {what} mismatch\n  got:  {got}\n  want: {want}"
+        ))
+    }
+}
+
+/// Decode a hex string into bytes.
+pub fn hex(s: &str) -> Result<Vec<u8>, String> {
+    if s.len() % 2 != 0 {
+        return Err(format!("odd-length hex {s:?}"));
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| format!("bad hex {s:?}: {e}")))
+        .collect()
+}
+
+/// The bytes of an input that has either `key` (UTF-8 text) or `key_hex` (hex bytes).
+pub fn bytes_of(input: &Value, key: &str) -> Result<Option<Vec<u8>>, String> {
+    if let Some(s) = input.get(key).and_then(Value::as_str) {
+        return Ok(Some(s.as_bytes().to_vec()));
+    }
+    if let Some(s) = input.get(format!("{key}_hex")).and_then(Value::as_str) {
+        return hex(s).map(Some);
+    }
+    Ok(None)
+}
