@@ -9,7 +9,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::check::{finish, join, Checker};
+use super::check::{finish, Checker, Loc};
 use super::error::{Rule, SchemaError, Violation};
 
 /// The five usage components, in schema order.
@@ -68,20 +68,38 @@ impl UsageSplit {
 
     /// Check `value` against the closed schema, reporting under `location`.
     pub fn check(value: &Value, location: &str, out: &mut Vec<Violation>) -> Option<UsageSplit> {
+        Self::check_at(value, Loc::Path(location), out)
+    }
+
+    pub(crate) fn check_at(
+        value: &Value,
+        loc: Loc<'_>,
+        out: &mut Vec<Violation>,
+    ) -> Option<UsageSplit> {
         let mut c = Checker { out };
-        let obj = c.object(location.to_owned(), value)?;
+        let obj = c.object(loc, value)?;
+        // One pass over the entries (no hashing): the split is small and closed.
         let mut parts = [None; 5];
-        for (slot, key) in parts.iter_mut().zip(USAGE_COMPONENTS) {
-            if let Some((loc, v)) = c.required(obj, location, key) {
-                *slot = c.uint(loc, v);
-            }
-        }
-        for key in obj.keys() {
-            if !USAGE_COMPONENTS.contains(&key.as_str()) {
-                c.push(
-                    join(location, key),
+        let mut seen = [false; 5];
+        for (key, v) in obj {
+            match USAGE_COMPONENTS.iter().position(|k| k == key) {
+                Some(i) => {
+                    seen[i] = true;
+                    parts[i] = c.uint(Loc::Key(&loc, key), v);
+                }
+                None => c.push(
+                    Loc::Key(&loc, key),
                     Rule::AdditionalProperty,
                     "UsageSplit is closed: only cache_read, cache_write, fresh_input, output, thinking",
+                ),
+            }
+        }
+        for (i, key) in USAGE_COMPONENTS.iter().enumerate() {
+            if !seen[i] {
+                c.push(
+                    Loc::Key(&loc, key),
+                    Rule::Required,
+                    "required field is missing",
                 );
             }
         }
@@ -119,7 +137,7 @@ impl UsageSplit {
     pub(crate) fn from_payload(payload: &Map<String, Value>) -> Result<UsageSplit, SchemaError> {
         let mut out = Vec::new();
         let got = match payload.get("usage") {
-            Some(v) => Self::check(v, "payload/usage", &mut out),
+            Some(v) => Self::check_at(v, Loc::Path("payload/usage"), &mut out),
             None => {
                 out.push(Violation::new(
                     "payload/usage",
@@ -202,33 +220,35 @@ pub struct TaskSpec {
 impl TaskSpec {
     /// Check a TaskSpec object, reporting under `prefix` (e.g. `task`).
     pub fn check(obj: &Map<String, Value>, prefix: &str, out: &mut Vec<Violation>) {
+        let p = Loc::Path(prefix);
         let mut c = Checker { out };
-        c.schema_version_const(obj, prefix);
+        c.schema_version_const(obj, p);
         for key in ["id", "type", "goal"] {
-            if let Some((loc, v)) = c.required(obj, prefix, key) {
-                c.string(loc, v, 1);
+            if let Some(v) = c.required(obj, p, key) {
+                c.string(Loc::Key(&p, key), v, 1);
             }
         }
         if let Some(v) = obj.get("status") {
-            c.string(join(prefix, "status"), v, 0);
+            c.string(Loc::Key(&p, "status"), v, 0);
         }
         if let Some(v) = obj.get("risk") {
-            c.string_array(join(prefix, "risk"), v, 1);
+            c.string_array(Loc::Key(&p, "risk"), v, 1);
         }
         for key in ["spec_refs", "depends_on", "out_of_scope"] {
             if let Some(v) = obj.get(key) {
-                c.string_array(join(prefix, key), v, 0);
+                c.string_array(Loc::Key(&p, key), v, 0);
             }
         }
-        if let Some((loc, v)) = c.required(obj, prefix, "criteria") {
+        if let Some(v) = c.required(obj, p, "criteria") {
+            let loc = Loc::Key(&p, "criteria");
             match v {
                 Value::Array(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        let item_loc = join(&loc, &i.to_string());
-                        if let Some(crit) = c.object(item_loc.clone(), item) {
+                        let item_loc = Loc::Index(&loc, i);
+                        if let Some(crit) = c.object(item_loc, item) {
                             for key in ["id", "text"] {
-                                if let Some((l, v)) = c.required(crit, &item_loc, key) {
-                                    c.string(l, v, 1);
+                                if let Some(v) = c.required(crit, item_loc, key) {
+                                    c.string(Loc::Key(&item_loc, key), v, 1);
                                 }
                             }
                         }
@@ -237,15 +257,16 @@ impl TaskSpec {
                 other => c.type_error(loc, "array", other),
             }
         }
-        if let Some((loc, v)) = c.required(obj, prefix, "budget") {
-            if let Some(budget) = c.object(loc.clone(), v) {
-                if let Some((l, v)) = c.required(budget, &loc, "iterations") {
-                    c.uint(l, v);
+        if let Some(v) = c.required(obj, p, "budget") {
+            let loc = Loc::Key(&p, "budget");
+            if let Some(budget) = c.object(loc, v) {
+                if let Some(v) = c.required(budget, loc, "iterations") {
+                    c.uint(Loc::Key(&loc, "iterations"), v);
                 }
             }
         }
         if let Some(v) = obj.get("body") {
-            c.string(join(prefix, "body"), v, 0);
+            c.string(Loc::Key(&p, "body"), v, 0);
         }
     }
 
@@ -324,45 +345,46 @@ pub struct TaskReport {
 impl TaskReport {
     /// Check a TaskReport object, reporting under `prefix` (e.g. `report`).
     pub fn check(obj: &Map<String, Value>, prefix: &str, out: &mut Vec<Violation>) {
+        let p = Loc::Path(prefix);
         let mut c = Checker { out: &mut *out };
-        c.schema_version_const(obj, prefix);
-        if let Some((loc, v)) = c.required(obj, prefix, "task_id") {
-            c.string(loc, v, 1);
+        c.schema_version_const(obj, p);
+        if let Some(v) = c.required(obj, p, "task_id") {
+            c.string(Loc::Key(&p, "task_id"), v, 1);
         }
-        if let Some((loc, v)) = c.required(obj, prefix, "status") {
-            c.string(loc, v, 0);
+        if let Some(v) = c.required(obj, p, "status") {
+            c.string(Loc::Key(&p, "status"), v, 0);
         }
         for key in ["summary_business", "failure_type"] {
             if let Some(v) = obj.get(key) {
-                c.string(join(prefix, key), v, 0);
+                c.string(Loc::Key(&p, key), v, 0);
             }
         }
         for key in ["files_changed", "commits", "questions"] {
             if let Some(v) = obj.get(key) {
-                c.string_array(join(prefix, key), v, 0);
+                c.string_array(Loc::Key(&p, key), v, 0);
             }
         }
         if let Some(v) = obj.get("controls") {
-            let loc = join(prefix, "controls");
-            if let Some(controls) = c.object(loc.clone(), v) {
+            let loc = Loc::Key(&p, "controls");
+            if let Some(controls) = c.object(loc, v) {
                 for (name, outcome) in controls {
-                    let oloc = join(&loc, name);
-                    if let Some(o) = c.object(oloc.clone(), outcome) {
-                        if let Some((l, v)) = c.required(o, &oloc, "status") {
-                            c.string(l, v, 0);
+                    let oloc = Loc::Key(&loc, name);
+                    if let Some(o) = c.object(oloc, outcome) {
+                        if let Some(v) = c.required(o, oloc, "status") {
+                            c.string(Loc::Key(&oloc, "status"), v, 0);
                         }
                         if let Some(v) = o.get("log") {
-                            c.string(join(&oloc, "log"), v, 0);
+                            c.string(Loc::Key(&oloc, "log"), v, 0);
                         }
                     }
                 }
             }
         }
         if let Some(v) = obj.get("iterations") {
-            c.uint(join(prefix, "iterations"), v);
+            c.uint(Loc::Key(&p, "iterations"), v);
         }
-        if let Some((loc, v)) = c.required(obj, prefix, "usage") {
-            UsageSplit::check(v, &loc, out);
+        if let Some(v) = c.required(obj, p, "usage") {
+            UsageSplit::check_at(v, Loc::Key(&p, "usage"), out);
         }
     }
 

@@ -22,12 +22,42 @@ pub(crate) fn join(prefix: &str, key: &str) -> String {
 }
 
 /// Sort violations by location (stable, so the first-found rule at a location stays
-/// first) and keep one per location: a value that is missing or of the wrong type is not
-/// also reported for the constraints its default would break.
+/// first) and keep one per location; drop violations nested under a location that already
+/// has one. A value that is missing or of the wrong type is thereby not also reported for
+/// the constraints its default would break.
 pub(crate) fn finish(mut v: Vec<Violation>) -> Vec<Violation> {
     v.sort_by(|a, b| a.location.cmp(&b.location));
     v.dedup_by(|b, a| a.location == b.location);
+    let locations: std::collections::HashSet<String> =
+        v.iter().map(|x| x.location.clone()).collect();
+    v.retain(|x| {
+        !x.location
+            .match_indices('/')
+            .any(|(i, _)| locations.contains(&x.location[..i]))
+    });
     v
+}
+
+/// A location in a frame, built on the stack and rendered to a string only when a
+/// violation is reported (the valid path allocates nothing for locations).
+#[derive(Clone, Copy)]
+pub(crate) enum Loc<'a> {
+    /// A complete location (`""` is the root).
+    Path(&'a str),
+    /// `parent/key`.
+    Key(&'a Loc<'a>, &'a str),
+    /// `parent/index`.
+    Index(&'a Loc<'a>, usize),
+}
+
+impl Loc<'_> {
+    pub(crate) fn render(&self) -> String {
+        match self {
+            Loc::Path(p) => (*p).to_owned(),
+            Loc::Key(parent, key) => join(&parent.render(), key),
+            Loc::Index(parent, i) => join(&parent.render(), &i.to_string()),
+        }
+    }
 }
 
 /// Collects violations.
@@ -36,22 +66,17 @@ pub(crate) struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    pub(crate) fn push(
-        &mut self,
-        location: impl Into<String>,
-        rule: Rule,
-        message: impl Into<String>,
-    ) {
-        self.out.push(Violation::new(location, rule, message));
+    pub(crate) fn push(&mut self, loc: Loc<'_>, rule: Rule, message: impl Into<String>) {
+        self.out.push(Violation::new(loc.render(), rule, message));
     }
 
-    pub(crate) fn type_error(&mut self, loc: String, expected: &str, found: &Value) {
+    pub(crate) fn type_error(&mut self, loc: Loc<'_>, expected: &str, found: &Value) {
         let msg = format!("expected {expected}, found {}", type_name(found));
         self.push(loc, Rule::Type, msg);
     }
 
     /// A non-negative integer within the safe range.
-    pub(crate) fn uint(&mut self, loc: String, v: &Value) -> Option<u64> {
+    pub(crate) fn uint(&mut self, loc: Loc<'_>, v: &Value) -> Option<u64> {
         match v {
             Value::Number(n) => {
                 if let Some(u) = n.as_u64() {
@@ -77,7 +102,7 @@ impl Checker<'_> {
     }
 
     /// A signed integer within the safe range.
-    pub(crate) fn int(&mut self, loc: String, v: &Value) -> Option<i64> {
+    pub(crate) fn int(&mut self, loc: Loc<'_>, v: &Value) -> Option<i64> {
         match v {
             Value::Number(n) => match n.as_i64() {
                 Some(i) if i.unsigned_abs() <= MAX_SAFE_INTEGER => Some(i),
@@ -103,13 +128,13 @@ impl Checker<'_> {
 
     pub(crate) fn string<'v>(
         &mut self,
-        loc: String,
+        loc: Loc<'_>,
         v: &'v Value,
         min_len: usize,
     ) -> Option<&'v str> {
         match v {
             Value::String(s) => {
-                if min_len > 0 && s.chars().count() < min_len {
+                if min_len > 0 && s.chars().take(min_len).count() < min_len {
                     self.push(
                         loc,
                         Rule::MinLength,
@@ -125,11 +150,11 @@ impl Checker<'_> {
         }
     }
 
-    pub(crate) fn string_array(&mut self, loc: String, v: &Value, item_min_len: usize) {
+    pub(crate) fn string_array(&mut self, loc: Loc<'_>, v: &Value, item_min_len: usize) {
         match v {
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    self.string(join(&loc, &i.to_string()), item, item_min_len);
+                    self.string(Loc::Index(&loc, i), item, item_min_len);
                 }
             }
             other => self.type_error(loc, "array", other),
@@ -138,7 +163,7 @@ impl Checker<'_> {
 
     pub(crate) fn object<'v>(
         &mut self,
-        loc: String,
+        loc: Loc<'_>,
         v: &'v Value,
     ) -> Option<&'v Map<String, Value>> {
         match v {
@@ -151,8 +176,8 @@ impl Checker<'_> {
     }
 
     /// `schema_version` of an embedded artifact: required, `const: 1`.
-    pub(crate) fn schema_version_const(&mut self, obj: &Map<String, Value>, prefix: &str) {
-        let loc = join(prefix, "schema_version");
+    pub(crate) fn schema_version_const(&mut self, obj: &Map<String, Value>, prefix: Loc<'_>) {
+        let loc = Loc::Key(&prefix, "schema_version");
         match obj.get("schema_version") {
             None => self.push(loc, Rule::Required, "required field is missing"),
             Some(v) if v.as_u64() == Some(1) => {}
@@ -160,20 +185,22 @@ impl Checker<'_> {
         }
     }
 
-    /// Required field `key` of `obj`: absent → `required`, else `f(value)`.
+    /// Required field `key` of `obj`: the value, or a `required` violation at
+    /// `prefix/key`.
     pub(crate) fn required<'v>(
         &mut self,
         obj: &'v Map<String, Value>,
-        prefix: &str,
+        prefix: Loc<'_>,
         key: &str,
-    ) -> Option<(String, &'v Value)> {
-        let loc = join(prefix, key);
-        match obj.get(key) {
-            Some(v) => Some((loc, v)),
-            None => {
-                self.push(loc, Rule::Required, "required field is missing");
-                None
-            }
+    ) -> Option<&'v Value> {
+        let v = obj.get(key);
+        if v.is_none() {
+            self.push(
+                Loc::Key(&prefix, key),
+                Rule::Required,
+                "required field is missing",
+            );
         }
+        v
     }
 }

@@ -4,9 +4,9 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
 use super::artifacts::{TaskReport, TaskSpec, UsageSplit};
-use super::check::{finish, join, Checker};
+use super::check::{finish, Checker, Loc};
 use super::error::{DecodeError, Rule, SchemaError, Violation};
-use super::json::{parse_top, type_name, TopLevel};
+use super::json::{parse_top, type_name, Key, TopLevel};
 use super::messages::*;
 use super::SCHEMA_VERSION;
 
@@ -40,7 +40,13 @@ pub fn decode(frame: &[u8], validate: bool) -> Result<Message, DecodeError> {
 /// # Errors
 /// As [`decode`], minus the parse errors.
 pub fn from_object(object: Map<String, Value>, validate: bool) -> Result<Message, DecodeError> {
-    from_members(object.into_iter().collect(), validate)
+    from_members(
+        object
+            .into_iter()
+            .map(|(k, v)| (Key::from_string(k), v))
+            .collect(),
+        validate,
+    )
 }
 
 /// Build a message from any JSON value (see [`from_object`]).
@@ -94,19 +100,19 @@ impl Ctx {
         match v {
             Value::String(s) => Slot::Got(s),
             other => {
-                self.checker().type_error(key.to_owned(), "string", &other);
+                self.checker().type_error(Loc::Path(key), "string", &other);
                 Slot::Bad
             }
         }
     }
     fn uint(&mut self, key: &str, v: &Value) -> Slot<u64> {
-        Slot::from(self.checker().uint(key.to_owned(), v))
+        Slot::from(self.checker().uint(Loc::Path(key), v))
     }
     fn object(&mut self, key: &str, v: Value) -> Slot<Map<String, Value>> {
         match v {
             Value::Object(m) => Slot::Got(m),
             other => {
-                self.checker().type_error(key.to_owned(), "object", &other);
+                self.checker().type_error(Loc::Path(key), "object", &other);
                 Slot::Bad
             }
         }
@@ -121,8 +127,11 @@ impl Ctx {
                         Value::String(s) => out.push(s),
                         other => {
                             ok = false;
-                            self.checker()
-                                .type_error(join(key, &i.to_string()), "string", &other);
+                            self.checker().type_error(
+                                Loc::Index(&Loc::Path(key), i),
+                                "string",
+                                &other,
+                            );
                         }
                     }
                 }
@@ -133,7 +142,7 @@ impl Ctx {
                 }
             }
             other => {
-                self.checker().type_error(key.to_owned(), "array", &other);
+                self.checker().type_error(Loc::Path(key), "array", &other);
                 Slot::Bad
             }
         }
@@ -144,7 +153,7 @@ impl Ctx {
                 let mut ok = true;
                 let mut out = IndexMap::with_capacity(m.len());
                 for (task, seq) in m {
-                    match self.checker().uint(join(key, &task), &seq) {
+                    match self.checker().uint(Loc::Key(&Loc::Path(key), &task), &seq) {
                         Some(s) => {
                             out.insert(task, s);
                         }
@@ -158,7 +167,7 @@ impl Ctx {
                 }
             }
             other => {
-                self.checker().type_error(key.to_owned(), "object", &other);
+                self.checker().type_error(Loc::Path(key), "object", &other);
                 Slot::Bad
             }
         }
@@ -167,11 +176,11 @@ impl Ctx {
         match v {
             Value::String(s) => Slot::Got(Nonce::Text(s.clone())),
             Value::Number(_) => {
-                Slot::from(self.checker().int(key.to_owned(), v).map(Nonce::Integer))
+                Slot::from(self.checker().int(Loc::Path(key), v).map(Nonce::Integer))
             }
             other => {
                 self.checker()
-                    .type_error(key.to_owned(), "string or integer", other);
+                    .type_error(Loc::Path(key), "string or integer", other);
                 Slot::Bad
             }
         }
@@ -182,7 +191,7 @@ impl Ctx {
             Value::Number(n) => Slot::Got(SentAt::Number(n)),
             other => {
                 self.checker()
-                    .type_error(key.to_owned(), "string or number", &other);
+                    .type_error(Loc::Path(key), "string or number", &other);
                 Slot::Bad
             }
         }
@@ -198,8 +207,12 @@ impl Ctx {
     }
 }
 
-fn from_members(members: Vec<(String, Value)>, validate: bool) -> Result<Message, DecodeError> {
-    let mtype = match members.iter().find(|(k, _)| k == "type").map(|(_, v)| v) {
+fn from_members(members: Vec<(Key, Value)>, validate: bool) -> Result<Message, DecodeError> {
+    let mtype = match members
+        .iter()
+        .find(|(k, _)| *k == Key::Known("type"))
+        .map(|(_, v)| v)
+    {
         Some(Value::String(t)) => match MessageType::from_wire(t) {
             Some(mt) => mt,
             None => {
@@ -224,7 +237,11 @@ fn from_members(members: Vec<(String, Value)>, validate: bool) -> Result<Message
     // String slots: s[0] = task_id; s[1] = project_id | role | kind | reason; s[2] = runner_version.
     for (key, value) in members {
         // Tolerant decoding treats null as absent; validation reports it as a type error.
-        if !validate && value.is_null() && key != "type" && mtype.keys().contains(&key.as_str()) {
+        if !validate
+            && value.is_null()
+            && key.as_str() != "type"
+            && mtype.keys().contains(&key.as_str())
+        {
             continue;
         }
         match (mtype, key.as_str()) {
@@ -267,7 +284,7 @@ fn from_members(members: Vec<(String, Value)>, validate: bool) -> Result<Message
             (MessageType::Ping | MessageType::Pong, "nonce") => nonce = ctx.nonce("nonce", &value),
             (MessageType::Ping, "sent_at") => sent_at = ctx.sent_at("sent_at", value),
             _ => {
-                extra.insert(key, value);
+                extra.insert(key.into_string(), value);
             }
         }
     }
@@ -423,31 +440,45 @@ fn check_message(msg: &Message, out: &mut Vec<Violation>) {
     };
     if sv != SCHEMA_VERSION {
         c.push(
-            "schema_version",
+            Loc::Path("schema_version"),
             Rule::Const,
             format!("must be 1, found {sv}"),
         );
     }
     let range = |c: &mut Checker<'_>, loc: &str, v: u64| {
         if v > super::MAX_SAFE_INTEGER {
-            c.push(loc, Rule::Range, format!("{v} is above 2^53 - 1"));
+            c.push(
+                Loc::Path(loc),
+                Rule::Range,
+                format!("{v} is above 2^53 - 1"),
+            );
         }
     };
     match msg {
         Message::Hello(m) => {
             if m.protocol_version < 1 {
-                c.push("protocol_version", Rule::Minimum, "must be at least 1");
+                c.push(
+                    Loc::Path("protocol_version"),
+                    Rule::Minimum,
+                    "must be at least 1",
+                );
             }
             range(&mut c, "protocol_version", m.protocol_version);
             if m.project_id.is_empty() {
                 c.push(
-                    "project_id",
+                    Loc::Path("project_id"),
                     Rule::MinLength,
                     "must have at least 1 character(s)",
                 );
             }
             for (task, seq) in &m.resume {
-                range(&mut c, &join("resume", task), *seq);
+                if *seq > super::MAX_SAFE_INTEGER {
+                    c.push(
+                        Loc::Key(&Loc::Path("resume"), task),
+                        Rule::Range,
+                        format!("{seq} is above 2^53 - 1"),
+                    );
+                }
             }
         }
         Message::TaskAssign(m) => {
@@ -458,7 +489,7 @@ fn check_message(msg: &Message, out: &mut Vec<Violation>) {
             if let Some(Value::String(id)) = m.task.get("id") {
                 if !m.task_id.is_empty() && *id != m.task_id {
                     c.push(
-                        "task_id",
+                        Loc::Path("task_id"),
                         Rule::Mismatch,
                         format!("task_id {:?} differs from task.id {id:?}", m.task_id),
                     );
@@ -484,7 +515,7 @@ fn check_message(msg: &Message, out: &mut Vec<Violation>) {
             if let Some(Value::String(id)) = m.report.get("task_id") {
                 if !m.task_id.is_empty() && *id != m.task_id {
                     c.push(
-                        "task_id",
+                        Loc::Path("task_id"),
                         Rule::Mismatch,
                         format!("task_id {:?} differs from report.task_id {id:?}", m.task_id),
                     );
@@ -504,17 +535,27 @@ fn check_message(msg: &Message, out: &mut Vec<Violation>) {
 
 fn nonempty(c: &mut Checker<'_>, loc: &str, v: &str) {
     if v.is_empty() {
-        c.push(loc, Rule::MinLength, "must have at least 1 character(s)");
+        c.push(
+            Loc::Path(loc),
+            Rule::MinLength,
+            "must have at least 1 character(s)",
+        );
     }
 }
 
 fn check_nonce(c: &mut Checker<'_>, nonce: &Option<Nonce>) {
     if let Some(Nonce::Integer(i)) = nonce {
         if i.unsigned_abs() > super::MAX_SAFE_INTEGER {
-            c.push("nonce", Rule::Range, format!("{i} is outside ±(2^53 - 1)"));
+            c.push(
+                Loc::Path("nonce"),
+                Rule::Range,
+                format!("{i} is outside ±(2^53 - 1)"),
+            );
         }
     }
 }
+
+const INVOCATION: Loc<'static> = Loc::Path("invocation");
 
 fn check_invocation(inv: &Map<String, Value>, out: &mut Vec<Violation>) {
     let mut c = Checker { out };
@@ -526,14 +567,14 @@ fn check_invocation(inv: &Map<String, Value>, out: &mut Vec<Violation>) {
         "llm_base_url",
     ] {
         if let Some(v) = inv.get(key) {
-            c.string(join("invocation", key), v, 0);
+            c.string(Loc::Key(&INVOCATION, key), v, 0);
         }
     }
     if let Some(v) = inv.get("allowed_tools") {
-        c.string_array(join("invocation", "allowed_tools"), v, 0);
+        c.string_array(Loc::Key(&INVOCATION, "allowed_tools"), v, 0);
     }
     if let Some(v) = inv.get("budget") {
-        c.object(join("invocation", "budget"), v);
+        c.object(Loc::Key(&INVOCATION, "budget"), v);
     }
 }
 

@@ -57,13 +57,22 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(StrictValue(Value::Array(out)))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictValue, A::Error> {
-        let mut out = Map::new();
+        // Pre-sized: protocol objects are small, and growing an IndexMap re-inserts.
+        let mut out = Map::with_capacity(8);
         while let Some(key) = map.next_key::<String>()? {
-            if out.contains_key(&key) {
-                return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
-            }
             let StrictValue(v) = map.next_value()?;
-            out.insert(key, v);
+            // One hash per key: the entry both detects a repeat and inserts.
+            match out.entry(key) {
+                serde_json::map::Entry::Vacant(slot) => {
+                    slot.insert(v);
+                }
+                serde_json::map::Entry::Occupied(slot) => {
+                    return Err(de::Error::custom(format_args!(
+                        "duplicate key {:?}",
+                        slot.key()
+                    )));
+                }
+            }
         }
         Ok(StrictValue(Value::Object(out)))
     }
@@ -75,10 +84,93 @@ impl<'de> Deserialize<'de> for StrictValue {
     }
 }
 
+/// A top-level key: one of the declared field names (borrowed, no allocation) or any
+/// other key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Key {
+    Known(&'static str),
+    Other(String),
+}
+
+/// Every key any of the seven messages declares.
+const KNOWN_KEYS: [&str; 18] = [
+    "schema_version",
+    "type",
+    "task_id",
+    "seq",
+    "kind",
+    "attempt",
+    "payload",
+    "task",
+    "role",
+    "invocation",
+    "report",
+    "reason",
+    "protocol_version",
+    "project_id",
+    "runner_version",
+    "capabilities",
+    "resume",
+    "nonce",
+];
+const SENT_AT: &str = "sent_at";
+
+impl Key {
+    pub(crate) fn new(s: &str) -> Option<&'static str> {
+        KNOWN_KEYS
+            .iter()
+            .copied()
+            .chain(std::iter::once(SENT_AT))
+            .find(|k| *k == s)
+    }
+    pub(crate) fn from_string(s: String) -> Key {
+        match Key::new(&s) {
+            Some(k) => Key::Known(k),
+            None => Key::Other(s),
+        }
+    }
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Key::Known(k) => k,
+            Key::Other(s) => s,
+        }
+    }
+    pub(crate) fn into_string(self) -> String {
+        match self {
+            Key::Known(k) => k.to_owned(),
+            Key::Other(s) => s,
+        }
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Key, E> {
+        Ok(match Key::new(v) {
+            Some(k) => Key::Known(k),
+            None => Key::Other(v.to_owned()),
+        })
+    }
+    fn visit_string<E>(self, v: String) -> Result<Key, E> {
+        Ok(Key::from_string(v))
+    }
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
 /// The top level of a frame: the object's members in arrival order, or the JSON type
 /// found instead of an object.
 pub(crate) enum TopLevel {
-    Object(Vec<(String, Value)>),
+    Object(Vec<(Key, Value)>),
     Other(&'static str),
 }
 
@@ -113,10 +205,13 @@ impl<'de> Visitor<'de> for TopVisitor {
         Ok(TopLevel::Other("array"))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel, A::Error> {
-        let mut out: Vec<(String, Value)> = Vec::with_capacity(8);
-        while let Some(key) = map.next_key::<String>()? {
+        let mut out: Vec<(Key, Value)> = Vec::with_capacity(8);
+        while let Some(key) = map.next_key::<Key>()? {
             if out.iter().any(|(k, _)| *k == key) {
-                return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
+                return Err(de::Error::custom(format_args!(
+                    "duplicate key {:?}",
+                    key.as_str()
+                )));
             }
             let StrictValue(v) = map.next_value()?;
             out.push((key, v));
@@ -151,17 +246,29 @@ fn map_err(e: serde_json::Error) -> DecodeError {
     }
 }
 
+/// Check UTF-8 once for the whole frame (much cheaper than string by string), then parse
+/// from the `&str`.
+fn as_text(bytes: &[u8]) -> Result<&str, DecodeError> {
+    std::str::from_utf8(bytes).map_err(|e| DecodeError::NotJson {
+        message: format!("invalid UTF-8 at byte {}", e.valid_up_to()),
+    })
+}
+
 /// Parse one complete JSON document (trailing whitespace allowed, nothing else).
 pub(crate) fn parse_top(bytes: &[u8]) -> Result<TopLevel, DecodeError> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut de = serde_json::Deserializer::from_str(as_text(bytes)?);
     let top = Seed.deserialize(&mut de).map_err(map_err)?;
     de.end().map_err(map_err)?;
     Ok(top)
 }
 
-/// Parse any JSON document strictly (duplicate keys rejected).
+/// Parse any JSON document strictly: duplicate keys at any depth are rejected, object key
+/// order is preserved.
+///
+/// # Errors
+/// [`DecodeError::NotJson`] or [`DecodeError::DuplicateKey`].
 pub fn parse_value(bytes: &[u8]) -> Result<Value, DecodeError> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut de = serde_json::Deserializer::from_str(as_text(bytes)?);
     let StrictValue(v) = StrictValue::deserialize(&mut de).map_err(map_err)?;
     de.end().map_err(map_err)?;
     Ok(v)
