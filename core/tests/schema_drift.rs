@@ -234,3 +234,27 @@ fn schema_and_validator_agree() {
     assert!(checked > 3000, "only {checked} frames compared");
     println!("schema and validator agree on {checked} frames");
 }
+
+/// Every vector file is valid against the vector format's own schema.
+#[test]
+fn vectors_follow_the_vector_format() {
+    let text = std::fs::read_to_string(root().join("vector.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).unwrap();
+    let mut stack = vec![root().join("vectors")];
+    let mut n = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let errors: Vec<String> = validator.iter_errors(&v).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+            assert!(errors.is_empty(), "{}: {}", path.display(), errors.join("; "));
+            n += 1;
+        }
+    }
+    assert!(n >= 60, "only {n} vectors");
+}
