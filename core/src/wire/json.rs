@@ -93,7 +93,7 @@ pub(crate) enum Key {
 }
 
 /// Every key any of the seven messages declares.
-const KNOWN_KEYS: [&str; 18] = [
+const KNOWN_KEYS: [&str; 19] = [
     "schema_version",
     "type",
     "task_id",
@@ -112,19 +112,15 @@ const KNOWN_KEYS: [&str; 18] = [
     "capabilities",
     "resume",
     "nonce",
+    "sent_at",
 ];
-const SENT_AT: &str = "sent_at";
 
 impl Key {
-    pub(crate) fn new(s: &str) -> Option<&'static str> {
-        KNOWN_KEYS
-            .iter()
-            .copied()
-            .chain(std::iter::once(SENT_AT))
-            .find(|k| *k == s)
+    pub(crate) fn known(s: &str) -> Option<&'static str> {
+        KNOWN_KEYS.iter().copied().find(|k| *k == s)
     }
     pub(crate) fn from_string(s: String) -> Key {
-        match Key::new(&s) {
+        match Key::known(&s) {
             Some(k) => Key::Known(k),
             None => Key::Other(s),
         }
@@ -151,7 +147,7 @@ impl<'de> Visitor<'de> for KeyVisitor {
         f.write_str("an object key")
     }
     fn visit_str<E>(self, v: &str) -> Result<Key, E> {
-        Ok(match Key::new(v) {
+        Ok(match Key::known(v) {
             Some(k) => Key::Known(k),
             None => Key::Other(v.to_owned()),
         })
