@@ -9,7 +9,9 @@
 //! * [`wire`] — the seven hub-protocol messages of seed 000, their embedded
 //!   `stapel-taskspecs` artifacts (TaskSpec, TaskReport, UsageSplit), validation and the
 //!   deterministic, byte-stable codec;
-//! * [`framing`] — the bounded JSONL line framer used by every newline-delimited stream.
+//! * [`framing`] — the bounded JSONL line framer used by every newline-delimited stream;
+//! * [`local`] — the local-runner protocol of seed 002 (commands, canonical events, supervision as actions, terminal reconciliation);
+//! * [`reducer`] — folds canonical local-runner events into a session snapshot.
 //!
 //! Every error type has a stable snake_case `code()`; conformance vectors in the
 //! repository's `conformance/` folder assert on those codes, and every binding runs
@@ -17,5 +19,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod adapter;
+pub mod contract;
 pub mod framing;
+pub mod local;
+pub mod reducer;
 pub mod wire;

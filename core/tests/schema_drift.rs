@@ -251,8 +251,16 @@ fn vectors_follow_the_vector_format() {
                 continue;
             }
             let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            let errors: Vec<String> = validator.iter_errors(&v).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-            assert!(errors.is_empty(), "{}: {}", path.display(), errors.join("; "));
+            let errors: Vec<String> = validator
+                .iter_errors(&v)
+                .map(|e| format!("{} at {}", e, e.instance_path()))
+                .collect();
+            assert!(
+                errors.is_empty(),
+                "{}: {}",
+                path.display(),
+                errors.join("; ")
+            );
             n += 1;
         }
     }

@@ -1,5 +1,17 @@
-//! I/O shell pieces shared by the `stapel-runner` and `fake-harness` binaries.
+//! The I/O shell around `stapel-runner-protocol`'s local-run machine (seed 002): the
+//! `stapel-runner` and `fake-harness` binaries and the pieces they share.
+//!
+//! * [`host`] — executes the machine's outputs with real processes and pipes;
+//! * [`supervisor`] — spawn with a cleared environment in a new process group, group
+//!   signals, child-subreaper adoption of escaped grandchildren;
+//! * [`controller`] — the built-in controller (the seed's mock core) for `stapel-runner run`;
+//! * [`pretty`] — the human-readable view of the event stream;
+//! * [`scripts`] — the seven built-in fake-harness scripts.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod controller;
+pub mod host;
+pub mod pretty;
+pub mod scripts;
 pub mod supervisor;

@@ -5,8 +5,12 @@
 //! Usage: `cargo test -p stapel-runner-protocol --test conformance` (optionally followed by
 //! `-- FILTER` to run only vectors whose path contains FILTER).
 
+mod adapter;
 mod common;
+mod contract;
 mod framing;
+mod local;
+mod reducer;
 mod wire;
 
 use serde_json::Value;
@@ -16,6 +20,10 @@ fn run_vector(area: &str, vector: &Value) -> Result<(), String> {
     match area {
         "wire" => wire::run(vector),
         "framing" => framing::run(vector),
+        "contract" => contract::run(vector),
+        "adapter" => adapter::run(vector),
+        "local" => local::run(vector),
+        "reducer" => reducer::run(vector),
         other => Err(format!("no runner for area {other:?}")),
     }
 }
@@ -67,7 +75,7 @@ fn main() {
                 if folder != area {
                     return Err(format!("area {area:?} does not match folder {folder:?}"));
                 }
-                if !v["steps"].as_array().is_some_and(|s| !s.is_empty()) {
+                if v["steps"].as_array().is_none_or(Vec::is_empty) {
                     return Err("vector has no steps".into());
                 }
                 run_vector(&area, &v)

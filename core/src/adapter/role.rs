@@ -1,0 +1,154 @@
+//! [`RoleSpec`]: what a harness adapter needs from `task.assign`.
+
+use serde_json::{Map, Value};
+
+use super::error::AdapterError;
+use crate::wire::role;
+
+/// Default [`RoleSpec::role`].
+pub const DEFAULT_ROLE: &str = role::CODER;
+
+/// Default [`RoleSpec::session`]: one harness session per task.
+pub const DEFAULT_SESSION: &str = "per-task";
+
+/// The invocation fields seed 000 names, in order.
+pub const INVOCATION_FIELDS: [&str; 7] = [
+    "backend",
+    "model",
+    "session",
+    "system_prompt_ref",
+    "allowed_tools",
+    "llm_base_url",
+    "budget",
+];
+
+/// The role an adapter plays and the model↔harness pairing it runs, built from a
+/// `task.assign` frame's `role` and `invocation`.
+///
+/// Fields are open strings (roles and backends are routing policy, which the protocol
+/// does not enumerate). Invocation keys seed 000 does not name are kept in
+/// [`extra`](Self::extra), in arrival order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoleSpec {
+    /// The role (default `coder`).
+    pub role: String,
+    /// Harness backend (`agent-sdk`, `subprocess`, …).
+    pub backend: Option<String>,
+    /// Model identifier.
+    pub model: Option<String>,
+    /// Session policy (default `per-task`).
+    pub session: String,
+    /// Reference to the system prompt (never the prompt itself).
+    pub system_prompt_ref: Option<String>,
+    /// Tools the harness may use.
+    pub allowed_tools: Vec<String>,
+    /// Base URL of the LLM gateway.
+    pub llm_base_url: Option<String>,
+    /// Budget, any JSON value (kept as given).
+    pub budget: Option<Value>,
+    /// Invocation keys seed 000 does not name, in arrival order.
+    pub extra: Map<String, Value>,
+}
+
+impl RoleSpec {
+    /// Build from an invocation object. `role` is the assign's role; `None` means
+    /// [`DEFAULT_ROLE`]. A `null` field is the same as an absent one. An invocation key
+    /// named `role` is not a seed-000 invocation field and is kept in `extra` like any
+    /// other unknown key.
+    ///
+    /// # Errors
+    /// `invalid_invocation` when a named field has the wrong type: `backend`, `model`,
+    /// `session`, `system_prompt_ref`, `llm_base_url` must be strings (`session` and the
+    /// role non-empty), `allowed_tools` an array of strings.
+    pub fn from_invocation(
+        invocation: &Map<String, Value>,
+        role: Option<&str>,
+    ) -> Result<Self, AdapterError> {
+        let bad = |field: &str, reason: &str| AdapterError::InvalidInvocation {
+            field: field.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let get = |k: &str| invocation.get(k).filter(|v| !v.is_null());
+        let string = |k: &str| -> Result<Option<String>, AdapterError> {
+            match get(k) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(bad(k, "expected a string")),
+            }
+        };
+        let role = role.unwrap_or(DEFAULT_ROLE);
+        if role.is_empty() {
+            return Err(bad("role", "must not be empty"));
+        }
+        let session = string("session")?.unwrap_or_else(|| DEFAULT_SESSION.to_owned());
+        if session.is_empty() {
+            return Err(bad("session", "must not be empty"));
+        }
+        let allowed_tools = match get("allowed_tools") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| bad(&format!("allowed_tools/{i}"), "expected a string"))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(bad("allowed_tools", "expected an array of strings")),
+        };
+        Ok(Self {
+            role: role.to_owned(),
+            backend: string("backend")?,
+            model: string("model")?,
+            session,
+            system_prompt_ref: string("system_prompt_ref")?,
+            allowed_tools,
+            llm_base_url: string("llm_base_url")?,
+            budget: get("budget").cloned(),
+            extra: invocation
+                .iter()
+                .filter(|(k, _)| !INVOCATION_FIELDS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        })
+    }
+
+    /// JSON form: `role`, then the invocation fields in seed order (absent optional
+    /// fields omitted; `session` and `allowed_tools` always present), then `extra` in
+    /// arrival order. A key of `extra` that collides with a declared field is not
+    /// emitted.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("role".into(), Value::String(self.role.clone()));
+        let opt = |m: &mut Map<String, Value>, k: &str, v: &Option<String>| {
+            if let Some(v) = v {
+                m.insert(k.into(), Value::String(v.clone()));
+            }
+        };
+        opt(&mut m, "backend", &self.backend);
+        opt(&mut m, "model", &self.model);
+        m.insert("session".into(), Value::String(self.session.clone()));
+        opt(&mut m, "system_prompt_ref", &self.system_prompt_ref);
+        m.insert(
+            "allowed_tools".into(),
+            Value::Array(
+                self.allowed_tools
+                    .iter()
+                    .cloned()
+                    .map(Value::String)
+                    .collect(),
+            ),
+        );
+        opt(&mut m, "llm_base_url", &self.llm_base_url);
+        if let Some(b) = &self.budget {
+            m.insert("budget".into(), b.clone());
+        }
+        for (k, v) in &self.extra {
+            if !m.contains_key(k) {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+        Value::Object(m)
+    }
+}

@@ -1,0 +1,80 @@
+//! The harness-execution contract of seed 001 (contract version `1.0`), sans-IO.
+//!
+//! * [`models`] — the strict contract-1.0 models: [`ExecutionRequest`],
+//!   [`HarnessProfile`], [`ReinDescriptor`], [`SandboxHandle`], [`ToolCall`],
+//!   [`ToolResult`], [`ExecutionSummary`]; plus [`ExecutionEvidence`] and
+//!   [`GatewayResult`] in [`evidence`] (also strict, for readers of evidence).
+//! * [`resolution`] — profile resolution against a [`Catalog`] and its refusals
+//!   `unknown`, `disabled`, `ambiguous`, `incompatible`, `unsafe`.
+//! * [`Gateway`] — the lifecycle machine: resolve → create sandbox → start session →
+//!   dispatch tools → end session → destroy sandbox → [`GatewayResult`].
+//! * [`safety`] — the one definition of sensitive keys and credential-shaped values, and
+//!   identifier redaction.
+//!
+//! # Forward compatibility
+//!
+//! Contract models forbid unknown fields (`unknown_field`); the declared `metadata`
+//! objects are the only open place, and they may not carry sensitive values. Adding a
+//! required field, changing a meaning, or removing a field needs a new contract version;
+//! profiles and rein descriptors must declare exactly [`CONTRACT_VERSION`].
+//!
+//! # Refused vs failed
+//!
+//! `refused`: governed execution did not proceed — resolution refused, nothing was
+//! created. `failed`: an attempted lifecycle did not complete successfully — any failure
+//! from sandbox creation on, including a rein-declared unsuccessful result, and a failed
+//! teardown after an otherwise successful run.
+//!
+//! ```
+//! use stapel_runner_protocol::contract::*;
+//! use serde_json::json;
+//!
+//! let catalog = Catalog::from_value(&json!({
+//!     "profiles": [{"contract_version": "1.0", "profile_id": "coder-default", "rein": "fake",
+//!                   "model": "claude-sonnet-4", "sandbox_profile": "repo-rw",
+//!                   "tool_policy": {"allowed_tools": ["run_task"]}}],
+//!     "reins": [{"rein_id": "fake", "contract_version": "1.0"}],
+//! })).unwrap();
+//! let mut gw = Gateway::new(GatewayConfig::new(catalog));
+//! let request = ExecutionRequest::new("coder-default", "org/repo", "Fix", "Fix the bug");
+//! gw.handle_input(0, GatewayInput::Execute {
+//!     request, inputs: StringMap::new(), tool_calls: vec![ToolCall::new("run_task")],
+//! }).unwrap();
+//! assert!(matches!(gw.poll_output(), GatewayOutput::Action(GatewayAction::CreateSandbox { .. })));
+//! assert_eq!(gw.poll_output(), GatewayOutput::Waiting);
+//! gw.handle_input(5, GatewayInput::SandboxCreated { sandbox: SandboxHandle::new("sb-1") }).unwrap();
+//! # let _ = gw.poll_output();
+//! gw.handle_input(6, GatewayInput::SessionStarted { session: StringMap::new() }).unwrap();
+//! # let _ = gw.poll_output();
+//! gw.handle_input(9, GatewayInput::ToolDispatched { result: ToolResult::success(json!("done")) }).unwrap();
+//! # let _ = gw.poll_output();
+//! gw.handle_input(10, GatewayInput::SessionEnded { summary: ExecutionSummary::default() }).unwrap();
+//! # let _ = gw.poll_output();
+//! gw.handle_input(12, GatewayInput::SandboxDestroyed).unwrap();
+//! let GatewayOutput::Result(result) = gw.poll_output() else { panic!() };
+//! assert!(result.ok);
+//! assert_eq!(result.evidence.duration_ms, 12);
+//! assert_eq!(result.tool_output, json!("done"));
+//! ```
+
+mod error;
+pub mod evidence;
+mod fields;
+mod gateway;
+pub mod models;
+pub mod resolution;
+pub mod safety;
+
+pub use error::{ContractError, GatewayError};
+pub use evidence::{
+    safe_identifier, ExecutionEvidence, FailureStage, GatewayResult, Outcome, TeardownStatus,
+    ToolCallCounts,
+};
+pub use gateway::{
+    Gateway, GatewayAction, GatewayConfig, GatewayInput, GatewayOutput, DEFAULT_MAX_TOOL_CALLS,
+};
+pub use models::{
+    ExecutionRequest, ExecutionSummary, HarnessProfile, ReinDescriptor, SandboxHandle, StringMap,
+    ToolCall, ToolEventVisibility, ToolPolicy, ToolResult, CONTRACT_VERSION,
+};
+pub use resolution::{resolve, unsafe_reasons, Catalog, Refusal, RefusalKind, Resolved};

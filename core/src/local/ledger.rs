@@ -1,0 +1,149 @@
+//! The command ledger: canonical JSON per accepted `commandId` and the next
+//! `controllerSeq`.
+//!
+//! Order of checks (after the schema check, which the caller does first):
+//!
+//! 1. **duplicate by `commandId`** — the same id with the same canonical JSON is a
+//!    [`LedgerVerdict::Duplicate`] (no second effect); the same id with different canonical
+//!    JSON is a [`LedgerVerdict::Conflict`]. This comes *before* the sequence check, so a
+//!    retransmitted old command is a duplicate, not a gap;
+//! 2. **contiguity** — `controllerSeq` must equal [`CommandLedger::next_seq`] (1 for the
+//!    first command), otherwise [`LedgerVerdict::NotContiguous`].
+//!
+//! # Bound
+//!
+//! The ledger keeps at most `max_entries` commands and `max_bytes` bytes of canonical
+//! JSON (each entry costs its id plus its canonical text). Recording past either bound
+//! evicts the oldest entries first. An evicted command that is retransmitted is no longer
+//! recognised as a duplicate; because its `controllerSeq` is behind `next_seq` it is then
+//! answered `NotContiguous` (rejected) — it is never applied a second time. The count of
+//! evicted entries is [`CommandLedger::evicted`].
+
+use indexmap::IndexMap;
+
+/// Default [`CommandLedger`] entry bound.
+pub const DEFAULT_LEDGER_MAX_ENTRIES: usize = 1024;
+/// Default [`CommandLedger`] byte bound (1 MiB of ids plus canonical JSON).
+pub const DEFAULT_LEDGER_MAX_BYTES: usize = 1024 * 1024;
+
+/// What the ledger says about a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LedgerVerdict {
+    /// Unseen id with the expected `controllerSeq`: record and apply it.
+    Fresh,
+    /// Same id, same canonical JSON: answer `duplicate`, apply nothing.
+    Duplicate,
+    /// Same id, different canonical JSON: answer `rejected`.
+    Conflict,
+    /// Unseen id, `controllerSeq` is not the next one: answer `rejected`.
+    NotContiguous {
+        /// The `controllerSeq` the ledger expects.
+        expected: u64,
+    },
+}
+
+/// Bounded ledger of accepted commands. See the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct CommandLedger {
+    max_entries: usize,
+    max_bytes: usize,
+    entries: IndexMap<String, String>,
+    bytes: usize,
+    next_seq: u64,
+    evicted: u64,
+}
+
+impl CommandLedger {
+    /// An empty ledger; bounds below 1 are treated as 1.
+    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+        Self {
+            max_entries: max_entries.max(1),
+            max_bytes: max_bytes.max(1),
+            entries: IndexMap::new(),
+            bytes: 0,
+            next_seq: 1,
+            evicted: 0,
+        }
+    }
+
+    /// Classify a command by id, canonical JSON and `controllerSeq` (no state change).
+    pub fn check(&self, command_id: &str, canonical: &str, controller_seq: u64) -> LedgerVerdict {
+        match self.entries.get(command_id) {
+            Some(stored) if stored == canonical => LedgerVerdict::Duplicate,
+            Some(_) => LedgerVerdict::Conflict,
+            None if controller_seq != self.next_seq => LedgerVerdict::NotContiguous {
+                expected: self.next_seq,
+            },
+            None => LedgerVerdict::Fresh,
+        }
+    }
+
+    /// Record a [`LedgerVerdict::Fresh`] command and advance `next_seq`, evicting the
+    /// oldest entries past the bounds.
+    pub fn record(&mut self, command_id: &str, canonical: &str) {
+        self.bytes += command_id.len() + canonical.len();
+        self.entries
+            .insert(command_id.to_owned(), canonical.to_owned());
+        self.next_seq += 1;
+        while self.entries.len() > self.max_entries
+            || (self.bytes > self.max_bytes && self.entries.len() > 1)
+        {
+            if let Some((k, v)) = self.entries.shift_remove_index(0) {
+                self.bytes -= k.len() + v.len();
+                self.evicted += 1;
+            }
+        }
+    }
+
+    /// The `controllerSeq` the next fresh command must carry.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Number of entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// `true` when no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Bytes held (ids plus canonical JSON).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Entries evicted by the bounds so far.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_is_checked_before_contiguity_and_eviction_never_reapplies() {
+        let mut l = CommandLedger::new(2, 1 << 20);
+        assert_eq!(l.check("a", "{1}", 1), LedgerVerdict::Fresh);
+        l.record("a", "{1}");
+        assert_eq!(l.check("a", "{1}", 1), LedgerVerdict::Duplicate);
+        assert_eq!(l.check("a", "{2}", 1), LedgerVerdict::Conflict);
+        assert_eq!(
+            l.check("b", "{}", 3),
+            LedgerVerdict::NotContiguous { expected: 2 }
+        );
+        l.record("b", "{}");
+        l.record("c", "{}");
+        assert_eq!(l.len(), 2);
+        assert_eq!(l.evicted(), 1);
+        assert_eq!(
+            l.check("a", "{1}", 1),
+            LedgerVerdict::NotContiguous { expected: 4 }
+        );
+    }
+}

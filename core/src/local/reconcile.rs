@@ -1,0 +1,236 @@
+//! Terminal reconciliation: the runner, not the harness, decides the canonical terminal.
+//!
+//! The harness `terminal` message is only a proposal. The runner keeps it
+//! (`harnessTerminalProposal`), validates it (`proposalValid`) and derives the turn and run
+//! terminal states from its own facts — the process exit, whether a semantic result was
+//! observed, an accepted interrupt/cancel, controller closure and protocol violations:
+//!
+//! | intent | turn | run | `reason` |
+//! |---|---|---|---|
+//! | interrupted (`turn.interrupt`/`turn.stop` accepted) | interrupted | cancelled | `turn_interrupted` |
+//! | cancelled (`run.cancel` accepted) | cancelled | cancelled | `run_cancelled` |
+//! | controller closed | cancelled | cancelled | `controller_closed` |
+//! | protocol violation | failed | failed | `harness_protocol_violation` |
+//! | natural, exit succeeded and result observed | completed | succeeded | `successful_process_and_result` |
+//! | natural, exit not successful (or no process) | failed | failed | `harness_process_failed` |
+//! | natural, exit succeeded, no result | failed | failed | `semantic_result_missing` |
+//!
+//! `reportedWorkDisposition`: when the run succeeded, the result's disposition, else the
+//! (valid) proposal's, else `done`; otherwise the result's unless it is `done`, else the
+//! (valid) proposal's unless it is `done`, else `yielded`. `proposalContradicted` is
+//! `proposalValid && (turn or run state differs from the derived one)`.
+
+use serde_json::{json, Value};
+
+use super::models::{
+    terminal_proposal_is_valid, RunTerminalState, TurnTerminalState, WorkDisposition,
+    TERMINAL_SCHEMA,
+};
+
+/// The operating-system fact about the harness process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessExit {
+    /// Exit code, `None` when killed by a signal.
+    pub exit_code: Option<i32>,
+    /// Signal number that ended the process, if any.
+    pub signal: Option<i32>,
+}
+
+impl ProcessExit {
+    /// `true` only for exit code 0 without a signal.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && self.signal.is_none()
+    }
+
+    /// `{exitCode, success, signal}`.
+    pub fn to_value(&self) -> Value {
+        json!({"exitCode": self.exit_code, "success": self.success(), "signal": self.signal})
+    }
+}
+
+/// Why the run is ending, as far as the runner knows. The first intent recorded wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Intent {
+    /// Nothing but the harness's own behaviour.
+    Natural,
+    /// An accepted `turn.interrupt` or `turn.stop`.
+    Interrupted,
+    /// An accepted `run.cancel`.
+    Cancelled,
+    /// The controller closed its stream.
+    ControllerClosed,
+    /// The harness broke the protocol.
+    ProtocolViolation,
+}
+
+impl Intent {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Intent::Natural => "natural",
+            Intent::Interrupted => "interrupted",
+            Intent::Cancelled => "cancelled",
+            Intent::ControllerClosed => "controller_closed",
+            Intent::ProtocolViolation => "protocol_violation",
+        }
+    }
+}
+
+/// The derived terminal states and the reason code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Derived {
+    /// `turnTerminalState`.
+    pub turn: TurnTerminalState,
+    /// `runTerminalState`.
+    pub run: RunTerminalState,
+    /// `reconciliation.reason`.
+    pub reason: &'static str,
+}
+
+/// Derive the canonical states from the runner's facts (see the [module table](self)).
+pub fn derive(intent: Intent, exit: Option<&ProcessExit>, result_observed: bool) -> Derived {
+    use RunTerminalState as R;
+    use TurnTerminalState as T;
+    let (turn, run, reason) = match intent {
+        Intent::Interrupted => (T::Interrupted, R::Cancelled, "turn_interrupted"),
+        Intent::Cancelled => (T::Cancelled, R::Cancelled, "run_cancelled"),
+        Intent::ControllerClosed => (T::Cancelled, R::Cancelled, "controller_closed"),
+        Intent::ProtocolViolation => (T::Failed, R::Failed, "harness_protocol_violation"),
+        Intent::Natural => match exit {
+            Some(e) if e.success() && result_observed => {
+                (T::Completed, R::Succeeded, "successful_process_and_result")
+            }
+            Some(e) if e.success() => (T::Failed, R::Failed, "semantic_result_missing"),
+            _ => (T::Failed, R::Failed, "harness_process_failed"),
+        },
+    };
+    Derived { turn, run, reason }
+}
+
+fn disposition_of(v: Option<&Value>) -> Option<WorkDisposition> {
+    v?.get("reportedWorkDisposition")?
+        .as_str()
+        .and_then(WorkDisposition::from_str)
+}
+
+/// Build the canonical `run.terminal` payload (`paperclip.prp.terminal.v1`).
+///
+/// `proposal` is the first harness terminal proposal (kept verbatim), `result` the first
+/// semantic result (`None` when none was observed), `exit` the process fact (`None` when
+/// no process ran).
+pub fn reconcile_terminal(
+    proposal: Option<&Value>,
+    exit: Option<&ProcessExit>,
+    result: Option<&Value>,
+    intent: Intent,
+) -> Value {
+    let derived = derive(intent, exit, result.is_some());
+    let proposal_valid = proposal.is_some_and(terminal_proposal_is_valid);
+    let valid_proposal = proposal.filter(|_| proposal_valid);
+    let from_result = disposition_of(result);
+    let from_proposal = disposition_of(valid_proposal);
+    let disposition = if derived.run == RunTerminalState::Succeeded {
+        from_result
+            .or(from_proposal)
+            .unwrap_or(WorkDisposition::Done)
+    } else {
+        from_result
+            .filter(|d| *d != WorkDisposition::Done)
+            .or(from_proposal.filter(|d| *d != WorkDisposition::Done))
+            .unwrap_or(WorkDisposition::Yielded)
+    };
+    let contradicted = valid_proposal.is_some_and(|p| {
+        p["turnTerminalState"].as_str() != Some(derived.turn.as_str())
+            || p["runTerminalState"].as_str() != Some(derived.run.as_str())
+    });
+    json!({
+        "schema": TERMINAL_SCHEMA,
+        "turnTerminalState": derived.turn.as_str(),
+        "runTerminalState": derived.run.as_str(),
+        "reportedWorkDisposition": disposition.as_str(),
+        "harnessTerminalProposal": proposal.cloned().unwrap_or(Value::Null),
+        "reconciliation": {
+            "authority": "runner",
+            "reason": derived.reason,
+            "proposalValid": proposal_valid,
+            "proposalContradicted": contradicted,
+            "processExit": exit.map(ProcessExit::to_value).unwrap_or(Value::Null),
+            "semanticResultObserved": result.is_some(),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proposal(turn: &str, run: &str, d: &str) -> Value {
+        json!({"schema": TERMINAL_SCHEMA, "turnTerminalState": turn, "runTerminalState": run, "reportedWorkDisposition": d})
+    }
+
+    #[test]
+    fn nonzero_exit_overrides_a_success_proposal() {
+        let p = proposal("completed", "succeeded", "done");
+        let t = reconcile_terminal(
+            Some(&p),
+            Some(&ProcessExit {
+                exit_code: Some(7),
+                signal: None,
+            }),
+            None,
+            Intent::Natural,
+        );
+        assert_eq!(t["turnTerminalState"], "failed");
+        assert_eq!(t["runTerminalState"], "failed");
+        assert_eq!(t["reportedWorkDisposition"], "yielded");
+        assert_eq!(t["reconciliation"]["authority"], "runner");
+        assert_eq!(t["reconciliation"]["proposalValid"], true);
+        assert_eq!(t["reconciliation"]["proposalContradicted"], true);
+        assert_eq!(
+            t["harnessTerminalProposal"]["runTerminalState"],
+            "succeeded"
+        );
+    }
+
+    #[test]
+    fn successful_process_and_result_override_a_failed_proposal() {
+        let p = proposal("failed", "failed", "yielded");
+        let r = json!({"reportedWorkDisposition": "done"});
+        let t = reconcile_terminal(
+            Some(&p),
+            Some(&ProcessExit {
+                exit_code: Some(0),
+                signal: None,
+            }),
+            Some(&r),
+            Intent::Natural,
+        );
+        assert_eq!(t["turnTerminalState"], "completed");
+        assert_eq!(t["runTerminalState"], "succeeded");
+        assert_eq!(t["reportedWorkDisposition"], "done");
+        assert_eq!(
+            t["reconciliation"]["reason"],
+            "successful_process_and_result"
+        );
+        assert_eq!(t["reconciliation"]["proposalContradicted"], true);
+    }
+
+    #[test]
+    fn invalid_proposal_is_kept_but_not_trusted() {
+        let p = json!({"schema": TERMINAL_SCHEMA, "turnTerminalState": "exploded", "runTerminalState": "failed", "reportedWorkDisposition": "blocked"});
+        let t = reconcile_terminal(
+            Some(&p),
+            Some(&ProcessExit {
+                exit_code: Some(1),
+                signal: None,
+            }),
+            None,
+            Intent::Natural,
+        );
+        assert_eq!(t["reconciliation"]["proposalValid"], false);
+        assert_eq!(t["reconciliation"]["proposalContradicted"], false);
+        assert_eq!(t["reportedWorkDisposition"], "yielded");
+        assert_eq!(t["harnessTerminalProposal"], p);
+    }
+}

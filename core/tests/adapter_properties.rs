@@ -1,0 +1,144 @@
+//! Properties of the adapter seam: the subprocess turn machine is independent of how
+//! stdout is chunked, and usage mapping never loses or double counts tokens.
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use stapel_runner_protocol::adapter::{
+    usage_from_anthropic, usage_from_mapping, usage_from_openai, SubprocessConfig, SubprocessInput,
+    SubprocessOutput, SubprocessSession,
+};
+use stapel_runner_protocol::wire::MAX_SAFE_INTEGER;
+
+/// One harness stdout line that does not end a turn.
+fn line() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => "[a-z ]{0,12}".prop_map(|s| json!({"type": "state", "state": s}).to_string()),
+        1 => Just(String::new()),
+        1 => Just("not json".to_owned()),
+        1 => "[a-z]{80,120}".prop_map(|s| json!({"type": "blob", "b": s}).to_string()),
+    ]
+}
+
+/// The line that ends the turn, if any.
+fn last_line() -> impl Strategy<Value = Option<String>> {
+    proptest::option::of(prop_oneof![
+        ("[a-zé✓ ]{0,20}", 0u64..1000, 0u64..1000).prop_map(|(t, i, o)| {
+            json!({"type": "result", "text": t, "usage": {"input_tokens": i, "output_tokens": o}})
+                .to_string()
+        }),
+        "[a-z]{1,8}".prop_map(|m| json!({"type": "error", "message": m}).to_string()),
+    ])
+}
+
+fn run(stream: &[u8], chunks: &[usize], max_line_bytes: usize) -> Vec<Value> {
+    let mut s = SubprocessSession::new(SubprocessConfig::with_max_line_bytes(max_line_bytes));
+    let mut out = Vec::new();
+    let drain = |s: &mut SubprocessSession, out: &mut Vec<Value>| loop {
+        match s.poll_output() {
+            SubprocessOutput::Waiting => break,
+            o => out.push(o.to_value()),
+        }
+    };
+    s.handle_input(
+        0,
+        SubprocessInput::StartTurn {
+            prompt: "go".into(),
+        },
+    )
+    .unwrap();
+    drain(&mut s, &mut out);
+    let mut rest = stream;
+    let mut i = 0;
+    while !rest.is_empty() {
+        let n = chunks[i % chunks.len()].clamp(1, rest.len());
+        let (head, tail) = rest.split_at(n);
+        s.handle_input(0, SubprocessInput::Stdout(head.to_vec()))
+            .unwrap();
+        drain(&mut s, &mut out);
+        rest = tail;
+        i += 1;
+    }
+    s.handle_input(0, SubprocessInput::Eof).unwrap();
+    drain(&mut s, &mut out);
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// One turn's stream gives the same outputs however stdout is chunked.
+    #[test]
+    fn chunking_does_not_matter(
+        mut lines in prop::collection::vec(line(), 0..8),
+        last in last_line(),
+        crlf in any::<bool>(),
+        chunks in prop::collection::vec(1usize..17, 1..6),
+    ) {
+        lines.extend(last);
+        let sep = if crlf { "\r\n" } else { "\n" };
+        let stream: String = lines.iter().map(|l| format!("{l}{sep}")).collect();
+        let whole = run(stream.as_bytes(), &[usize::MAX], 100);
+        let chunked = run(stream.as_bytes(), &chunks, 100);
+        prop_assert_eq!(&whole, &chunked);
+        prop_assert_eq!(&whole[0]["type"], "write_stdin");
+        // Exactly one thing ends the turn: a result, an error, or end of file.
+        let ends = whole.iter().filter(|o| o["type"] == "turn_result" || o["type"] == "error").count();
+        prop_assert_eq!(ends, 1, "{:?}", whole);
+        // Every error names a line within the stream (or is end-of-file).
+        for o in &whole {
+            if o["type"] == "error" {
+                match o["line_number"].as_u64() {
+                    Some(n) => prop_assert!(n >= 1 && n as usize <= lines.len()),
+                    None => prop_assert_eq!(&o["code"], "unexpected_eof"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn anthropic_mapping_preserves_the_total(
+        input in 0u64..1 << 40, read in 0u64..1 << 40, write in 0u64..1 << 40,
+        output in 0u64..1 << 40, thinking in proptest::option::of(0u64..1 << 41),
+    ) {
+        let mut u = json!({"input_tokens": input, "cache_read_input_tokens": read,
+                           "cache_creation_input_tokens": write, "output_tokens": output});
+        if let Some(t) = thinking { u["thinking_tokens"] = json!(t); }
+        let s = usage_from_anthropic(&u).unwrap();
+        prop_assert_eq!(s.total_tokens(), input + read + write + output);
+        prop_assert_eq!(s.thinking, thinking.unwrap_or(0).min(output));
+        prop_assert_eq!(usage_from_mapping(&u).unwrap(), s);
+    }
+
+    #[test]
+    fn openai_mapping_preserves_the_total(
+        input in 0u64..1 << 40, cached in 0u64..1 << 41,
+        output in 0u64..1 << 40, reasoning in 0u64..1 << 41, nested in any::<bool>(),
+    ) {
+        let u = if nested {
+            json!({"input_tokens": input, "input_tokens_details": {"cached_tokens": cached},
+                   "output_tokens": output, "output_tokens_details": {"reasoning_tokens": reasoning}})
+        } else {
+            json!({"input_tokens": input, "cached_input_tokens": cached,
+                   "output_tokens": output, "reasoning_output_tokens": reasoning})
+        };
+        let s = usage_from_openai(&u).unwrap();
+        prop_assert_eq!(s.total_tokens(), input + output);
+        prop_assert_eq!(s.cache_write, 0);
+        prop_assert_eq!(s.cache_read + s.fresh_input, input);
+        prop_assert_eq!(s.output + s.thinking, output);
+        prop_assert!(s.to_value().as_object().unwrap().values().all(|v| v.as_u64().unwrap() <= MAX_SAFE_INTEGER));
+        prop_assert_eq!(usage_from_mapping(&u).unwrap(), s);
+    }
+}
+
+#[test]
+fn oversized_line_is_reported_once_and_closes() {
+    let mut stream = vec![b'{'; 10_000];
+    stream.extend_from_slice(b"\n{\"type\":\"result\",\"text\":\"x\",\"usage\":{}}\n");
+    let out = run(&stream, &[333], 64);
+    let errors: Vec<&Value> = out.iter().filter(|o| o["type"] == "error").collect();
+    assert_eq!(errors.len(), 1, "{out:?}");
+    assert_eq!(errors[0]["code"], "line_too_long");
+    assert_eq!(errors[0]["line_number"], 1);
+    assert!(!out.iter().any(|o| o["type"] == "turn_result"));
+}

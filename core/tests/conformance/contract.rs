@@ -1,0 +1,144 @@
+//! Area `contract`: strict contract-1.0 models, profile resolution, the gateway lifecycle
+//! machine and evidence redaction (seed 001). Vocabulary: `conformance/docs/contract.md`.
+
+use serde_json::{json, Value};
+use stapel_runner_protocol::contract::{
+    self, safety, Catalog, ContractError, ExecutionEvidence, ExecutionRequest, ExecutionSummary,
+    Gateway, GatewayConfig, GatewayInput, GatewayOutput, GatewayResult, HarnessProfile,
+    ReinDescriptor, SandboxHandle, ToolCall, ToolResult,
+};
+
+use crate::common::{same, steps};
+
+fn parse_model(name: &str, value: &Value) -> Result<Result<Value, ContractError>, String> {
+    Ok(match name {
+        "ExecutionRequest" => ExecutionRequest::from_value(value).map(|m| m.to_value()),
+        "HarnessProfile" => HarnessProfile::from_value(value).map(|m| m.to_value()),
+        "ReinDescriptor" => ReinDescriptor::from_value(value).map(|m| m.to_value()),
+        "SandboxHandle" => SandboxHandle::from_value(value).map(|m| m.to_value()),
+        "ToolCall" => ToolCall::from_value(value).map(|m| m.to_value()),
+        "ToolResult" => ToolResult::from_value(value).map(|m| m.to_value()),
+        "ExecutionSummary" => ExecutionSummary::from_value(value).map(|m| m.to_value()),
+        "ExecutionEvidence" => ExecutionEvidence::from_value(value).map(|m| m.to_value()),
+        "GatewayResult" => GatewayResult::from_value(value).map(|m| m.to_value()),
+        other => return Err(format!("unknown model {other:?}")),
+    })
+}
+
+/// Compare an error against `{"code", …}`: `code` always, every other given key too.
+fn check_error(i: usize, got: &Value, want: &Value) -> Result<(), String> {
+    let Value::Object(want) = want else {
+        return Err(format!("step {i}: expect.error must be an object"));
+    };
+    for (k, w) in want {
+        same(i, &format!("error.{k}"), &got[k.as_str()], w)?;
+    }
+    Ok(())
+}
+
+fn contract_error(e: &ContractError) -> Value {
+    json!({"code": e.code(), "model": e.model(), "field": e.field()})
+}
+
+fn outcome(i: usize, got: Result<Value, Value>, expect: &Value) -> Result<(), String> {
+    match (got, expect.get("error")) {
+        (Ok(v), None) => same(i, "value", &v, expect.get("value").unwrap_or(&Value::Null)),
+        (Err(e), Some(want)) => check_error(i, &e, want),
+        (Ok(v), Some(want)) => Err(format!("step {i}: expected error {want}, got value {v}")),
+        (Err(e), None) => Err(format!("step {i}: unexpected error {e}")),
+    }
+}
+
+pub fn run(vector: &Value) -> Result<(), String> {
+    let cfg = &vector["config"];
+    let mut gateway: Option<Gateway> = None;
+    let catalog = || -> Result<Catalog, String> {
+        Catalog::from_value(cfg.get("catalog").unwrap_or(&json!({})))
+            .map_err(|e| format!("config.catalog is invalid: {e}"))
+    };
+    for (i, input, expect) in steps(vector) {
+        if let Some(p) = input.get("parse") {
+            let name = p["model"]
+                .as_str()
+                .ok_or(format!("step {i}: parse.model"))?;
+            let got = parse_model(name, &p["value"])?.map_err(|e| contract_error(&e));
+            outcome(i, got, expect)?;
+        } else if let Some(c) = input.get("parse_catalog") {
+            let got = Catalog::from_value(c)
+                .map(|c| json!({"profiles": c.profiles.len(), "reins": c.reins.len()}))
+                .map_err(|e| contract_error(&e));
+            outcome(i, got, expect)?;
+        } else if let Some(r) = input.get("resolve") {
+            let r = r
+                .as_str()
+                .ok_or(format!("step {i}: resolve must be a string"))?;
+            let got = contract::resolve(r, &catalog()?)
+                .map(|ok| json!({"profile_id": ok.profile.profile_id, "rein_id": ok.rein.rein_id}))
+                .map_err(|e| json!({"code": e.code(), "reasons": e.reasons}));
+            match (got, expect.get("refusal")) {
+                (Ok(v), None) => same(i, "resolved", &v, &expect["resolved"])?,
+                (Err(e), Some(want)) => check_error(i, &e, want)?,
+                (Ok(v), Some(w)) => return Err(format!("step {i}: expected refusal {w}, got {v}")),
+                (Err(e), None) => return Err(format!("step {i}: unexpected refusal {e}")),
+            }
+        } else if let Some(s) = input.get("safe_identifier") {
+            let s = s.as_str().ok_or(format!("step {i}: safe_identifier"))?;
+            let (v, redacted) = contract::safe_identifier(s);
+            outcome(i, Ok(json!({"text": v, "redacted": redacted})), expect)?;
+        } else if let Some(s) = input.get("looks_like_credential") {
+            let s = s
+                .as_str()
+                .ok_or(format!("step {i}: looks_like_credential"))?;
+            outcome(i, Ok(json!(safety::looks_like_credential(s))), expect)?;
+        } else if let Some(s) = input.get("is_sensitive_key") {
+            let s = s.as_str().ok_or(format!("step {i}: is_sensitive_key"))?;
+            outcome(i, Ok(json!(safety::is_sensitive_key(s))), expect)?;
+        } else if let Some(s) = input.get("is_credential_reference") {
+            let s = s
+                .as_str()
+                .ok_or(format!("step {i}: is_credential_reference"))?;
+            outcome(i, Ok(json!(safety::is_credential_reference(s))), expect)?;
+        } else if let Some(g) = input.get("gateway") {
+            if gateway.is_none() {
+                let mut config = GatewayConfig::new(catalog()?);
+                if let Some(n) = cfg.get("max_tool_calls").and_then(Value::as_u64) {
+                    config.max_tool_calls = n as usize;
+                }
+                gateway = Some(Gateway::new(config));
+            }
+            let gw = gateway.as_mut().ok_or("no gateway")?;
+            let now = input.get("now_ms").and_then(Value::as_u64).unwrap_or(0);
+            let result = GatewayInput::from_value(g).and_then(|inp| gw.handle_input(now, inp));
+            let mut outputs = Vec::new();
+            loop {
+                match gw.poll_output() {
+                    GatewayOutput::Waiting => break,
+                    out => outputs.push(out.to_value()),
+                }
+                if outputs.len() > 64 {
+                    return Err(format!("step {i}: gateway does not settle"));
+                }
+            }
+            match (result, expect.get("error")) {
+                (Ok(()), None) => {}
+                (Err(e), Some(want)) => check_error(i, &json!({"code": e.code()}), want)?,
+                (Ok(()), Some(w)) => return Err(format!("step {i}: expected error {w}")),
+                (Err(e), None) => {
+                    return Err(format!("step {i}: unexpected error {}: {e}", e.code()))
+                }
+            }
+            same(
+                i,
+                "outputs",
+                &Value::Array(outputs),
+                expect.get("outputs").unwrap_or(&json!([])),
+            )?;
+            if let Some(f) = expect.get("finished") {
+                same(i, "finished", &json!(gw.is_finished()), f)?;
+            }
+        } else {
+            return Err(format!("step {i}: unknown input {input}"));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,446 @@
+//! End-to-end runs of the real `stapel-runner` binary with real harness processes: the
+//! fake harness's seven scripts, process-group cleanup, escaped grandchildren, bounds and
+//! the credential boundary.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RUNNER: &str = env!("CARGO_BIN_EXE_stapel-runner");
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-harness");
+
+struct Run {
+    lines: Vec<Value>,
+    code: Option<i32>,
+}
+
+impl Run {
+    fn events(&self) -> Vec<&Value> {
+        self.lines
+            .iter()
+            .filter(|l| l["message"]["kind"] == "event")
+            .map(|l| &l["message"]["event"])
+            .collect()
+    }
+    fn types(&self) -> Vec<String> {
+        self.events()
+            .iter()
+            .map(|e| e["eventType"].as_str().unwrap().to_owned())
+            .collect()
+    }
+    fn count(&self, t: &str) -> usize {
+        self.types().iter().filter(|x| *x == t).count()
+    }
+    fn first(&self, t: &str) -> &Value {
+        self.events()
+            .into_iter()
+            .find(|e| e["eventType"] == t)
+            .unwrap_or_else(|| panic!("no {t} event in {:?}", self.types()))
+    }
+    fn index(&self, t: &str) -> usize {
+        self.types()
+            .iter()
+            .position(|x| x == t)
+            .unwrap_or_else(|| panic!("no {t}"))
+    }
+    fn receipts(&self, status: &str) -> usize {
+        self.lines
+            .iter()
+            .filter(|l| {
+                l["message"]["kind"] == "command_receipt" && l["message"]["status"] == status
+            })
+            .count()
+    }
+}
+
+fn parse(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("runner wrote a non-JSON line {l:?}: {e}"))
+        })
+        .collect()
+}
+
+/// `stapel-runner run --jsonl` with the fake harness.
+fn run_script(script: &str, extra: &[&str]) -> Run {
+    let out = Command::new(RUNNER)
+        .args([
+            "run",
+            "--jsonl",
+            "--script",
+            script,
+            "--delay-ms",
+            "1",
+            "--grace-ms",
+            "300",
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    Run {
+        lines: parse(&String::from_utf8(out.stdout).unwrap()),
+        code: out.status.code(),
+    }
+}
+
+fn command(seq: u64, kind: &str, payload: &str) -> String {
+    format!(
+        r#"{{"schema":"paperclip.prp.command.v1","commandId":"c{seq}","controllerSeq":{seq},"type":"{kind}","issuedAt":"2026-01-01T00:00:00Z","payload":{payload}}}"#
+    ) + "\n"
+}
+
+/// `stapel-runner serve` fed `input`, then stdin closed after `close_after`.
+fn serve(args: &[&str], input: &str, close_after: Duration, env: &[(&str, &str)]) -> Run {
+    let mut child = Command::new(RUNNER)
+        .arg("serve")
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    std::thread::sleep(close_after);
+    drop(stdin);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = child.wait().unwrap();
+    Run {
+        lines: parse(&out),
+        code: status.code(),
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie still answers kill(0); treat a zombie as gone.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
+        .unwrap_or(false)
+}
+
+fn terminal(run: &Run) -> &Value {
+    assert_eq!(
+        run.count("run.terminal"),
+        1,
+        "exactly one run.terminal: {:?}",
+        run.types()
+    );
+    assert_eq!(
+        run.types().last().map(String::as_str),
+        Some("run.terminal"),
+        "nothing after run.terminal"
+    );
+    &run.first("run.terminal")["payload"]
+}
+
+#[test]
+fn happy_path() {
+    let run = run_script(
+        "happy-path",
+        &["--log-max-lines", "3", "--log-max-bytes", "256"],
+    );
+    assert_eq!(run.code, Some(0));
+    let t = terminal(&run);
+    assert_eq!(t["turnTerminalState"], "completed");
+    assert_eq!(t["runTerminalState"], "succeeded");
+    assert_eq!(t["reportedWorkDisposition"], "done");
+    assert!(run.index("run.result.proposed") < run.index("harness.exited"));
+    assert!(run.index("harness.exited") < run.index("run.terminal"));
+    assert!(run.count("harness.ready") == 1 && run.count("item.completed") >= 1);
+    let exited = &run.first("harness.exited")["payload"];
+    assert_eq!(
+        exited["processExit"],
+        serde_json::json!({"exitCode": 0, "success": true, "signal": null})
+    );
+    assert_eq!(exited["logs"]["lines"].as_array().unwrap().len(), 3);
+    assert_eq!(exited["logs"]["droppedLines"], 2);
+    assert!(exited["logs"]["retainedBytes"].as_u64().unwrap() <= 256);
+    // session.started < runtime.phase.changed{executing} < turn.started
+    let exec = run
+        .events()
+        .iter()
+        .position(|e| {
+            e["eventType"] == "runtime.phase.changed" && e["payload"]["phase"] == "executing"
+        })
+        .unwrap();
+    assert!(run.index("session.started") < exec && exec < run.index("turn.started"));
+    // Deterministic ids: event_<runId>_<seq:03>.
+    for (i, e) in run.events().iter().enumerate() {
+        assert_eq!(e["sourceEventId"], format!("event_run_local_{:03}", i + 1));
+    }
+}
+
+#[test]
+fn permission_input() {
+    let run = run_script("permission-input", &[]);
+    assert_eq!(run.count("runtime_request.created"), 2);
+    assert_eq!(run.count("runtime_request.resolved"), 2);
+    let kinds: Vec<&str> = run
+        .events()
+        .iter()
+        .filter(|e| e["eventType"] == "runtime_request.created")
+        .map(|e| e["payload"]["request"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["permission", "input"]);
+    assert_eq!(terminal(&run)["runTerminalState"], "succeeded");
+}
+
+#[test]
+fn interrupted() {
+    let run = run_script("interrupted", &[]);
+    assert_eq!(run.count("turn.interrupted"), 1);
+    assert_eq!(run.count("run.result.proposed"), 1);
+    assert_eq!(
+        run.first("harness.exited")["payload"]["processExit"]["exitCode"],
+        130
+    );
+    let t = terminal(&run);
+    assert_eq!(t["runTerminalState"], "cancelled");
+    assert_eq!(t["reportedWorkDisposition"], "yielded");
+}
+
+#[test]
+fn error_exit_fails_the_run() {
+    let run = run_script("error", &[]);
+    let exit = &run.first("harness.exited")["payload"]["processExit"];
+    assert_eq!(
+        *exit,
+        serde_json::json!({"exitCode": 7, "success": false, "signal": null})
+    );
+    assert_eq!(terminal(&run)["runTerminalState"], "failed");
+    assert_eq!(
+        run.count("run.result.proposed"),
+        1,
+        "the yielded result stays a separate fact"
+    );
+}
+
+#[test]
+fn duplicate_terminal() {
+    let run = run_script("duplicate-terminal", &[]);
+    terminal(&run);
+    assert!(run
+        .events()
+        .iter()
+        .any(|e| e["eventType"] == "harness.diagnostic"
+            && e["payload"]["code"] == "duplicate_terminal_ignored"));
+}
+
+#[test]
+fn linger_worker_is_gone_after_the_run() {
+    let run = run_script("linger", &[]);
+    terminal(&run);
+    let logs = run.first("harness.exited")["payload"]["logs"]["lines"].to_string();
+    let pid: i32 = logs
+        .split("workerPid")
+        .nth(1)
+        .and_then(|s| {
+            s.trim_start_matches(|c: char| !c.is_ascii_digit())
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+        })
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no workerPid in {logs}"));
+    assert!(!alive(pid), "worker {pid} outlived the run");
+}
+
+#[test]
+fn oversized_stdout_line_fails_the_run() {
+    let run = run_script("oversized-line", &["--max-line-bytes", "512"]);
+    let logs = run.first("harness.exited")["payload"]["logs"].to_string();
+    assert!(logs.contains("exceeded 512 bytes"), "{logs}");
+    let t = terminal(&run);
+    assert_eq!(t["runTerminalState"], "failed");
+    assert_eq!(t["reconciliation"]["reason"], "harness_protocol_violation");
+}
+
+#[test]
+fn duplicate_turn_start_gets_one_duplicate_receipt() {
+    let input = [
+        command(1, "run.prepare", "{}"),
+        command(2, "session.open", "{}"),
+        command(3, "turn.start", r#"{"turnId":"t1","text":"go"}"#),
+        command(3, "turn.start", r#"{"turnId":"t1","text":"go"}"#),
+    ]
+    .concat();
+    let harness_args = ["--script", "happy-path", "--delay-ms", "1"];
+    let mut args = vec!["--harness", FAKE];
+    for a in harness_args {
+        args.extend(["--harness-arg", a]);
+    }
+    let run = serve(&args, &input, Duration::from_millis(1500), &[]);
+    assert_eq!(run.receipts("duplicate"), 1);
+    assert_eq!(run.count("turn.started"), 1);
+    assert_eq!(run.count("run.result.proposed"), 1);
+    terminal(&run);
+}
+
+/// A harness written in sh that says `ready` and then does `body`.
+fn sh_harness(body: &str) -> Vec<String> {
+    let ready = r#"{"schema":"paperclip.fake_harness.message.v1","messageSeq":1,"type":"ready","payload":{"version":"1.0.0","script":"sh"}}"#;
+    let script = format!("printf '%s\\n' '{ready}'; {body}");
+    [
+        "--harness",
+        "/bin/sh",
+        "--harness-arg",
+        "-c",
+        "--harness-arg",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(std::iter::once(script))
+    .collect()
+}
+
+#[test]
+fn controller_eof_mid_turn_terms_then_kills_the_group() {
+    // The harness ignores TERM, so only the KILL after the grace ends it.
+    let args = sh_harness("trap '' TERM; while :; do sleep 0.05; done");
+    let args: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .chain(["--grace-ms", "200"])
+        .collect();
+    let input = [
+        command(1, "run.prepare", "{}"),
+        command(2, "session.open", "{}"),
+    ]
+    .concat();
+    let started = Instant::now();
+    let run = serve(&args, &input, Duration::from_millis(300), &[]);
+    let exit = &run.first("harness.exited")["payload"]["processExit"];
+    assert_eq!(exit["signal"], 9, "the group needed a KILL: {exit}");
+    let t = terminal(&run);
+    assert_eq!(t["reconciliation"]["reason"], "controller_closed");
+    assert_eq!(t["runTerminalState"], "cancelled");
+    assert_eq!(run.code, Some(0));
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn setsid_escaped_grandchild_is_killed_at_teardown() {
+    let args =
+        sh_harness("setsid sleep 1000 & echo \"escapee=$!\" >&2; while :; do sleep 0.05; done");
+    let args: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .chain(["--grace-ms", "100"])
+        .collect();
+    let run = serve(
+        &args,
+        &command(1, "run.prepare", "{}"),
+        Duration::from_millis(400),
+        &[],
+    );
+    let logs = run.first("harness.exited")["payload"]["logs"]["lines"].to_string();
+    let pid: i32 = logs
+        .split("escapee=")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no escapee pid in {logs}"));
+    terminal(&run);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(pid), "setsid escapee {pid} survived the runner");
+}
+
+#[test]
+fn credentials_in_the_runner_environment_do_not_reach_the_harness() {
+    let args = sh_harness("tr '\\0' ' ' < /proc/$$/environ >&2; echo >&2; exit 0");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let secrets = [
+        ("OPENAI_API_KEY", "sk-test-openai"),
+        ("ANTHROPIC_API_KEY", "sk-ant-test"),
+        ("PAPERCLIP_API_KEY", "pc-test"),
+        ("EMAIL_AGENTMAIL_GENERAL_API_KEY", "am-test"),
+    ];
+    let run = serve(
+        &args,
+        &command(1, "run.prepare", "{}"),
+        Duration::from_millis(300),
+        &secrets,
+    );
+    let logs = run.first("harness.exited")["payload"]["logs"]["lines"].to_string();
+    assert!(
+        logs.contains("PATH="),
+        "the harness environ was not captured: {logs}"
+    );
+    for (name, value) in secrets {
+        assert!(
+            !logs.contains(name) && !logs.contains(value),
+            "{name} leaked: {logs}"
+        );
+    }
+}
+
+#[test]
+fn hundred_mib_of_stderr_without_newline_keeps_runner_memory_bounded() {
+    let args = sh_harness("head -c 104857600 /dev/zero >&2; echo >&2; echo done >&2; exit 0");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = Command::new(RUNNER)
+        .arg("serve")
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    child
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(command(1, "run.prepare", "{}").as_bytes())
+        .unwrap();
+    let mut peak_kib = 0u64;
+    let reader = {
+        let mut stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            stdout.read_to_string(&mut s).unwrap();
+            s
+        })
+    };
+    while !reader.is_finished() {
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            if let Some(kib) = status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                peak_kib = peak_kib.max(kib);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(child.stdin.take());
+    let run = Run {
+        lines: parse(&reader.join().unwrap()),
+        code: child.wait().unwrap().code(),
+    };
+    let logs = run.first("harness.exited")["payload"]["logs"].to_string();
+    assert!(logs.contains("stderr frame exceeded"), "{logs}");
+    assert!(
+        logs.contains("done"),
+        "the line after the oversized one was read: {logs}"
+    );
+    println!("runner peak RSS while draining 100 MiB of stderr: {peak_kib} KiB");
+    assert!(peak_kib > 0, "RSS was never sampled");
+    assert!(
+        peak_kib < 32 * 1024,
+        "runner peak RSS {peak_kib} KiB is not bounded"
+    );
+    terminal(&run);
+}
