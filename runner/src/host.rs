@@ -75,9 +75,19 @@ struct Harness {
 
 /// Run one local run to completion. Returns the exit code the machine decided.
 ///
+/// Whatever the outcome — including an error writing the stream (the controller went
+/// away) — the harness's process group is killed and every process this subreaper adopted
+/// is killed and reaped before this returns.
+///
 /// # Errors
 /// An invalid configuration, or a failure to write the stream to stdout.
 pub async fn run(opts: HostOptions) -> io::Result<i32> {
+    let result = drive(opts).await;
+    supervisor::kill_adopted(&[], 16);
+    result
+}
+
+async fn drive(opts: HostOptions) -> io::Result<i32> {
     let HostOptions {
         config,
         mut controller,
@@ -222,7 +232,6 @@ pub async fn run(opts: HostOptions) -> io::Result<i32> {
         h.guard.disarm();
         let _ = supervisor::signal_group(h.pid as i32, Signal::SIGKILL);
     }
-    supervisor::kill_adopted(&[], 16);
     stdout.flush()?;
     Ok(exit_code)
 }

@@ -6,11 +6,13 @@
 //!   signals, child-subreaper adoption of escaped grandchildren;
 //! * [`controller`] — the built-in controller (the seed's mock core) for `stapel-runner run`;
 //! * [`pretty`] — the human-readable view of the event stream;
-//! * [`scripts`] — the seven built-in fake-harness scripts.
+//! * [`scripts`] — the seven built-in fake-harness scripts;
+//! * [`fake`] — the fake harness (`fake-harness`, or `stapel-runner fake-harness`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod controller;
+pub mod fake;
 pub mod host;
 pub mod pretty;
 pub mod scripts;

@@ -52,6 +52,9 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Be the fake harness (the runner's default harness re-invokes itself this way).
+    #[command(hide = true)]
+    FakeHarness(stapel_runner::fake::FakeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -63,7 +66,7 @@ struct Common {
     /// Override every script delay (milliseconds).
     #[arg(long)]
     delay_ms: Option<u64>,
-    /// Harness program (default: the `fake-harness` next to this binary, given --script).
+    /// Harness program (default: this executable's built-in fake harness, given --script).
     #[arg(long)]
     harness: Option<PathBuf>,
     /// Argument for --harness (repeatable).
@@ -113,13 +116,10 @@ fn build_config(c: &Common) -> LocalConfig {
             config.harness_args = c.harness_args.clone();
         }
         None => {
-            let sibling = std::env::current_exe()
-                .ok()
-                .and_then(|p| p.parent().map(|d| d.join("fake-harness")))
-                .filter(|p| p.exists())
-                .unwrap_or_else(|| PathBuf::from("fake-harness"));
-            config.harness_program = sibling.display().to_string();
-            config.harness_args = vec!["--script".into(), c.script.clone()];
+            let me = std::env::current_exe()
+                .unwrap_or_else(|e| fail(format!("cannot locate this executable: {e}")));
+            config.harness_program = me.display().to_string();
+            config.harness_args = vec!["fake-harness".into(), "--script".into(), c.script.clone()];
             if let Some(ms) = c.delay_ms {
                 config
                     .harness_args
@@ -156,11 +156,11 @@ fn build_config(c: &Common) -> LocalConfig {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let cli = Cli::parse();
-    if let Err(e) = supervisor::become_subreaper() {
-        eprintln!("stapel-runner: cannot become a child subreaper ({e}); escaped grandchildren may survive");
-    }
     let (config, controller, view) = match &cli.command {
         Command::Serve { common } => (build_config(common), Controller::Stdio, View::Jsonl),
+        Command::FakeHarness(args) => {
+            std::process::exit(stapel_runner::fake::run(args.clone(), &["fake-harness"]).await)
+        }
         Command::Run {
             common,
             pretty,
@@ -187,6 +187,9 @@ async fn main() {
             )
         }
     };
+    if let Err(e) = supervisor::become_subreaper() {
+        eprintln!("stapel-runner: cannot become a child subreaper ({e}); escaped grandchildren may survive");
+    }
     let opts = HostOptions {
         config,
         controller,
