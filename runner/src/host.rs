@@ -3,9 +3,20 @@
 //!
 //! One task owns the machine. Reader tasks turn the controller's stdin and the harness's
 //! stdout/stderr into bounded chunks on one bounded channel (backpressure: a slow runner
-//! stops reading, the harness blocks on its pipe). A writer task feeds the harness's
-//! stdin so the machine never blocks on a harness that does not read. Time is the
-//! monotonic milliseconds since the host started.
+//! stops reading, the harness blocks on its pipe). Writer tasks feed the harness's stdin
+//! and the runner's stdout, so the machine's timers keep running while a peer is slow.
+//! Time is the monotonic milliseconds since the host started.
+//!
+//! Failure handling, all documented bounds:
+//!
+//! * SIGTERM, SIGINT or SIGHUP to the runner count as controller closure (the machine then
+//!   ends the harness group: TERM → grace → KILL); a second one kills the group at once.
+//! * A controller that stops reading stdout for [`HostOptions::controller_stall`] counts
+//!   as closed too; the rest of the stream is dropped.
+//! * A harness that leaves [`HARNESS_STDIN_QUEUE`] command lines unread is sent TERM (it
+//!   cannot be driven any more).
+//! * However the run ends, the harness group is killed and every process this subreaper
+//!   adopted is killed and reaped.
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -13,6 +24,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use stapel_runner_protocol::local::{Input, LocalConfig, LocalRun, Output, SignalKind};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::signal::unix::{signal, SignalKind as UnixSignal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -25,7 +37,12 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Capacity of the event channel between reader tasks and the machine.
 const EVENT_QUEUE: usize = 64;
 /// Lines queued for the harness stdin before the harness counts as not reading.
-const HARNESS_STDIN_QUEUE: usize = 1024;
+pub const HARNESS_STDIN_QUEUE: usize = 1024;
+/// Lines queued for the runner's stdout (the controller) before writes wait.
+const STDOUT_QUEUE: usize = 1024;
+/// After the harness leader exits, the longest the pipes are drained while they keep
+/// producing bytes (a straggler may hold them open and keep writing).
+const DRAIN_HARD_CAP: Duration = Duration::from_secs(5);
 
 /// Where the controller commands come from.
 #[derive(Debug)]
@@ -54,9 +71,13 @@ pub struct HostOptions {
     pub controller: Controller,
     /// Output view.
     pub view: View,
-    /// After the harness leader exits, how long to keep draining its pipes (a straggler
-    /// may hold them open) before reporting the exit. Default 250 ms.
+    /// After the harness leader exits, keep draining its pipes until they have been quiet
+    /// this long (a straggler can hold them open), at most [`DRAIN_HARD_CAP`]. Default
+    /// 250 ms.
     pub drain_after_exit: Duration,
+    /// A controller that accepts no stdout line for this long counts as closed. Default
+    /// 10 s.
+    pub controller_stall: Duration,
 }
 
 enum Event {
@@ -73,18 +94,66 @@ struct Harness {
     guard: GroupGuard,
 }
 
-/// Run one local run to completion. Returns the exit code the machine decided.
-///
-/// Whatever the outcome — including an error writing the stream (the controller went
-/// away) — the harness's process group is killed and every process this subreaper adopted
-/// is killed and reaped before this returns.
+/// Run one local run to completion. Returns the exit code the machine decided (130 when a
+/// second termination signal cut the run short).
 ///
 /// # Errors
-/// An invalid configuration, or a failure to write the stream to stdout.
+/// An invalid configuration.
 pub async fn run(opts: HostOptions) -> io::Result<i32> {
     let result = drive(opts).await;
     supervisor::kill_adopted(&[], 16);
     result
+}
+
+/// Writes stream lines to stdout on a blocking thread, so that a slow controller never
+/// stalls the machine's timers.
+struct StdoutWriter {
+    tx: Option<mpsc::Sender<String>>,
+    stall: Duration,
+    done: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StdoutWriter {
+    fn new(stall: Duration) -> Self {
+        let (tx, mut rx) = mpsc::channel::<String>(STDOUT_QUEUE);
+        let done = std::thread::spawn(move || {
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            while let Some(line) = rx.blocking_recv() {
+                if writeln!(out, "{line}").is_err() {
+                    return;
+                }
+                if rx.is_empty() && out.flush().is_err() {
+                    return;
+                }
+            }
+            let _ = out.flush();
+        });
+        Self {
+            tx: Some(tx),
+            stall,
+            done: Some(done),
+        }
+    }
+
+    /// Queue a line; `false` when the controller is gone or stalled past the bound.
+    async fn write(&mut self, line: String) -> bool {
+        let Some(tx) = &self.tx else { return false };
+        match tokio::time::timeout(self.stall, tx.send(line)).await {
+            Ok(Ok(())) => true,
+            _ => {
+                self.tx = None;
+                false
+            }
+        }
+    }
+
+    /// Flush everything queued and stop the writer thread.
+    async fn close(mut self) {
+        self.tx = None;
+        if let Some(done) = self.done.take() {
+            let _ = tokio::task::spawn_blocking(move || done.join()).await;
+        }
+    }
 }
 
 async fn drive(opts: HostOptions) -> io::Result<i32> {
@@ -93,14 +162,22 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
         mut controller,
         view,
         drain_after_exit,
+        controller_stall,
     } = opts;
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as u64;
     let mut machine = LocalRun::new(config)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
-    let mut stdout = io::BufWriter::new(io::stdout().lock());
+    let mut out = StdoutWriter::new(controller_stall);
+    let mut controller_gone = false;
     let mut pending: Vec<Input> = Vec::new();
+    let mut signals = [
+        signal(UnixSignal::terminate())?,
+        signal(UnixSignal::interrupt())?,
+        signal(UnixSignal::hangup())?,
+    ];
+    let mut signalled = false;
 
     match &mut controller {
         Controller::Stdio => {
@@ -113,7 +190,7 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
         Controller::Auto(auto) => {
             for line in auto.start() {
                 if view == View::Pretty {
-                    writeln!(stdout, "{}", pretty::render_command(&line))?;
+                    out.write(pretty::render_command(&line)).await;
                 }
                 pending.push(Input::ControllerBytes(line.into_bytes()));
             }
@@ -130,25 +207,35 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
         loop {
             match machine.poll_output() {
                 Output::ToController(line) => {
-                    match view {
-                        View::Jsonl => writeln!(stdout, "{line}")?,
-                        View::Pretty => writeln!(stdout, "{}", pretty::render(&line))?,
-                    }
+                    let mut commands = Vec::new();
                     if let Controller::Auto(auto) = &mut controller {
-                        for cmd in auto.observe(&line) {
-                            if view == View::Pretty {
-                                writeln!(stdout, "{}", pretty::render_command(&cmd))?;
-                            }
-                            pending.push(Input::ControllerBytes(cmd.into_bytes()));
+                        commands = auto.observe(&line);
+                    }
+                    let shown = match view {
+                        View::Jsonl => line,
+                        View::Pretty => pretty::render(&line),
+                    };
+                    if !controller_gone && !out.write(shown).await {
+                        controller_gone = true;
+                        eprintln!("stapel-runner: the controller stopped reading; ending the run");
+                        pending.push(Input::ControllerEof);
+                    }
+                    for cmd in commands {
+                        if view == View::Pretty && !controller_gone {
+                            out.write(pretty::render_command(&cmd)).await;
                         }
+                        pending.push(Input::ControllerBytes(cmd.into_bytes()));
                     }
                 }
                 Output::ToHarness(line) => {
-                    if let Some(tx) = harness.as_ref().and_then(|h| h.stdin.as_ref()) {
-                        if tx.try_send(line).is_err() {
-                            eprintln!(
-                                "stapel-runner: harness stdin queue full or closed; line dropped"
-                            );
+                    if let Some(h) = harness.as_ref() {
+                        if let Some(stdin) = &h.stdin {
+                            if stdin.try_send(line).is_err() {
+                                eprintln!(
+                                    "stapel-runner: the harness left {HARNESS_STDIN_QUEUE} command lines unread; sending TERM"
+                                );
+                                let _ = supervisor::signal_group(h.pid as i32, Signal::SIGTERM);
+                            }
                         }
                     }
                 }
@@ -200,7 +287,6 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
                 _ => {}
             }
         }
-        stdout.flush()?;
         if !pending.is_empty() {
             continue;
         }
@@ -213,26 +299,42 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
                 None => std::future::pending().await,
             }
         };
+        let [term, int, hup] = &mut signals;
+        let mut got_signal = false;
         tokio::select! {
             ev = rx.recv() => match ev {
                 Some(Event::Controller(bytes)) => pending.push(Input::ControllerBytes(bytes)),
                 Some(Event::ControllerEof) => pending.push(Input::ControllerEof),
                 Some(Event::Stdout(bytes)) => pending.push(Input::HarnessStdout(bytes)),
                 Some(Event::Stderr(bytes)) => pending.push(Input::HarnessStderr(bytes)),
-                Some(Event::Exited(code, signal)) => pending.push(Input::HarnessExited { code, signal }),
+                Some(Event::Exited(code, signal)) => {
+                    // The leader is reaped: its pid (and group id) may be reused from now
+                    // on, so the guard must not signal it any more. The machine sends the
+                    // group its final KILL in response to this input.
+                    if let Some(h) = harness.as_mut() {
+                        h.guard.disarm();
+                    }
+                    pending.push(Input::HarnessExited { code, signal })
+                }
                 None => {}
             },
             () = sleep => pending.push(Input::Timeout),
+            _ = term.recv() => got_signal = true,
+            _ = int.recv() => got_signal = true,
+            _ = hup.recv() => got_signal = true,
+        }
+        if got_signal {
+            if signalled {
+                eprintln!("stapel-runner: second termination signal; killing the harness group");
+                break 'outer 130; // dropping `harness` fires its guard: KILL to the group
+            }
+            signalled = true;
+            eprintln!("stapel-runner: termination signal; ending the run (again to kill now)");
+            pending.push(Input::ControllerEof);
         }
     };
-    // Teardown: the group is gone (the machine signals it after the leader's exit); kill
-    // anything that escaped it and was adopted by this subreaper.
-    if let Some(mut h) = harness.take() {
-        h.stdin = None;
-        h.guard.disarm();
-        let _ = supervisor::signal_group(h.pid as i32, Signal::SIGKILL);
-    }
-    stdout.flush()?;
+    drop(harness);
+    out.close().await;
     Ok(exit_code)
 }
 
@@ -264,12 +366,14 @@ async fn pump<R: AsyncRead + Unpin>(
 }
 
 /// Start the harness's stdin writer and its stdout/stderr/exit reader. Stdout and stderr
-/// bytes are all delivered before the exit is reported; once the leader has exited, the
-/// pipes are drained for at most `drain` (a straggler can hold them open).
+/// bytes are all delivered before the exit is reported. Once the leader has exited, the
+/// pipes are drained until EOF, or until they have been quiet for `quiet`, or at most
+/// [`DRAIN_HARD_CAP`] (a straggler can hold them open). Reads always win over the drain
+/// deadline when both are ready.
 fn start_harness_io(
     spawned: supervisor::Spawned,
     tx: mpsc::Sender<Event>,
-    drain: Duration,
+    quiet: Duration,
 ) -> mpsc::Sender<String> {
     let mut child = spawned.child;
     let (stdin_tx, mut stdin_rx) = mpsc::channel::<String>(HARNESS_STDIN_QUEUE);
@@ -291,6 +395,7 @@ fn start_harness_io(
         let mut err_buf = vec![0u8; READ_CHUNK];
         let mut status = None;
         let mut drain_until: Option<Instant> = None;
+        let mut hard_cap: Option<Instant> = None;
         loop {
             if out.is_none() && err.is_none() && status.is_some() {
                 break;
@@ -301,20 +406,35 @@ fn start_harness_io(
                     None => std::future::pending().await,
                 }
             };
+            let mut got_bytes = false;
             tokio::select! {
+                biased;
                 r = read_opt(&mut out, &mut out_buf) => match r {
-                    Some(n) if n > 0 => { if tx.send(Event::Stdout(out_buf[..n].to_vec())).await.is_err() { return; } }
+                    Some(n) if n > 0 => {
+                        got_bytes = true;
+                        if tx.send(Event::Stdout(out_buf[..n].to_vec())).await.is_err() { return; }
+                    }
                     _ => out = None,
                 },
                 r = read_opt(&mut err, &mut err_buf) => match r {
-                    Some(n) if n > 0 => { if tx.send(Event::Stderr(err_buf[..n].to_vec())).await.is_err() { return; } }
+                    Some(n) if n > 0 => {
+                        got_bytes = true;
+                        if tx.send(Event::Stderr(err_buf[..n].to_vec())).await.is_err() { return; }
+                    }
                     _ => err = None,
                 },
                 s = child.wait(), if status.is_none() => {
                     status = Some(s);
-                    drain_until = Some(Instant::now() + drain);
+                    let now = Instant::now();
+                    hard_cap = Some(now + DRAIN_HARD_CAP);
+                    drain_until = Some(now + quiet);
                 },
                 () = drain_sleep => break,
+            }
+            if got_bytes {
+                if let (Some(_), Some(cap)) = (drain_until, hard_cap) {
+                    drain_until = Some((Instant::now() + quiet).min(cap));
+                }
             }
         }
         let (code, signal) = match status {

@@ -3,9 +3,31 @@
 
 use serde_json::Value;
 
-/// One stream line rendered as one or more human-readable lines (no trailing newline).
-/// Lines that are not stream messages are shown as they are.
+/// Escape control characters (terminal escape sequences included) so that text from the
+/// harness cannot drive the terminal.
+fn printable(s: String) -> String {
+    if !s.chars().any(char::is_control) {
+        return s;
+    }
+    s.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
+/// One stream line rendered as one human-readable line (no trailing newline, control
+/// characters escaped). Lines that are not stream messages are shown as they are.
 pub fn render(stream_line: &str) -> String {
+    printable(render_raw(stream_line))
+}
+
+fn render_raw(stream_line: &str) -> String {
     let Ok(v) = serde_json::from_str::<Value>(stream_line) else {
         return format!("? {stream_line}");
     };
@@ -30,6 +52,10 @@ pub fn render(stream_line: &str) -> String {
 
 /// A command the built-in controller sent, rendered for a person.
 pub fn render_command(command_line: &str) -> String {
+    printable(render_command_raw(command_line.trim_end()))
+}
+
+fn render_command_raw(command_line: &str) -> String {
     let Ok(v) = serde_json::from_str::<Value>(command_line) else {
         return format!("→ ? {command_line}");
     };
@@ -134,4 +160,15 @@ fn render_event(e: &Value) -> String {
         }
     };
     format!("{seq:>4}  {t:<26} {detail}").trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn harness_text_cannot_emit_terminal_escapes() {
+        let line = r#"{"schema":"paperclip.runner.stream.v1","message":{"kind":"diagnostic","level":"warning","message":"\u001b[2Jboom\nnext"}}"#;
+        let shown = super::render(line);
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(shown.contains("\\u{1b}[2Jboom\\nnext"), "{shown}");
+    }
 }

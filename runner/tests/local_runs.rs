@@ -444,3 +444,88 @@ fn hundred_mib_of_stderr_without_newline_keeps_runner_memory_bounded() {
     );
     terminal(&run);
 }
+
+/// Every process below `root` in the process tree, from `/proc`.
+fn descendants(root: i32) -> Vec<i32> {
+    let parent = |pid: i32| -> Option<i32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat[stat.rfind(')')? + 1..]
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let pids: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    let mut out = vec![root];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for &p in &pids {
+            if !out.contains(&p) && parent(p).is_some_and(|pp| out.contains(&pp)) {
+                out.push(p);
+                grew = true;
+            }
+        }
+    }
+    out.retain(|p| *p != root);
+    out
+}
+
+#[test]
+fn sigterm_to_the_runner_ends_the_run_and_its_processes() {
+    use std::io::BufRead;
+    let mut child = Command::new(RUNNER)
+        .args(["serve", "--script", "linger", "--grace-ms", "200"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = [
+        command(1, "run.prepare", "{}"),
+        command(2, "session.open", "{}"),
+        command(3, "turn.start", r#"{"turnId":"t1","text":"go"}"#),
+    ]
+    .concat();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let started = line.contains("\"item.started\"");
+        seen.push(line);
+        if started {
+            break;
+        }
+    }
+    // The harness and its lingering worker are running now.
+    let below = descendants(child.id() as i32);
+    assert!(
+        below.len() >= 2,
+        "expected harness and worker below the runner, got {below:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    seen.extend(lines.map(|l| l.unwrap()));
+    let status = child.wait().unwrap();
+    drop(stdin);
+    let run = Run {
+        lines: seen
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect(),
+        code: status.code(),
+    };
+    let t = terminal(&run);
+    assert_eq!(t["reconciliation"]["reason"], "controller_closed");
+    assert_eq!(run.code, Some(0));
+    for pid in below {
+        assert!(!alive(pid), "process {pid} outlived a SIGTERM'd runner");
+    }
+}

@@ -195,6 +195,7 @@ async fn main() {
         controller,
         view,
         drain_after_exit: Duration::from_millis(250),
+        controller_stall: Duration::from_secs(10),
     };
     match host::run(opts).await {
         Ok(code) => std::process::exit(code),
