@@ -24,4 +24,6 @@ pub mod contract;
 pub mod framing;
 pub mod local;
 pub mod reducer;
+pub mod sequencing;
+pub mod session;
 pub mod wire;

@@ -11,6 +11,8 @@ mod contract;
 mod framing;
 mod local;
 mod reducer;
+mod sequencing;
+mod session;
 mod wire;
 
 use serde_json::Value;
@@ -20,6 +22,8 @@ fn run_vector(area: &str, vector: &Value) -> Result<(), String> {
     match area {
         "wire" => wire::run(vector),
         "framing" => framing::run(vector),
+        "sequencing" => sequencing::run(vector),
+        "session" => session::run(vector),
         "contract" => contract::run(vector),
         "adapter" => adapter::run(vector),
         "local" => local::run(vector),

@@ -1,0 +1,202 @@
+//! Inbound side of one stream: contiguous watermark plus a bounded out-of-order window.
+
+/// How a received seq relates to what the stream has seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Arrival {
+    /// New, and exactly the next seq: the watermark advanced (possibly over seqs that had
+    /// arrived ahead of it).
+    InOrder,
+    /// New, but above the next seq: recorded in the out-of-order window.
+    Ahead,
+    /// Seen before (at or below the watermark, or already in the window).
+    Duplicate,
+}
+
+impl Arrival {
+    /// `true` for [`InOrder`](Self::InOrder) and [`Ahead`](Self::Ahead): the frame has
+    /// not been seen before and must be applied.
+    pub fn is_new(self) -> bool {
+        !matches!(self, Arrival::Duplicate)
+    }
+
+    /// Stable snake_case name: `in_order`, `ahead`, `duplicate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arrival::InOrder => "in_order",
+            Arrival::Ahead => "ahead",
+            Arrival::Duplicate => "duplicate",
+        }
+    }
+}
+
+/// Why [`InboxTracker::record`] refused a seq.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InboxRefusal {
+    Zero,
+    BeyondWindow,
+}
+
+/// What one inbound stream has received: the last seq received contiguously (the
+/// *watermark*) and which seqs in `(watermark, watermark + window]` arrived ahead of
+/// it, as a ring bitset of `window` bits rounded up to 64 (128 bytes for the default
+/// window of 1024), allocated only while something is ahead. Seqs beyond the window are
+/// refused, so memory never grows with the number of frames received.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InboxTracker {
+    watermark: u64,
+    /// Bit `s % (64 · len)` is set when seq `s` (above the watermark) was received.
+    bits: Vec<u64>,
+    ahead_count: u32,
+}
+
+impl InboxTracker {
+    /// A tracker that has received nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A tracker restored from its parts for a stream with the given window: seqs
+    /// outside `(watermark, watermark + window]` are ignored and contiguous seqs are
+    /// absorbed into the watermark.
+    pub fn from_parts(watermark: u64, ahead: impl IntoIterator<Item = u64>, window: u64) -> Self {
+        let window = window.max(1);
+        let mut t = Self {
+            watermark,
+            ..Self::default()
+        };
+        for s in ahead {
+            if s > watermark && s - watermark <= window && !t.is_set(s) {
+                t.set(s, window);
+            }
+        }
+        t.absorb();
+        t
+    }
+
+    /// Last seq received contiguously from 1 (0 = none).
+    pub fn watermark(&self) -> u64 {
+        self.watermark
+    }
+
+    /// Seqs received above the watermark, ascending.
+    pub fn ahead(&self) -> impl Iterator<Item = u64> + '_ {
+        let slots = self.slots();
+        let w = self.watermark;
+        (1..=slots)
+            .map(move |d| w + d)
+            .filter(move |s| self.ahead_count > 0 && self.is_set(*s))
+    }
+
+    /// Number of seqs received above the watermark.
+    pub fn ahead_len(&self) -> usize {
+        self.ahead_count as usize
+    }
+
+    /// `true` once any frame was received (or the stream was skipped forward).
+    pub fn has_received(&self) -> bool {
+        self.watermark > 0 || self.ahead_count > 0
+    }
+
+    fn slots(&self) -> u64 {
+        self.bits.len() as u64 * 64
+    }
+
+    fn is_set(&self, seq: u64) -> bool {
+        if self.bits.is_empty() {
+            return false;
+        }
+        let i = seq % self.slots();
+        self.bits[(i / 64) as usize] & (1 << (i % 64)) != 0
+    }
+
+    fn set(&mut self, seq: u64, window: u64) {
+        if self.bits.is_empty() {
+            let words = window.div_ceil(64).max(1) as usize;
+            self.bits = vec![0; words];
+        }
+        let i = seq % self.slots();
+        self.bits[(i / 64) as usize] |= 1 << (i % 64);
+        self.ahead_count += 1;
+    }
+
+    fn clear(&mut self, seq: u64) {
+        let i = seq % self.slots();
+        let word = &mut self.bits[(i / 64) as usize];
+        if *word & (1 << (i % 64)) != 0 {
+            *word &= !(1 << (i % 64));
+            self.ahead_count -= 1;
+        }
+    }
+
+    /// Classify `seq` without recording it.
+    pub(crate) fn classify(&self, seq: u64, window: u64) -> Result<Arrival, InboxRefusal> {
+        if seq == 0 || seq > crate::wire::MAX_SAFE_INTEGER {
+            Err(InboxRefusal::Zero)
+        } else if seq <= self.watermark {
+            Ok(Arrival::Duplicate)
+        } else if seq - self.watermark > window {
+            Err(InboxRefusal::BeyondWindow)
+        } else if seq == self.watermark + 1 {
+            Ok(Arrival::InOrder)
+        } else if self.is_set(seq) {
+            Ok(Arrival::Duplicate)
+        } else {
+            Ok(Arrival::Ahead)
+        }
+    }
+
+    /// Classify and record `seq`.
+    pub(crate) fn record(&mut self, seq: u64, window: u64) -> Result<Arrival, InboxRefusal> {
+        let arrival = self.classify(seq, window)?;
+        match arrival {
+            Arrival::InOrder => {
+                self.watermark = seq;
+                self.absorb();
+            }
+            Arrival::Ahead => self.set(seq, window),
+            Arrival::Duplicate => {}
+        }
+        Ok(arrival)
+    }
+
+    /// The sender declared that it can no longer send anything below `first_available`.
+    /// If the watermark is below `first_available − 1`, jump it there and return the
+    /// missing range `(from, to)` (inclusive); otherwise nothing changes.
+    pub(crate) fn skip_to(&mut self, first_available: u64) -> Option<(u64, u64)> {
+        let target = first_available
+            .saturating_sub(1)
+            .min(crate::wire::MAX_SAFE_INTEGER);
+        if self.watermark >= target {
+            return None;
+        }
+        let from = self.watermark + 1;
+        if self.ahead_count > 0 {
+            if target - self.watermark >= self.slots() {
+                self.bits = Vec::new();
+                self.ahead_count = 0;
+            } else {
+                for s in from..=target {
+                    self.clear(s);
+                }
+            }
+        }
+        self.watermark = target;
+        self.absorb();
+        Some((from, target))
+    }
+
+    fn absorb(&mut self) {
+        while self.ahead_count > 0 && self.is_set(self.watermark + 1) {
+            self.clear(self.watermark + 1);
+            self.watermark += 1;
+        }
+        if self.ahead_count == 0 && !self.bits.is_empty() {
+            self.bits = Vec::new();
+        }
+    }
+
+    /// Heap bytes held: the bitset while something is ahead, else nothing.
+    pub fn heap_bytes(&self) -> usize {
+        self.bits.capacity() * 8
+    }
+}

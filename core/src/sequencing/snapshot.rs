@@ -1,0 +1,220 @@
+//! Versioned snapshot bytes of a [`ConnectionState`].
+
+use std::collections::VecDeque;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::error::SnapshotError;
+use super::inbox::InboxTracker;
+use super::outbox::{KeptFrame, OutboxLog};
+use super::state::{ConnectionState, TaskChannel};
+use super::{Role, SequencingConfig};
+use crate::wire;
+
+/// First bytes of every snapshot: `stapel-seq-snapshot/`, followed by the decimal format
+/// version and a `\n`, then the JSON body.
+pub const SNAPSHOT_MAGIC: &[u8] = b"stapel-seq-snapshot/";
+
+/// The format version this build writes and reads.
+const VERSION: &str = "1";
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    role: String,
+    config: Value,
+    tasks: Vec<TaskDto>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskDto {
+    task_id: String,
+    outbound: Vec<OutDto>,
+    inbound: Vec<InDto>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutDto {
+    attempt: Option<u64>,
+    next_seq: u64,
+    frames: Vec<(u64, String)>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InDto {
+    attempt: Option<u64>,
+    watermark: u64,
+    ahead: Vec<u64>,
+}
+
+fn corrupt(message: impl Into<String>) -> SnapshotError {
+    SnapshotError::Corrupt {
+        message: message.into(),
+    }
+}
+
+impl ConnectionState {
+    /// Serialise the whole state (role, bounds, every stream in both directions, every
+    /// kept frame) to versioned bytes.
+    ///
+    /// Format, version 1: the ASCII header `stapel-seq-snapshot/1\n`, then one compact
+    /// JSON object:
+    ///
+    /// ```text
+    /// {"role":"hub"|"runner",
+    ///  "config":{"inbound_window":…,"max_outbox_frames":…,"max_outbox_bytes":…,"max_streams":…},
+    ///  "tasks":[{"task_id":"T-1",
+    ///            "outbound":[{"attempt":null|N,"next_seq":N,"frames":[[seq,"<frame>"],…]}],
+    ///            "inbound":[{"attempt":null|N,"watermark":N,"ahead":[seq,…]}]}]}
+    /// ```
+    ///
+    /// Tasks and streams appear in the state's order; kept frames are the exact encoded
+    /// frames. [`restore`](Self::restore) rejects any other version.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let tasks = self
+            .tasks
+            .iter()
+            .map(|(task, c)| TaskDto {
+                task_id: task.clone(),
+                outbound: c
+                    .outbound
+                    .iter()
+                    .map(|(a, log)| OutDto {
+                        attempt: *a,
+                        next_seq: log.next_seq(),
+                        frames: log.kept().map(|f| (f.seq, f.frame.clone())).collect(),
+                    })
+                    .collect(),
+                inbound: c
+                    .inbound
+                    .iter()
+                    .map(|(a, t)| InDto {
+                        attempt: *a,
+                        watermark: t.watermark(),
+                        ahead: t.ahead().collect(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let body = Body {
+            role: self.role.as_str().into(),
+            config: self.config.to_value(),
+            tasks,
+        };
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(SNAPSHOT_MAGIC);
+        out.extend_from_slice(VERSION.as_bytes());
+        out.push(b'\n');
+        // Serialising plain data into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, &body);
+        out
+    }
+
+    /// Restore a state from [`snapshot`](Self::snapshot) bytes.
+    ///
+    /// # Errors
+    /// `not_a_snapshot` (bad magic), `unsupported_snapshot_version`, `corrupt_snapshot`
+    /// (malformed JSON, unknown fields, or an inconsistent stream: duplicate task or
+    /// stream, kept seqs not ascending or not below `next_seq`, a kept frame that does
+    /// not decode to its stream and seq, an `ahead` seq outside
+    /// `(watermark, watermark + inbound_window]`).
+    pub fn restore(bytes: &[u8]) -> Result<Self, SnapshotError> {
+        let rest = bytes
+            .strip_prefix(SNAPSHOT_MAGIC)
+            .ok_or(SnapshotError::NotASnapshot)?;
+        let nl = memchr::memchr(b'\n', rest).ok_or(SnapshotError::NotASnapshot)?;
+        let version = String::from_utf8_lossy(&rest[..nl]).into_owned();
+        if version != VERSION {
+            return Err(SnapshotError::UnsupportedVersion { found: version });
+        }
+        let body: Body =
+            serde_json::from_slice(&rest[nl + 1..]).map_err(|e| corrupt(e.to_string()))?;
+        let role = Role::from_name(&body.role)
+            .ok_or_else(|| corrupt(format!("unknown role {:?}", body.role)))?;
+        let config_obj = body
+            .config
+            .as_object()
+            .ok_or_else(|| corrupt("config must be an object"))?;
+        let config = SequencingConfig::from_object(config_obj).map_err(corrupt)?;
+        let mut state = ConnectionState::with_config(role, config);
+        let mut tasks: IndexMap<String, TaskChannel> = IndexMap::new();
+        for t in body.tasks {
+            if t.task_id.is_empty() {
+                return Err(corrupt("empty task_id"));
+            }
+            let mut channel = TaskChannel::default();
+            for o in t.outbound {
+                if channel.outbound.iter().any(|(a, _)| *a == o.attempt) {
+                    return Err(corrupt(format!(
+                        "duplicate outbound stream in {:?}",
+                        t.task_id
+                    )));
+                }
+                if o.next_seq == 0 {
+                    return Err(corrupt("next_seq must be at least 1"));
+                }
+                let mut kept = VecDeque::with_capacity(o.frames.len());
+                let mut prev = 0;
+                for (seq, frame) in o.frames {
+                    if seq <= prev || seq >= o.next_seq {
+                        return Err(corrupt(format!(
+                            "kept seq {seq} out of order in {:?}",
+                            t.task_id
+                        )));
+                    }
+                    prev = seq;
+                    let msg = wire::decode(frame.as_bytes(), false)
+                        .map_err(|e| corrupt(format!("kept frame does not decode: {e}")))?;
+                    if msg.task_id() != Some(t.task_id.as_str()) || msg.seq() != Some(seq) {
+                        return Err(corrupt(format!(
+                            "kept frame {seq} of {:?} names another stream",
+                            t.task_id
+                        )));
+                    }
+                    state.kept_frames += 1;
+                    state.kept_bytes += frame.len();
+                    kept.push_back(KeptFrame { seq, frame });
+                }
+                state.outbound_streams += 1;
+                channel
+                    .outbound
+                    .push((o.attempt, OutboxLog::from_parts(o.next_seq, kept)));
+            }
+            for i in t.inbound {
+                if channel.inbound.iter().any(|(a, _)| *a == i.attempt) {
+                    return Err(corrupt(format!(
+                        "duplicate inbound stream in {:?}",
+                        t.task_id
+                    )));
+                }
+                let window = state.config.inbound_window;
+                if let Some(bad) = i
+                    .ahead
+                    .iter()
+                    .find(|s| **s <= i.watermark || **s - i.watermark > window)
+                {
+                    return Err(corrupt(format!(
+                        "ahead seq {bad} of {:?} is outside the window above watermark {}",
+                        t.task_id, i.watermark
+                    )));
+                }
+                state.inbound_streams += 1;
+                channel.inbound.push((
+                    i.attempt,
+                    InboxTracker::from_parts(i.watermark, i.ahead, state.config.inbound_window),
+                ));
+            }
+            if tasks.insert(t.task_id.clone(), channel).is_some() {
+                return Err(corrupt(format!("duplicate task {:?}", t.task_id)));
+            }
+        }
+        state.tasks = tasks;
+        state.prune_empty();
+        Ok(state)
+    }
+}

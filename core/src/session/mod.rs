@@ -1,0 +1,284 @@
+//! Session machines: the hub side ([`HubSession`]) and the runner side
+//! ([`RunnerSession`]) of one hub↔runner connection, over [`ConnectionState`](crate::sequencing::ConnectionState).
+//!
+//! Both have the same sans-IO shape (DESIGN §3.1): the host feeds
+//! [`handle_input(now_ms, Input)`](RunnerSession::handle_input) and then drains
+//! [`poll_output()`](RunnerSession::poll_output) until it returns
+//! [`Output::Timeout`], whose deadline (if any) is when to call
+//! `handle_input(now, Input::Tick)` next. Time is only ever the `now_ms` passed in.
+//!
+//! ```
+//! use stapel_runner_protocol::session::{Event, HubSession, Input, Output, RunnerSession, SessionConfig};
+//! use stapel_runner_protocol::wire::{Hello, TaskCancel};
+//!
+//! let mut hub = HubSession::new(SessionConfig::default());
+//! let mut runner = RunnerSession::new(Hello::new("brave-falcon-1042", "0.1.0"), SessionConfig::default());
+//! hub.handle_input(0, Input::Connected).unwrap();
+//! runner.handle_input(0, Input::Connected).unwrap(); // queues the hello
+//! hub.handle_input(0, Input::Send(TaskCancel::new("T-1", "stop").into())).unwrap();
+//!
+//! let mut commands = Vec::new();
+//! for _ in 0..3 {
+//!     // Runner → hub, then hub → runner; a real host does this with its sockets.
+//!     loop {
+//!         match runner.poll_output() {
+//!             Output::Transmit(f) => hub.handle_input(0, Input::Frame(f)).unwrap(),
+//!             Output::Event(Event::Received(m)) => commands.push(m),
+//!             Output::Timeout(_) => break,
+//!             _ => {}
+//!         }
+//!     }
+//!     loop {
+//!         match hub.poll_output() {
+//!             Output::Transmit(f) => runner.handle_input(0, Input::Frame(f)).unwrap(),
+//!             Output::Timeout(_) => break,
+//!             _ => {}
+//!         }
+//!     }
+//! }
+//! assert_eq!(commands.len(), 1);
+//! assert_eq!(commands[0].seq(), Some(1));
+//! ```
+//!
+//! # The protocol extensions (interoperable with seed-only peers)
+//!
+//! Seed 000 defines no acknowledgement of runner→hub frames and no resync notice. Both
+//! are carried as **extra fields on `ping` and `pong`**, which a seed-only peer keeps in
+//! `extra` and ignores (its decoder rejects unknown *types*, never unknown fields):
+//!
+//! * `"ack": [{"task_id","attempt"?,"seq"}, …]` — "I have received everything up to
+//!   `seq` on this stream"; the receiver drops those frames from its replay log.
+//! * `"replay_from": [{"task_id","attempt"?,"seq"}, …]` — "the lowest seq I can still
+//!   send on this stream is `seq`"; a receiver whose watermark is below `seq − 1` skips
+//!   the gap and reports it ([`Event::InboundGap`]).
+//!
+//! The runner also puts `replay_from` (for every stream it has emitted on) into
+//! `hello`, as an extra field. See `docs/protocol.md` for the full protocol and
+//! sequence diagrams.
+
+mod engine;
+mod hub;
+mod runner;
+
+pub use hub::HubSession;
+pub use runner::RunnerSession;
+
+use crate::framing::FramerConfig;
+use crate::sequencing::{EmitError, Resync, SequencingConfig};
+use crate::wire::{Hello, Message};
+
+/// Default keepalive ping interval: 15 s.
+pub const DEFAULT_PING_INTERVAL_MS: u64 = 15_000;
+/// Default dead-peer timeout: 45 s without any inbound bytes.
+pub const DEFAULT_PEER_TIMEOUT_MS: u64 = 45_000;
+/// Default number of newly applied frames that triggers an immediate acknowledgement.
+pub const DEFAULT_ACK_EVERY_FRAMES: u64 = 256;
+/// Default longest delay between applying a frame and acknowledging it: 200 ms.
+pub const DEFAULT_ACK_DELAY_MS: u64 = 200;
+/// Default most positions in one `ack` list (longer lists are split over several pings).
+pub const DEFAULT_MAX_ACK_ENTRIES: usize = 1024;
+/// Default most frames held while waiting for a gap to fill, per session.
+pub const DEFAULT_MAX_HELD_FRAMES: usize = 1024;
+
+/// Configuration of a session machine. Every field has a documented default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionConfig {
+    /// Bounds of the underlying
+    /// [`ConnectionState`](crate::sequencing::ConnectionState). Default: [`SequencingConfig::default`].
+    pub sequencing: SequencingConfig,
+    /// Bounds of the inbound JSONL framer (used for [`Input::Bytes`]; also the size
+    /// bound of one [`Input::Frame`]). Default: [`FramerConfig::default`] (64 KiB lines).
+    pub framer: FramerConfig,
+    /// Decode inbound frames with full schema validation. Default `true`.
+    pub validate: bool,
+    /// Send a `ping` this often while connected. Default
+    /// [`DEFAULT_PING_INTERVAL_MS`]; 0 disables keepalive pings.
+    pub ping_interval_ms: u64,
+    /// Declare the peer dead after this long without inbound bytes
+    /// ([`CloseReason::PeerTimeout`]). Default [`DEFAULT_PEER_TIMEOUT_MS`]; 0 disables.
+    pub peer_timeout_ms: u64,
+    /// Acknowledge as soon as this many new frames were applied since the last
+    /// acknowledgement. Default [`DEFAULT_ACK_EVERY_FRAMES`] (values below 1 act as 1).
+    pub ack_every_frames: u64,
+    /// Acknowledge at the latest this long after the first unacknowledged frame was
+    /// applied. Default [`DEFAULT_ACK_DELAY_MS`].
+    pub ack_delay_ms: u64,
+    /// Most positions in one `ack` list. Default [`DEFAULT_MAX_ACK_ENTRIES`] (values below
+    /// 1 act as 1).
+    pub max_ack_entries: usize,
+    /// Most frames held (arrived ahead of a gap) per session; further ones are dropped
+    /// unrecorded and come back with the next replay. Default
+    /// [`DEFAULT_MAX_HELD_FRAMES`].
+    pub max_held_frames: usize,
+    /// Lowest `hello.protocol_version` the hub accepts. Default 1.
+    pub min_protocol_version: u64,
+    /// Highest `hello.protocol_version` the hub accepts. Default
+    /// [`PROTOCOL_VERSION`](crate::wire::PROTOCOL_VERSION) (1).
+    pub max_protocol_version: u64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            sequencing: SequencingConfig::default(),
+            framer: FramerConfig::default(),
+            validate: true,
+            ping_interval_ms: DEFAULT_PING_INTERVAL_MS,
+            peer_timeout_ms: DEFAULT_PEER_TIMEOUT_MS,
+            ack_every_frames: DEFAULT_ACK_EVERY_FRAMES,
+            ack_delay_ms: DEFAULT_ACK_DELAY_MS,
+            max_ack_entries: DEFAULT_MAX_ACK_ENTRIES,
+            max_held_frames: DEFAULT_MAX_HELD_FRAMES,
+            min_protocol_version: 1,
+            max_protocol_version: crate::wire::PROTOCOL_VERSION,
+        }
+    }
+}
+
+/// What the host tells a session machine.
+// A message travels inline rather than boxed: one input per frame on the hot path, and
+// a box would add an allocation per frame for no gain.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A transport connection is up.
+    Connected,
+    /// The transport connection is gone (closed by either side, or after an
+    /// [`Output::Close`]). Idempotent.
+    Disconnected,
+    /// Bytes of a JSONL stream, in any chunking (frames end with `\n`).
+    Bytes(Vec<u8>),
+    /// One complete frame (e.g. one WebSocket text message), without a newline.
+    Frame(String),
+    /// A sequenced message to send: `task.assign` / `task.cancel` on the hub,
+    /// `task.progress` / `task.report` on the runner. It is stamped, kept for replay,
+    /// and transmitted when the connection is ready.
+    Send(Message),
+    /// Time passed (the deadline of the last [`Output::Timeout`] was reached).
+    Tick,
+}
+
+/// What a session machine asks of its host, in order.
+// Inline for the same reason as [`Input`]: one output per applied frame.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Send this frame (compact JSON, no trailing newline; a JSONL transport appends
+    /// `\n`).
+    Transmit(String),
+    /// Something the application must know.
+    Event(Event),
+    /// Close the transport for this reason, then report [`Input::Disconnected`].
+    Close(CloseReason),
+    /// Nothing more to do now; call `handle_input(deadline, Input::Tick)` at the
+    /// deadline (`None`: only when another input arrives).
+    Timeout(Option<u64>),
+}
+
+/// Application-visible happenings.
+// Inline for the same reason as [`Input`]: one event per applied frame.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// Hub: the runner's `hello` was accepted (its resume was already applied).
+    Hello(Hello),
+    /// A new sequenced message, delivered exactly once and in stream order: commands on
+    /// the runner, progress and reports on the hub.
+    Received(Message),
+    /// The peer declared it can no longer send seqs `missing_from..=missing_to` of a
+    /// stream this end had not received; the stream continues after them.
+    InboundGap(Resync),
+    /// The peer declared a position older than the kept log: it missed
+    /// `missing_from..=missing_to`, which can no longer be replayed (the peer was told
+    /// with a `replay_from` notice).
+    OutboundResync(Resync),
+    /// The peer broke a rule; the offending frame or field was dropped. `code` is the
+    /// stable code of the underlying error (a wire `DecodeError`, a framing error, a
+    /// sequencing error) or one of `unexpected_message`, `invalid_extension`,
+    /// `resume_ahead` (hub: the runner declared a command position beyond anything this
+    /// hub sent), `ack_ahead` (the peer acknowledged seqs this end never emitted). In
+    /// both `*_ahead` cases this end's state is older than the peer's, and numbering
+    /// continues after the peer's position.
+    PeerError {
+        /// Stable code.
+        code: String,
+        /// Human-readable detail (not stable).
+        detail: String,
+    },
+}
+
+/// Why a session asks the host to close the transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// Nothing arrived for `peer_timeout_ms`. Code `peer_timeout`.
+    PeerTimeout,
+    /// Hub: the runner's `hello.protocol_version` is outside the accepted range. Code
+    /// `unsupported_protocol_version`.
+    UnsupportedProtocolVersion {
+        /// The version the runner declared.
+        version: u64,
+    },
+    /// Hub: the runner sent a sequenced frame before its `hello`. Code
+    /// `hello_required`.
+    HelloRequired,
+}
+
+impl CloseReason {
+    /// Stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CloseReason::PeerTimeout => "peer_timeout",
+            CloseReason::UnsupportedProtocolVersion { .. } => "unsupported_protocol_version",
+            CloseReason::HelloRequired => "hello_required",
+        }
+    }
+}
+
+/// Local misuse of a session machine.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// [`Input::Send`] was refused by the sequencing layer; the message is inside,
+    /// unchanged. Code: that of the cause (e.g. `backpressure`).
+    #[error(transparent)]
+    Emit(EmitError),
+    /// Bytes or a frame arrived while no connection is up. Code `not_connected`.
+    #[error("no connection is up")]
+    NotConnected,
+    /// [`Input::Connected`] while a connection is already up. Code `already_connected`.
+    #[error("a connection is already up")]
+    AlreadyConnected,
+}
+
+impl SessionError {
+    /// Stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SessionError::Emit(e) => e.code(),
+            SessionError::NotConnected => "not_connected",
+            SessionError::AlreadyConnected => "already_connected",
+        }
+    }
+}
+
+/// Counters of a session (for metrics and tests).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionStats {
+    /// Sequenced frames delivered as [`Event::Received`].
+    pub delivered: u64,
+    /// Sequenced frames dropped as duplicates.
+    pub duplicates: u64,
+    /// Frames that arrived ahead of a gap and were held.
+    pub held: u64,
+    /// Frames that arrived ahead of a gap and were dropped because the hold buffer was
+    /// full (they come back with the next replay).
+    pub held_dropped: u64,
+    /// Frames currently held.
+    pub held_now: usize,
+    /// Frames transmitted (including replays, pings and pongs).
+    pub transmitted: u64,
+}

@@ -1,0 +1,189 @@
+//! Area `sequencing`: [`ConnectionState`] through its public API.
+
+use indexmap::IndexMap;
+use serde_json::{json, Map, Value};
+use stapel_runner_protocol::sequencing::{
+    ConnectionState, Position, Replay, Resync, Role, SequencingConfig,
+};
+use stapel_runner_protocol::wire::{self, Message};
+
+use crate::common::{bytes_of, same, steps};
+
+fn message(i: usize, v: &Value) -> Result<Message, String> {
+    wire::from_value(v.clone(), false).map_err(|e| format!("step {i}: bad message {v}: {e}"))
+}
+
+fn position(i: usize, v: &Value) -> Result<Position, String> {
+    Position::from_value(v).map_err(|e| format!("step {i}: {e}"))
+}
+
+pub fn resync_json(r: &Resync) -> Value {
+    let mut m = Map::new();
+    m.insert("task_id".into(), json!(r.task_id));
+    if let Some(a) = r.attempt {
+        m.insert("attempt".into(), json!(a));
+    }
+    m.insert("declared".into(), json!(r.declared));
+    m.insert("missing_from".into(), json!(r.missing_from));
+    m.insert("missing_to".into(), json!(r.missing_to));
+    Value::Object(m)
+}
+
+fn replay_json(r: &Replay) -> Value {
+    let streams: Vec<Value> = r
+        .streams
+        .iter()
+        .map(|s| {
+            let mut m = Map::new();
+            m.insert("task_id".into(), json!(s.task_id));
+            if let Some(a) = s.attempt {
+                m.insert("attempt".into(), json!(a));
+            }
+            m.insert(
+                "frames".into(),
+                json!(s.frames.iter().map(|f| f.frame.clone()).collect::<Vec<_>>()),
+            );
+            Value::Object(m)
+        })
+        .collect();
+    json!({
+        "streams": streams,
+        "resync": r.resync.iter().map(resync_json).collect::<Vec<_>>(),
+        "peer_ahead": Position::list_to_value(&r.peer_ahead),
+        "unknown": r.unknown,
+    })
+}
+
+fn check_error(i: usize, code: &str, expect: &Value) -> Result<(), String> {
+    match expect.get("error") {
+        Some(want) => same(i, "error", &json!(code), want),
+        None => Err(format!("step {i}: unexpected error {code}")),
+    }
+}
+
+fn no_error(i: usize, expect: &Value) -> Result<(), String> {
+    match expect.get("error") {
+        Some(want) => Err(format!("step {i}: expected error {want}, got success")),
+        None => Ok(()),
+    }
+}
+
+fn config(cfg: &Value) -> Result<(Role, SequencingConfig), String> {
+    let role = cfg
+        .get("role")
+        .and_then(Value::as_str)
+        .and_then(Role::from_name)
+        .ok_or("config.role must be \"hub\" or \"runner\"")?;
+    let empty = Map::new();
+    let obj = cfg.as_object().unwrap_or(&empty);
+    Ok((role, SequencingConfig::from_object(obj)?))
+}
+
+pub fn run(vector: &Value) -> Result<(), String> {
+    let (role, cfg) = config(&vector["config"])?;
+    let mut state = ConnectionState::with_config(role, cfg);
+    for (i, input, expect) in steps(vector) {
+        if let Some(v) = input.get("emit") {
+            let msg = message(i, v)?;
+            match state.emit(msg.clone()) {
+                Ok(stamped) => {
+                    no_error(i, expect)?;
+                    if let Some(f) = expect.get("frame") {
+                        same(i, "frame", &json!(wire::encode(&stamped)), f)?;
+                    }
+                }
+                Err(e) => {
+                    check_error(i, e.code(), expect)?;
+                    if *e.message != msg {
+                        return Err(format!(
+                            "step {i}: emit error did not hand the message back unchanged"
+                        ));
+                    }
+                }
+            }
+        } else if let Some(v) = input.get("receive").or_else(|| input.get("classify")) {
+            let msg = message(i, v)?;
+            let r = if input.get("receive").is_some() {
+                state.receive(&msg)
+            } else {
+                state.classify(&msg)
+            };
+            match r {
+                Ok(a) => {
+                    no_error(i, expect)?;
+                    if let Some(want) = expect.get("arrival") {
+                        same(i, "arrival", &json!(a.as_str()), want)?;
+                    }
+                }
+                Err(e) => check_error(i, e.code(), expect)?,
+            }
+        } else if input.get("resume_map").is_some() {
+            let got = serde_json::to_value(state.resume_map()).map_err(|e| e.to_string())?;
+            same(i, "resume_map", &got, &expect["resume_map"])?;
+        } else if let Some(v) = input.get("replay_for") {
+            let resume: IndexMap<String, u64> = serde_json::from_value(v.clone())
+                .map_err(|e| format!("step {i}: replay_for must map task ids to seqs: {e}"))?;
+            let r = state.replay_for(&resume);
+            same(i, "replay", &replay_json(&r), &expect["replay"])?;
+        } else if let Some(v) = input.get("replay_positions") {
+            let list = Position::list_from_value(v).map_err(|e| format!("step {i}: {e}"))?;
+            let r = state.replay_positions(&list);
+            same(i, "replay", &replay_json(&r), &expect["replay"])?;
+        } else if let Some(v) = input.get("ack") {
+            let p = position(i, v)?;
+            let n = state.ack(&p.task_id, p.attempt, p.seq);
+            same(i, "dropped", &json!(n), &expect["dropped"])?;
+        } else if let Some(v) = input.get("skip_to") {
+            let p = position(i, v)?;
+            match state.skip_to(&p.task_id, p.attempt, p.seq) {
+                Ok(g) => {
+                    no_error(i, expect)?;
+                    let got = g.map_or(Value::Null, |(a, b)| json!([a, b]));
+                    same(i, "gap", &got, expect.get("gap").unwrap_or(&Value::Null))?;
+                }
+                Err(e) => check_error(i, e.code(), expect)?,
+            }
+        } else if input.get("ack_positions").is_some() {
+            let got = Position::list_to_value(&state.ack_positions());
+            same(i, "positions", &got, &expect["positions"])?;
+        } else if input.get("replay_from").is_some() {
+            let got = Position::list_to_value(&state.replay_from());
+            same(i, "positions", &got, &expect["positions"])?;
+        } else if input.get("unacked").is_some() {
+            let got: Vec<String> = state.unacked().map(|(_, _, f)| f.frame.clone()).collect();
+            same(i, "frames", &json!(got), &expect["frames"])?;
+        } else if let Some(v) = input.get("forget_task") {
+            let t = v
+                .as_str()
+                .ok_or(format!("step {i}: forget_task needs a string"))?;
+            same(i, "known", &json!(state.forget_task(t)), &expect["known"])?;
+        } else if input.get("snapshot_roundtrip").is_some() {
+            let bytes = state.snapshot();
+            let restored = ConnectionState::restore(&bytes)
+                .map_err(|e| format!("step {i}: restore failed: {}", e.code()))?;
+            if restored != state || restored.snapshot() != bytes {
+                return Err(format!("step {i}: snapshot round trip changed the state"));
+            }
+            state = restored;
+        } else if let Some(bytes) = bytes_of(input, "restore")? {
+            match ConnectionState::restore(&bytes) {
+                Ok(s) => {
+                    no_error(i, expect)?;
+                    state = s;
+                }
+                Err(e) => check_error(i, e.code(), expect)?,
+            }
+        } else {
+            return Err(format!("step {i}: unknown input {input}"));
+        }
+        if let Some(o) = expect.get("outbox") {
+            let got = json!({"frames": state.outbox_frames(), "bytes": state.outbox_bytes()});
+            same(i, "outbox", &got, o)?;
+        }
+        if let Some(o) = expect.get("streams") {
+            let (out, inb) = state.stream_counts();
+            same(i, "streams", &json!({"outbound": out, "inbound": inb}), o)?;
+        }
+    }
+    Ok(())
+}
