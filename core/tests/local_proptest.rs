@@ -1,6 +1,8 @@
-//! Property: whatever the interleaving of harness output, exits, timeouts and controller
-//! commands, a prepared run ends with exactly one `run.terminal`, never a success terminal
-//! after a non-zero exit, and no event or supervision action after it.
+//! Property: whatever the start of the run (ready on time, no ready at all, spawn failure,
+//! exit before ready, controller EOF while `run.prepare` is pending) and whatever the
+//! interleaving of harness output, exits, timeouts and controller commands after it, a
+//! prepared run ends with exactly one `run.terminal`, never a success terminal after a
+//! non-zero exit, and no event or supervision action after it.
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -17,6 +19,45 @@ enum Act {
     ControllerEof,
     Advance(u64),
     Exit(u8),
+}
+
+/// How the run starts (after `run.prepare`).
+#[derive(Debug, Clone)]
+enum Prefix {
+    /// Spawned, then `ready`.
+    Ready,
+    /// Spawned, never `ready`: the ready deadline passes.
+    ReadyTimeout,
+    /// The spawn fails.
+    SpawnFailed,
+    /// Spawned, then the harness exits (any code) before `ready`.
+    ExitBeforeReady(u8),
+    /// Spawned, then the controller closes while `run.prepare` waits for `ready`; the
+    /// generated actions may or may not bring `ready`.
+    EofWhilePreparing,
+    /// The controller closes before the spawn is even reported.
+    EofBeforeSpawned,
+}
+
+fn prefix() -> impl Strategy<Value = Prefix> {
+    prop_oneof![
+        4 => Just(Prefix::Ready),
+        1 => Just(Prefix::ReadyTimeout),
+        1 => Just(Prefix::SpawnFailed),
+        1 => any::<u8>().prop_map(Prefix::ExitBeforeReady),
+        1 => Just(Prefix::EofWhilePreparing),
+        1 => Just(Prefix::EofBeforeSpawned),
+    ]
+}
+
+fn exit_of(k: u8) -> (Option<i32>, Option<i32>) {
+    match k % 5 {
+        0 => (Some(0), None),
+        1 => (Some(1), None),
+        2 => (Some(7), None),
+        3 => (Some(130), None),
+        _ => (None, Some(9)),
+    }
 }
 
 fn act() -> impl Strategy<Value = Act> {
@@ -148,9 +189,15 @@ impl Driver {
 }
 
 fn play(acts: &[Act]) -> Driver {
+    play_from(&Prefix::Ready, acts)
+}
+
+fn play_from(prefix: &Prefix, acts: &[Act]) -> Driver {
     let mut cfg = LocalConfig::default();
     cfg.max_line_bytes = 1024;
     cfg.shutdown_grace_ms = 500;
+    // Short enough for generated time steps to expire runtime requests.
+    cfg.request_timeout_ms = 2_500;
     let mut d = Driver {
         run: LocalRun::new(cfg).unwrap(),
         now: 0,
@@ -162,10 +209,38 @@ fn play(acts: &[Act]) -> Driver {
     d.input(Input::ControllerBytes(
         format!("{}\n", command_line(8, 1, false)).into_bytes(),
     ));
-    d.input(Input::HarnessSpawned { pid: PID });
-    d.input(Input::HarnessStdout(
-        format!("{}\n", msg(1, "ready", json!({"version": "1.0.0"}))).into_bytes(),
-    ));
+    let ready = |d: &mut Driver| {
+        d.input(Input::HarnessStdout(
+            format!("{}\n", msg(1, "ready", json!({"version": "1.0.0"}))).into_bytes(),
+        ))
+    };
+    match prefix {
+        Prefix::Ready => {
+            d.input(Input::HarnessSpawned { pid: PID });
+            ready(&mut d);
+        }
+        Prefix::ReadyTimeout => {
+            d.input(Input::HarnessSpawned { pid: PID });
+            d.now += 2_000;
+            d.input(Input::Timeout);
+        }
+        Prefix::SpawnFailed => d.input(Input::HarnessSpawnFailed {
+            message: "no such file".into(),
+        }),
+        Prefix::ExitBeforeReady(k) => {
+            d.input(Input::HarnessSpawned { pid: PID });
+            let (code, signal) = exit_of(*k);
+            d.input(Input::HarnessExited { code, signal });
+        }
+        Prefix::EofWhilePreparing => {
+            d.input(Input::HarnessSpawned { pid: PID });
+            d.input(Input::ControllerEof);
+        }
+        Prefix::EofBeforeSpawned => {
+            d.input(Input::ControllerEof);
+            d.input(Input::HarnessSpawned { pid: PID });
+        }
+    }
     for a in acts {
         match a {
             Act::Harness(k) => {
@@ -199,13 +274,7 @@ fn play(acts: &[Act]) -> Driver {
                 d.input(Input::Timeout);
             }
             Act::Exit(k) => {
-                let (code, signal) = match k % 5 {
-                    0 => (Some(0), None),
-                    1 => (Some(1), None),
-                    2 => (Some(7), None),
-                    3 => (Some(130), None),
-                    _ => (None, Some(9)),
-                };
+                let (code, signal) = exit_of(*k);
                 d.input(Input::HarnessExited { code, signal });
             }
         }
@@ -225,8 +294,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(384))]
 
     #[test]
-    fn exactly_one_terminal_and_nothing_after_it(acts in proptest::collection::vec(act(), 0..40)) {
-        let d = play(&acts);
+    fn exactly_one_terminal_and_nothing_after_it(prefix in prefix(), acts in proptest::collection::vec(act(), 0..40)) {
+        let d = play_from(&prefix, &acts);
         let mut events = Vec::new();
         let mut terminal_at = None;
         for (i, o) in d.outputs.iter().enumerate() {
@@ -246,12 +315,29 @@ proptest! {
             prop_assert_eq!(e["sourceSeq"].as_u64(), Some(i as u64 + 1));
         }
         let t = &terminals[0]["payload"];
-        let (code, signal) = d.exit.expect("the harness exit was accepted");
-        let success = code == Some(0) && signal.is_none();
-        if !success {
-            prop_assert_ne!(&t["runTerminalState"], "succeeded");
+        let reason = t["reconciliation"]["reason"].as_str().unwrap_or_default();
+        match d.exit {
+            Some((code, signal)) => {
+                let success = code == Some(0) && signal.is_none();
+                if !success {
+                    prop_assert_ne!(&t["runTerminalState"], "succeeded");
+                }
+                prop_assert_eq!(&t["reconciliation"]["processExit"]["success"], &json!(success));
+            }
+            None => {
+                // Only a harness that never started has no exit fact.
+                prop_assert!(matches!(prefix, Prefix::SpawnFailed), "no exit accepted");
+                prop_assert_eq!(&t["reconciliation"]["processExit"], &Value::Null);
+                prop_assert_eq!(&t["runTerminalState"], "failed");
+            }
         }
-        prop_assert_eq!(&t["reconciliation"]["processExit"]["success"], &json!(success));
+        match prefix {
+            Prefix::SpawnFailed => prop_assert_eq!(reason, "harness_process_failed"),
+            Prefix::ReadyTimeout | Prefix::ExitBeforeReady(_) => {
+                prop_assert_eq!(reason, "harness_protocol_violation")
+            }
+            _ => {}
+        }
         if t["runTerminalState"] == "succeeded" {
             prop_assert_eq!(&t["reconciliation"]["semanticResultObserved"], &json!(true));
             prop_assert_eq!(&t["turnTerminalState"], "completed");
@@ -265,6 +351,13 @@ proptest! {
         }
         prop_assert_eq!(d.outputs.iter().filter(|o| matches!(o, Output::Exit(_))).count(), 1);
         prop_assert!(d.run.is_finished());
+        // The prepare command is answered exactly once, whatever the start.
+        let prepare_receipts = d.outputs.iter().filter(|o| match o {
+            Output::ToController(l) => matches!(StreamMessage::parse(l).unwrap(),
+                StreamMessage::CommandReceipt(r) if r.command_id == "cmd_1" && r.controller_seq == 1),
+            _ => false,
+        }).count();
+        prop_assert_eq!(prepare_receipts, 1);
     }
 
     #[test]
@@ -348,6 +441,30 @@ fn the_driver_reaches_each_kind_of_terminal() {
     assert_eq!(
         terminal_of(&cancelled)["reconciliation"]["reason"],
         "run_cancelled"
+    );
+    for (prefix, reason) in [
+        (Prefix::ReadyTimeout, "harness_protocol_violation"),
+        (Prefix::SpawnFailed, "harness_process_failed"),
+        (Prefix::ExitBeforeReady(0), "harness_protocol_violation"),
+        (Prefix::EofWhilePreparing, "harness_protocol_violation"),
+    ] {
+        let d = play_from(&prefix, &[]);
+        assert_eq!(
+            terminal_of(&d)["reconciliation"]["reason"],
+            reason,
+            "{prefix:?}"
+        );
+    }
+    // EOF while preparing, then ready: the queued EOF closes the run after ready.
+    let eof_then_ready = play_from(&Prefix::EofWhilePreparing, &[Act::Harness(13)]);
+    assert_eq!(
+        terminal_of(&eof_then_ready)["reconciliation"]["reason"],
+        "controller_closed"
+    );
+    let expired = play(&[Act::Harness(12), Act::Advance(2_500)]);
+    assert_eq!(
+        terminal_of(&expired)["reconciliation"]["reason"],
+        "request_expired"
     );
     let closed = play(&[Act::ControllerEof, Act::Advance(600)]);
     assert_eq!(

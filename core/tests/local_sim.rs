@@ -70,6 +70,8 @@ pub struct Sim {
     pub runner_exit: Option<i32>,
     run_deadline: Option<u64>,
     player_deadline: Option<u64>,
+    /// The player's await timer: (deadline, id).
+    player_await: Option<(u64, u64)>,
     runner_inputs: VecDeque<Input>,
     player_inputs: VecDeque<PlayerInput>,
 }
@@ -104,6 +106,7 @@ impl Sim {
             runner_exit: None,
             run_deadline: None,
             player_deadline: None,
+            player_await: None,
             runner_inputs: VecDeque::new(),
             player_inputs: VecDeque::new(),
         }
@@ -133,6 +136,7 @@ impl Sim {
         self.harness_stdin_open = false;
         self.player = None;
         self.player_deadline = None;
+        self.player_await = None;
         self.player_inputs.clear();
         self.runner_inputs
             .push_back(Input::HarnessExited { code, signal });
@@ -172,6 +176,9 @@ impl Sim {
                             .runner_inputs
                             .push_back(Input::HarnessStdout(format!("{line}\n").into_bytes())),
                         Some(PlayerOutput::Delay(ms)) => self.player_deadline = Some(self.now + ms),
+                        Some(PlayerOutput::AwaitTimer { id, ms }) => {
+                            self.player_await = Some((self.now + ms, id))
+                        }
                         Some(PlayerOutput::SpawnWorker) => {
                             self.worker_alive = true;
                             self.player_inputs
@@ -243,15 +250,20 @@ impl Sim {
     /// Advance virtual time to the next deadline (runner timer or harness delay) and
     /// deliver it. `false` when nothing is scheduled.
     pub fn step_time(&mut self) -> bool {
-        let next = [self.run_deadline, self.player_deadline]
-            .into_iter()
-            .flatten()
-            .min();
-        let Some(next) = next else { return false };
+        let Some(next) = self.next_deadline() else {
+            return false;
+        };
         self.now = self.now.max(next);
         if self.player_deadline.is_some_and(|d| d <= self.now) {
             self.player_deadline = None;
             self.player_inputs.push_back(PlayerInput::DelayElapsed);
+        }
+        if let Some((d, id)) = self.player_await {
+            if d <= self.now {
+                self.player_await = None;
+                self.player_inputs
+                    .push_back(PlayerInput::AwaitExpired { id });
+            }
         }
         if self.run_deadline.is_some_and(|d| d <= self.now) {
             self.run_deadline = None;
@@ -278,10 +290,14 @@ impl Sim {
     }
 
     pub fn next_deadline(&self) -> Option<u64> {
-        [self.run_deadline, self.player_deadline]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.run_deadline,
+            self.player_deadline,
+            self.player_await.map(|(d, _)| d),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Every stream message sent to the controller, parsed.

@@ -67,6 +67,9 @@ async fn play(player: &mut ScriptPlayer, self_invocation: &[&str]) -> i32 {
     let mut buf = vec![0u8; 64 * 1024];
     let mut stdin_open = true;
     let mut delay: Option<tokio::time::Instant> = None;
+    // The player's single await timer: (deadline, id). A new AwaitTimer replaces it; when
+    // it runs out the player is told the id (a stale id is ignored by the player).
+    let mut await_timer: Option<(tokio::time::Instant, u64)> = None;
     let mut input = Some(PlayerInput::Start);
     loop {
         if let Some(i) = input.take() {
@@ -87,6 +90,10 @@ async fn play(player: &mut ScriptPlayer, self_invocation: &[&str]) -> i32 {
                 PlayerOutput::Delay(ms) => {
                     delay = Some(tokio::time::Instant::now() + Duration::from_millis(ms))
                 }
+                PlayerOutput::AwaitTimer { id, ms } => {
+                    await_timer =
+                        Some((tokio::time::Instant::now() + Duration::from_millis(ms), id))
+                }
                 PlayerOutput::SpawnWorker => input = Some(spawn_worker(self_invocation)),
                 PlayerOutput::Exit(code) => return code,
                 PlayerOutput::Idle => break,
@@ -102,6 +109,12 @@ async fn play(player: &mut ScriptPlayer, self_invocation: &[&str]) -> i32 {
                 None => std::future::pending().await,
             }
         };
+        let await_sleep = async {
+            match await_timer {
+                Some((t, _)) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             r = stdin.read(&mut buf), if stdin_open => {
                 input = Some(match r {
@@ -110,6 +123,10 @@ async fn play(player: &mut ScriptPlayer, self_invocation: &[&str]) -> i32 {
                 });
             }
             () = sleep => { delay = None; input = Some(PlayerInput::DelayElapsed); }
+            () = await_sleep => {
+                let id = await_timer.take().map_or(0, |(_, id)| id);
+                input = Some(PlayerInput::AwaitExpired { id });
+            }
         }
     }
 }

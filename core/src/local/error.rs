@@ -144,6 +144,10 @@ pub enum HarnessViolation {
         /// The configured deadline.
         ready_timeout_ms: u64,
     },
+    /// The harness process exited (with any code or signal) before it sent `ready` (the
+    /// original: "exited before ready"). Code `harness_exited_before_ready`.
+    #[error("harness exited before it was ready")]
+    ExitedBeforeReady,
 }
 
 impl HarnessViolation {
@@ -159,6 +163,7 @@ impl HarnessViolation {
             HarnessViolation::InvalidResult(_) => "invalid_run_result",
             HarnessViolation::TooManyPendingRequests { .. } => "too_many_pending_requests",
             HarnessViolation::ReadyTimeout { .. } => "harness_ready_timeout",
+            HarnessViolation::ExitedBeforeReady => "harness_exited_before_ready",
         }
     }
 }

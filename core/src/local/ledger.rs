@@ -1,7 +1,12 @@
 //! The command ledger: canonical JSON per accepted `commandId` and the next
 //! `controllerSeq`.
 //!
-//! Order of checks (after the schema check, which the caller does first):
+//! Order (as in the original runner): **schema** (the caller reads the
+//! [`CommandEnvelope`](super::CommandEnvelope): schema id and shape, `type` as text) →
+//! **duplicate** → **contiguity** → **record** → **dispatch** (the caller; an unknown or
+//! unimplemented `type` is rejected there, after it used up its `controllerSeq`). The
+//! canonical JSON stored is that of the typed command
+//! ([`CommandEnvelope::ledger_value`](super::CommandEnvelope::ledger_value)).
 //!
 //! 1. **duplicate by `commandId`** — the same id with the same canonical JSON is a
 //!    [`LedgerVerdict::Duplicate`] (no second effect); the same id with different canonical
@@ -17,9 +22,10 @@
 //! evicts the oldest entries first. An evicted command that is retransmitted is no longer
 //! recognised as a duplicate; because its `controllerSeq` is behind `next_seq` it is then
 //! answered `NotContiguous` (rejected) — it is never applied a second time. The count of
-//! evicted entries is [`CommandLedger::evicted`].
+//! evicted entries is [`CommandLedger::evicted`]. Lookup, recording and each eviction
+//! are O(1) (a hash map plus a queue of ids in arrival order).
 
-use indexmap::IndexMap;
+use std::collections::{HashMap, VecDeque};
 
 /// Default [`CommandLedger`] entry bound.
 pub const DEFAULT_LEDGER_MAX_ENTRIES: usize = 1024;
@@ -48,7 +54,9 @@ pub enum LedgerVerdict {
 pub struct CommandLedger {
     max_entries: usize,
     max_bytes: usize,
-    entries: IndexMap<String, String>,
+    entries: HashMap<String, String>,
+    /// Ids of `entries`, oldest first; each id appears once.
+    order: VecDeque<String>,
     bytes: usize,
     next_seq: u64,
     evicted: u64,
@@ -60,7 +68,8 @@ impl CommandLedger {
         Self {
             max_entries: max_entries.max(1),
             max_bytes: max_bytes.max(1),
-            entries: IndexMap::new(),
+            entries: HashMap::new(),
+            order: VecDeque::new(),
             bytes: 0,
             next_seq: 1,
             evicted: 0,
@@ -80,16 +89,25 @@ impl CommandLedger {
     }
 
     /// Record a [`LedgerVerdict::Fresh`] command and advance `next_seq`, evicting the
-    /// oldest entries past the bounds.
+    /// oldest entries past the bounds. (Recording an id that is already held replaces its
+    /// text in place; the machine never does that.)
     pub fn record(&mut self, command_id: &str, canonical: &str) {
         self.bytes += command_id.len() + canonical.len();
-        self.entries
-            .insert(command_id.to_owned(), canonical.to_owned());
+        match self
+            .entries
+            .insert(command_id.to_owned(), canonical.to_owned())
+        {
+            Some(old) => self.bytes -= command_id.len() + old.len(),
+            None => self.order.push_back(command_id.to_owned()),
+        }
         self.next_seq += 1;
         while self.entries.len() > self.max_entries
             || (self.bytes > self.max_bytes && self.entries.len() > 1)
         {
-            if let Some((k, v)) = self.entries.shift_remove_index(0) {
+            let Some(k) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(v) = self.entries.remove(&k) {
                 self.bytes -= k.len() + v.len();
                 self.evicted += 1;
             }
@@ -145,5 +163,31 @@ mod tests {
             l.check("a", "{1}", 1),
             LedgerVerdict::NotContiguous { expected: 4 }
         );
+        assert_eq!(
+            l.check("z", "{}", 0),
+            LedgerVerdict::NotContiguous { expected: 4 }
+        );
+    }
+
+    #[test]
+    fn eviction_is_oldest_first_under_both_bounds() {
+        let mut l = CommandLedger::new(1000, 20);
+        for i in 0..100u32 {
+            let id = format!("c{i}");
+            assert_eq!(l.check(&id, "{x}", u64::from(i) + 1), LedgerVerdict::Fresh);
+            l.record(&id, "{x}");
+            assert!(l.bytes() <= 20);
+        }
+        // Each entry costs 6..7 bytes: the newest two or three are held.
+        assert!(l.len() >= 2 && l.len() <= 3);
+        assert_eq!(l.evicted() + l.len() as u64, 100);
+        assert_eq!(l.check("c99", "{x}", 1), LedgerVerdict::Duplicate);
+        assert_eq!(
+            l.check("c0", "{x}", 1),
+            LedgerVerdict::NotContiguous { expected: 101 }
+        );
+        // A re-used evicted id with the next seq is fresh again and held once.
+        l.record("c0", "{x}");
+        assert_eq!(l.check("c0", "{y}", 102), LedgerVerdict::Conflict);
     }
 }

@@ -14,9 +14,9 @@ use super::ledger::{
 };
 use super::logtail::{LogTail, DEFAULT_LOG_MAX_BYTES, DEFAULT_LOG_MAX_LINES};
 use super::models::{
-    check_id, parse_json, validate_run_result, validate_runtime_request, CommandReceipt,
-    CommandType, DiagnosticLevel, HarnessCommand, HarnessMessage, HarnessMessageType,
-    ReceiptStatus, RunnerCommand, StreamMessage,
+    check_id, parse_json, validate_run_result, validate_runtime_request, CommandEnvelope,
+    CommandReceipt, CommandType, DiagnosticLevel, HarnessCommand, HarnessMessage,
+    HarnessMessageType, ReceiptStatus, RunnerCommand, StreamMessage,
 };
 use super::reconcile::{reconcile_terminal, Intent, ProcessExit};
 use crate::framing::{FramerConfig, FramingError, LineFramer, LineResult, DEFAULT_MAX_LINE_BYTES};
@@ -39,7 +39,20 @@ pub const DUPLICATE_TERMINAL_MESSAGE: &str =
     "Duplicate terminal event ignored; the first terminal event remains authoritative.";
 /// Message of the `duplicate_semantic_result_ignored` harness diagnostic.
 pub const DUPLICATE_RESULT_MESSAGE: &str =
-    "Duplicate semantic result ignored; the first semantic result remains authoritative.";
+    "Duplicate semantic result ignored; the first result remains authoritative.";
+/// Receipt detail of a second `turn.interrupt` / `turn.stop` while one is accepted and the
+/// harness has not yet reported the turn's end.
+pub const DETAIL_INTERRUPT_PENDING: &str = "an interrupt was already accepted for this turn";
+/// Working directory reported in `workspace.ready` when neither the config nor the
+/// `run.prepare` payload declares one.
+pub const DEFAULT_WORKING_DIRECTORY: &str = ".";
+
+/// Receipt detail of a command type the local runner does not implement (one of the 18
+/// it does not run, or a type outside them). The original runner's wording, kept for
+/// wire compatibility.
+pub fn detail_not_implemented(command_type: &str) -> String {
+    format!("command {command_type} is not implemented in Phase 2")
+}
 /// Driver session id the fake harness reports in `session.started`.
 pub const FAKE_DRIVER_SESSION_ID: &str = "driver_phase2_fake";
 /// Transport named in `harness.starting` / `harness.ready`.
@@ -93,8 +106,10 @@ pub struct LocalConfig {
     pub ready_timeout_ms: u64,
     /// Grace between TERM and KILL of the harness group. Default 2,000 ms.
     pub shutdown_grace_ms: u64,
-    /// Lifetime of a pending runtime request. Default 300,000 ms (5 min); then the runner
-    /// emits `runtime_request.expired` and rejects a later `request.resolve` for it.
+    /// Lifetime of a pending runtime request. Default 300,000 ms (5 min, the original's
+    /// interactive request timeout); then the runner emits `runtime_request.expired` and
+    /// ends the run (intent *request expired*, reason `request_expired`: TERM → grace →
+    /// KILL, then exactly one `run.terminal`).
     pub request_timeout_ms: u64,
     /// Time the harness has to exit after its terminal proposal. Default 10,000 ms (the
     /// harness command timeout); then the group is terminated.
@@ -105,6 +120,11 @@ pub struct LocalConfig {
     /// Pending runtime requests held. Default 64; one more is the
     /// `too_many_pending_requests` protocol violation.
     pub max_pending_requests: usize,
+    /// `workingDirectory` of the `workspace.ready` event. Default `None`: the
+    /// `run.prepare` payload's `workingDirectory` string if it declares one, else `.`.
+    /// (The machine does not choose the harness's directory; the host does, and should
+    /// set this to the directory it starts the harness in.)
+    pub working_directory: Option<String>,
 }
 
 impl Default for LocalConfig {
@@ -132,6 +152,7 @@ impl Default for LocalConfig {
             exit_timeout_ms: 10_000,
             max_queued_commands: 64,
             max_pending_requests: 64,
+            working_directory: None,
         }
     }
 }
@@ -283,20 +304,30 @@ enum Dispatch {
 ///
 /// # Lifecycle
 ///
-/// `run.prepare` → `runtime.phase.changed{workspace_preparing}`, `workspace.ready`,
-/// `harness.starting`, `Spawn`; the receipt waits until the harness sends `ready`
-/// (→ `harness.ready`, receipt `accepted`) or the ready deadline passes (protocol
-/// violation, receipt `rejected`); controller lines arriving meanwhile are queued.
+/// Commands are checked in the original's order: schema (the
+/// [`CommandEnvelope`]; `type` read as text) → duplicate → contiguity → record →
+/// dispatch, so an unknown type or `controllerSeq` 0 meets the ledger and an unknown type
+/// uses up its `controllerSeq` before it is rejected.
+///
+/// `run.prepare` → `runtime.phase.changed{workspace_preparing}`,
+/// `workspace.ready{workingDirectory}`, `harness.starting`, `Spawn`; the receipt waits
+/// until the harness sends `ready` (→ `harness.ready`, receipt `accepted`), the ready
+/// deadline passes (protocol violation, receipt `rejected`) or the harness exits first
+/// (the `harness_exited_before_ready` violation); controller lines arriving meanwhile are
+/// queued.
 /// `session.open` → `session.starting` + forward; `turn.start` → `turn.submitted` +
 /// forward; `request.resolve`, `session.close` → forward; `turn.interrupt`/`turn.stop` →
-/// intent *interrupted* + forward; `run.cancel` → intent *cancelled*, forward, terminate.
+/// intent *interrupted* + forward (a second one while the first is pending is rejected);
+/// `run.cancel` → intent *cancelled*, forward, terminate. An expired runtime request sets
+/// the intent *request expired* and terminates. Intents follow the precedence of
+/// [`Intent::rank`].
 /// Harness messages become canonical events (`event`), `runtime_request.created`
 /// (`request`), `run.result.proposed` (first `result`), the kept terminal proposal (first
-/// `terminal`), or log-tail lines (`log`, `diagnostic`, stderr). Controller EOF, cancel
-/// and protocol violations terminate: `CloseHarnessStdin`, `Signal TERM`, and `Signal
-/// KILL` after `shutdown_grace_ms`. When the harness exits: `Signal KILL` to the group
-/// unless already sent (reaps stragglers such as a lingering worker), `harness.exited`
-/// (with the log tail), exactly one `run.terminal` (see
+/// `terminal`), or log-tail lines (`log`, `diagnostic`, stderr). Controller EOF, cancel,
+/// request expiry and protocol violations terminate: `CloseHarnessStdin`, `Signal TERM`,
+/// and `Signal KILL` after `shutdown_grace_ms`. When the harness exits: `Signal KILL` to
+/// the group unless already sent (reaps stragglers such as a lingering worker),
+/// `harness.exited` (with the log tail), exactly one `run.terminal` (see
 /// [`reconcile`](super::reconcile)), `Exit(0)`. No event follows `run.terminal`.
 #[derive(Debug)]
 pub struct LocalRun {
@@ -323,6 +354,7 @@ pub struct LocalRun {
     session_open: bool,
     turn_started: bool,
     turn_active: bool,
+    interrupt_accepted: bool,
     stdin_closed: bool,
     terminating: bool,
     term_pending: bool,
@@ -373,6 +405,7 @@ impl LocalRun {
             session_open: false,
             turn_started: false,
             turn_active: false,
+            interrupt_accepted: false,
             stdin_closed: false,
             terminating: false,
             term_pending: false,
@@ -489,8 +522,22 @@ impl LocalRun {
                     exit_code: code,
                     signal,
                 };
-                if self.prepare_receipt.is_some() {
-                    self.resolve_prepare(Some("harness exited before it was ready".into()));
+                if !self.ready && !self.violated {
+                    // Exiting before `ready` breaks the protocol (the original: "exited
+                    // before ready"), whatever the exit code. No flush here: queued
+                    // commands are answered after run.terminal.
+                    let v = HarnessViolation::ExitedBeforeReady;
+                    self.violated = true;
+                    self.set_intent(Intent::ProtocolViolation);
+                    self.emit(
+                        "runner.diagnostic",
+                        json!({"level": "error", "code": v.code(), "message": v.to_string()}),
+                        None,
+                        None,
+                    );
+                    self.resolve_prepare(Some(v.to_string()));
+                } else if self.prepare_receipt.is_some() {
+                    self.resolve_prepare(Some(HarnessViolation::ExitedBeforeReady.to_string()));
                 }
                 if !self.kill_sent {
                     if let Some(pid) = self.pid {
@@ -605,10 +652,10 @@ impl LocalRun {
         self.outputs.push_back(Output::ToHarness(hc.to_line()));
     }
 
+    /// Record an intent under the precedence of [`Intent::rank`] (see
+    /// [`reconcile`](super::reconcile)).
     fn set_intent(&mut self, intent: Intent) {
-        if self.intent.is_none() {
-            self.intent = Some(intent);
-        }
+        self.intent = Some(Intent::merge(self.intent, intent));
     }
 
     // ------------------------------------------------------------------ controller
@@ -685,7 +732,8 @@ impl LocalRun {
                 return;
             }
         };
-        let cmd = match RunnerCommand::from_value(&v) {
+        // 1. schema: the schema id and the shape; `type` is read as text.
+        let env = match CommandEnvelope::from_value(&v) {
             Ok(c) => c,
             Err(e) => {
                 let id = v
@@ -710,12 +758,12 @@ impl LocalRun {
                 return;
             }
         };
-        let (id, seq) = (cmd.command_id.clone(), cmd.controller_seq);
+        let (id, seq) = (env.command_id.clone(), env.controller_seq);
         if self.finished {
             self.receipt(&id, seq, ReceiptStatus::Rejected, DETAIL_EXPIRED);
             return;
         }
-        if cmd.controller_epoch.is_some() {
+        if env.controller_epoch.is_some() {
             self.receipt(
                 &id,
                 seq,
@@ -724,7 +772,8 @@ impl LocalRun {
             );
             return;
         }
-        let canonical = canonical_json(&v);
+        // 2. duplicate, 3. contiguity (controllerSeq 0 is never contiguous).
+        let canonical = canonical_json(&env.ledger_value());
         match self.ledger.check(&id, &canonical, seq) {
             LedgerVerdict::Fresh => {}
             LedgerVerdict::Duplicate => {
@@ -735,8 +784,15 @@ impl LocalRun {
             }
             _ => return self.receipt(&id, seq, ReceiptStatus::Rejected, DETAIL_NOT_CONTIGUOUS),
         }
+        // 4. record: the command uses up its controllerSeq whatever dispatch says.
         self.ledger.record(&id, &canonical);
-        match self.dispatch(now, &cmd) {
+        // 5. dispatch.
+        let type_text = env.type_text.clone();
+        let outcome = match env.into_command() {
+            Ok(cmd) => self.dispatch(now, &cmd),
+            Err(_) => Dispatch::Rejected(detail_not_implemented(&type_text)),
+        };
+        match outcome {
             Dispatch::Applied => self.receipt(&id, seq, ReceiptStatus::Accepted, DETAIL_APPLIED),
             Dispatch::Rejected(d) => self.receipt(&id, seq, ReceiptStatus::Rejected, d),
             Dispatch::Deferred => {}
@@ -758,10 +814,7 @@ impl LocalRun {
     fn dispatch(&mut self, now: u64, cmd: &RunnerCommand) -> Dispatch {
         use CommandType as T;
         if !cmd.command_type.is_implemented_locally() {
-            return Dispatch::Rejected(format!(
-                "command {} is not implemented by the local runner",
-                cmd.command_type
-            ));
+            return Dispatch::Rejected(detail_not_implemented(cmd.command_type.as_str()));
         }
         if cmd.command_type == T::RunPrepare {
             if self.prepared {
@@ -774,7 +827,23 @@ impl LocalRun {
                 None,
                 None,
             );
-            self.emit("workspace.ready", json!({}), None, None);
+            let working_directory = self
+                .config
+                .working_directory
+                .clone()
+                .or_else(|| {
+                    cmd.payload
+                        .get("workingDirectory")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .unwrap_or_else(|| DEFAULT_WORKING_DIRECTORY.to_owned());
+            self.emit(
+                "workspace.ready",
+                json!({"workingDirectory": working_directory}),
+                None,
+                None,
+            );
             let kind = self.config.driver_kind.clone();
             self.emit(
                 "harness.starting",
@@ -845,12 +914,13 @@ impl LocalRun {
                         )
                     }
                 };
+                // The payload's text, or null when absent or not a string.
                 let text = cmd
                     .payload
                     .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
+                    .filter(|t| t.is_string())
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 self.turn_started = true;
                 self.turn_active = true;
                 self.emit(
@@ -872,6 +942,10 @@ impl LocalRun {
                 if !self.turn_active {
                     return Dispatch::Rejected("no turn is active".into());
                 }
+                if self.interrupt_accepted {
+                    return Dispatch::Rejected(DETAIL_INTERRUPT_PENDING.into());
+                }
+                self.interrupt_accepted = true;
                 self.set_intent(Intent::Interrupted);
             }
             T::SessionClose => {
@@ -879,12 +953,7 @@ impl LocalRun {
                     return Dispatch::Rejected("no session is open".into());
                 }
             }
-            _ => {
-                return Dispatch::Rejected(format!(
-                    "command {} is not implemented by the local runner",
-                    cmd.command_type
-                ))
-            }
+            _ => return Dispatch::Rejected(detail_not_implemented(cmd.command_type.as_str())),
         }
         self.forward(cmd);
         Dispatch::Applied
@@ -979,6 +1048,7 @@ impl LocalRun {
             .filter(|(_, d)| **d <= now)
             .map(|(k, _)| k.clone())
             .collect();
+        let any_expired = !expired.is_empty();
         for id in expired {
             self.pending_requests.shift_remove(&id);
             self.emit(
@@ -987,6 +1057,13 @@ impl LocalRun {
                 None,
                 None,
             );
+        }
+        if any_expired {
+            // The original's interactive request timeout fails the run: end it with the
+            // `request_expired` intent (TERM → grace → KILL), so that exactly one
+            // run.terminal follows.
+            self.set_intent(Intent::RequestExpired);
+            self.terminate(now);
         }
     }
 

@@ -55,10 +55,10 @@ pub use logtail::LogTail;
 pub use machine::{Input, LocalConfig, LocalRun, Output, SignalKind, SpawnRequest};
 pub use models::{
     event_priority, is_known_event_type, terminal_proposal_is_valid, validate_run_result,
-    validate_runtime_request, validate_terminal, CommandReceipt, CommandType, DiagnosticLevel,
-    HarnessCommand, HarnessMessage, HarnessMessageType, ReceiptStatus, RunTerminalState,
-    RunnerCommand, RuntimeRequestType, Script, ScriptStep, StreamMessage, TurnTerminalState,
-    WorkDisposition, EVENT_TYPES,
+    validate_runtime_request, validate_terminal, CommandEnvelope, CommandReceipt, CommandType,
+    DiagnosticLevel, HarnessCommand, HarnessMessage, HarnessMessageType, ReceiptStatus,
+    RunTerminalState, RunnerCommand, RuntimeRequestType, Script, ScriptStep, StreamMessage,
+    TurnTerminalState, WorkDisposition, EVENT_TYPES,
 };
 pub use player::{PlayerConfig, PlayerInput, PlayerOutput, ScriptPlayer};
 pub use reconcile::{reconcile_terminal, Intent, ProcessExit};

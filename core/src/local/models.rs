@@ -292,41 +292,11 @@ impl RunnerCommand {
         }
     }
 
-    /// Read a command from a parsed JSON value. The schema id is checked first.
+    /// Read a command from a parsed JSON value. The schema id is checked first; an
+    /// unknown `type` or a `controllerSeq` below 1 fails closed (the local runner reads
+    /// those through [`CommandEnvelope`] instead, so that they meet the ledger first).
     pub fn from_value(v: &Value) -> Result<Self, ModelError> {
-        let obj = as_object(v)?;
-        check_schema(obj, COMMAND_SCHEMA)?;
-        let command_id = req_id(obj, "commandId")?.to_owned();
-        let controller_seq = req_u64(obj, "controllerSeq")?;
-        if controller_seq < 1 {
-            return Err(ModelError::invalid("controllerSeq", "must be at least 1"));
-        }
-        let command_type = parse_enum(obj, "type", CommandType::from_str)?;
-        let issued_at = req_str(obj, "issuedAt")?.to_owned();
-        let payload = req_object(obj, "payload")?.clone();
-        let controller_epoch = opt_str(obj, "controllerEpoch")?.map(str::to_owned);
-        let deadline_at = opt_str(obj, "deadlineAt")?.map(str::to_owned);
-        let precondition = match obj.get("precondition") {
-            None => None,
-            Some(Value::Object(m)) => Some(m.clone()),
-            Some(other) => {
-                return Err(ModelError::invalid(
-                    "precondition",
-                    format!("expected an object, found {}", TypeName(other)),
-                ))
-            }
-        };
-        Ok(Self {
-            command_id,
-            controller_seq,
-            command_type,
-            issued_at,
-            payload,
-            controller_epoch,
-            deadline_at,
-            precondition,
-            extra: extra_of(obj, COMMAND_FIELDS),
-        })
+        CommandEnvelope::from_value(v)?.into_command()
     }
 
     /// Parse one JSON line.
@@ -356,6 +326,118 @@ impl RunnerCommand {
             m.entry(k.clone()).or_insert_with(|| v.clone());
         }
         Value::Object(m)
+    }
+}
+
+/// A `paperclip.prp.command.v1` command as the local runner's ledger sees it: the shape is
+/// validated (schema id, `commandId`, `issuedAt`, `payload`, optional fields), but `type`
+/// is kept as text and `controllerSeq` may be any non-negative integer. This mirrors the
+/// original runner, which parses `type` as a string: an unknown type or `controllerSeq` 0
+/// passes the schema check, meets the duplicate and contiguity rules of the ledger, and is
+/// rejected later (at dispatch, or as not contiguous).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandEnvelope {
+    /// `commandId`, 1..=160 characters.
+    pub command_id: String,
+    /// `controllerSeq` (0 allowed here; never contiguous).
+    pub controller_seq: u64,
+    /// `type`, as text (possibly not one of the 18 [`CommandType`]s).
+    pub type_text: String,
+    /// `issuedAt`.
+    pub issued_at: String,
+    /// `payload`.
+    pub payload: Map<String, Value>,
+    /// Optional `controllerEpoch`.
+    pub controller_epoch: Option<String>,
+    /// Optional `deadlineAt`.
+    pub deadline_at: Option<String>,
+    /// Optional `precondition`.
+    pub precondition: Option<Map<String, Value>>,
+    /// Unknown optional fields in arrival order.
+    pub extra: Map<String, Value>,
+}
+
+impl CommandEnvelope {
+    /// Read the envelope: the schema id first, then the required and optional fields.
+    /// `type` must be a string (else `unknown_value`), `controllerSeq` a non-negative
+    /// integer.
+    pub fn from_value(v: &Value) -> Result<Self, ModelError> {
+        let obj = as_object(v)?;
+        check_schema(obj, COMMAND_SCHEMA)?;
+        let command_id = req_id(obj, "commandId")?.to_owned();
+        let controller_seq = req_u64(obj, "controllerSeq")?;
+        let type_text = match req(obj, "type")? {
+            Value::String(s) => s.clone(),
+            other => return Err(ModelError::unknown("type", other)),
+        };
+        let issued_at = req_str(obj, "issuedAt")?.to_owned();
+        let payload = req_object(obj, "payload")?.clone();
+        let controller_epoch = opt_str(obj, "controllerEpoch")?.map(str::to_owned);
+        let deadline_at = opt_str(obj, "deadlineAt")?.map(str::to_owned);
+        let precondition = match obj.get("precondition") {
+            None => None,
+            Some(Value::Object(m)) => Some(m.clone()),
+            Some(other) => {
+                return Err(ModelError::invalid(
+                    "precondition",
+                    format!("expected an object, found {}", TypeName(other)),
+                ))
+            }
+        };
+        Ok(Self {
+            command_id,
+            controller_seq,
+            type_text,
+            issued_at,
+            payload,
+            controller_epoch,
+            deadline_at,
+            precondition,
+            extra: extra_of(obj, COMMAND_FIELDS),
+        })
+    }
+
+    /// The typed command the ledger stores the canonical JSON of: exactly the fields the
+    /// original runner's typed command has — `schema`, `commandId`, `controllerSeq`,
+    /// `type`, `issuedAt`, `payload`. Unknown fields and the optional `deadlineAt` /
+    /// `precondition` (which the local runner does not enforce) are not part of it, so
+    /// a retransmission that differs only in them is a duplicate.
+    pub fn ledger_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("schema".into(), COMMAND_SCHEMA.into());
+        m.insert("commandId".into(), self.command_id.clone().into());
+        m.insert("controllerSeq".into(), self.controller_seq.into());
+        m.insert("type".into(), self.type_text.clone().into());
+        m.insert("issuedAt".into(), self.issued_at.clone().into());
+        m.insert("payload".into(), Value::Object(self.payload.clone()));
+        Value::Object(m)
+    }
+
+    /// The known command type, if `type` is one of the 18.
+    pub fn command_type(&self) -> Option<CommandType> {
+        CommandType::from_str(&self.type_text)
+    }
+
+    /// The strict [`RunnerCommand`]: fails on `controllerSeq` 0 (`invalid_field`) or an
+    /// unknown `type` (`unknown_value`).
+    pub fn into_command(self) -> Result<RunnerCommand, ModelError> {
+        if self.controller_seq < 1 {
+            return Err(ModelError::invalid("controllerSeq", "must be at least 1"));
+        }
+        let Some(command_type) = self.command_type() else {
+            return Err(ModelError::unknown("type", &Value::from(self.type_text)));
+        };
+        Ok(RunnerCommand {
+            command_id: self.command_id,
+            controller_seq: self.controller_seq,
+            command_type,
+            issued_at: self.issued_at,
+            payload: self.payload,
+            controller_epoch: self.controller_epoch,
+            deadline_at: self.deadline_at,
+            precondition: self.precondition,
+            extra: self.extra,
+        })
     }
 }
 

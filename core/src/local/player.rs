@@ -15,7 +15,7 @@
 //!    for [`PlayerInput::DelayElapsed`]; `log`, `event`, `request`, `result`, `terminal` →
 //!    one message each; `await_resolution` waits for a `request.resolve` whose
 //!    `payload.requestId` matches and writes `runtime_request.resolved {requestId,
-//!    response}`; `await_interrupt` waits for `turn.interrupt` and writes
+//!    response}`; `await_interrupt` waits for `turn.interrupt` or `turn.stop` and writes
 //!    `turn.interrupted {reason}` (`payload.reason`, default `operator`); `spawn_worker`
 //!    → [`PlayerOutput::SpawnWorker`], then on [`PlayerInput::WorkerSpawned`] a
 //!    `diagnostic {message:"worker spawned", workerPid}`; `exit` → [`PlayerOutput::Exit`].
@@ -26,6 +26,21 @@
 //! `max_inbox`) so that an await can consume a command that arrived early; the script
 //! consumes only the commands it expects. If stdin reaches EOF while the script waits for
 //! a command, the player exits with code 1. Invalid stdin lines are ignored.
+//!
+//! # Await timeouts
+//!
+//! Every wait for a command is bounded, as in the original fake harness:
+//! `session.open`, `turn.start` and `await_interrupt` by
+//! [`PlayerConfig::command_timeout_ms`] (default 10 s, the original's
+//! `HARNESS_COMMAND_TIMEOUT`), `await_resolution` by
+//! [`PlayerConfig::resolve_timeout_ms`] (default 5 min, its
+//! `INTERACTIVE_REQUEST_TIMEOUT`). The player has no clock: when a wait begins that the
+//! commands already received cannot satisfy, it outputs [`PlayerOutput::AwaitTimer`]
+//! `{id, ms}`; the host arms one timer (replacing any earlier one) and, when `ms` have
+//! passed, reports [`PlayerInput::AwaitExpired`] `{id}`. If that wait is still the
+//! current one, the player writes a `diagnostic {message, timeoutMs}` line and exits with
+//! [`AWAIT_TIMEOUT_EXIT_CODE`]; a stale id (the wait was satisfied meanwhile) is ignored.
+//! A host may also drop a timer whose wait was satisfied; it never has to.
 //!
 //! # Call order
 //!
@@ -45,6 +60,14 @@ use crate::framing::{FramerConfig, LineFramer};
 pub const FAKE_HARNESS_VERSION: &str = "1.0.0";
 /// Turn id used when `turn.start` carries none.
 pub const DEFAULT_TURN_ID: &str = "turn_phase2";
+/// Default bound on waiting for `session.open`, `turn.start` and an interrupt (the
+/// original's `HARNESS_COMMAND_TIMEOUT`, 10 s).
+pub const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 10_000;
+/// Default bound on waiting for a `request.resolve` (the original's
+/// `INTERACTIVE_REQUEST_TIMEOUT`, 5 min).
+pub const DEFAULT_RESOLVE_TIMEOUT_MS: u64 = 300_000;
+/// Exit code of the player when an awaited command did not arrive in time.
+pub const AWAIT_TIMEOUT_EXIT_CODE: i32 = 1;
 
 /// Configuration of a [`ScriptPlayer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +79,12 @@ pub struct PlayerConfig {
     pub max_inbox: usize,
     /// Bound on one stdin line. Default 65,536; longer lines are ignored.
     pub max_line_bytes: usize,
+    /// Bound on waiting for `session.open`, `turn.start` and `turn.interrupt` /
+    /// `turn.stop`. Default 10,000 ms; `None`: wait forever.
+    pub command_timeout_ms: Option<u64>,
+    /// Bound on waiting for the `request.resolve` of an `await_resolution` step. Default
+    /// 300,000 ms; `None`: wait forever.
+    pub resolve_timeout_ms: Option<u64>,
 }
 
 impl Default for PlayerConfig {
@@ -64,6 +93,8 @@ impl Default for PlayerConfig {
             delay_override_ms: None,
             max_inbox: 64,
             max_line_bytes: crate::framing::DEFAULT_MAX_LINE_BYTES,
+            command_timeout_ms: Some(DEFAULT_COMMAND_TIMEOUT_MS),
+            resolve_timeout_ms: Some(DEFAULT_RESOLVE_TIMEOUT_MS),
         }
     }
 }
@@ -85,6 +116,11 @@ pub enum PlayerInput {
         /// Worker pid.
         pid: u32,
     },
+    /// The timer of [`PlayerOutput::AwaitTimer`] `id` ran out.
+    AwaitExpired {
+        /// The `id` of that output.
+        id: u64,
+    },
 }
 
 /// An output of the player.
@@ -97,6 +133,14 @@ pub enum PlayerOutput {
     Delay(u64),
     /// Start a worker process in the same process group, then report `WorkerSpawned`.
     SpawnWorker,
+    /// A wait for a command began: arm the (single) await timer, replacing any earlier
+    /// one, and report [`PlayerInput::AwaitExpired`] `{id}` after `ms` milliseconds.
+    AwaitTimer {
+        /// Identifies this wait; a stale id is ignored.
+        id: u64,
+        /// Milliseconds from now.
+        ms: u64,
+    },
     /// Exit the process with this code.
     Exit(i32),
     /// Nothing to do until the next input.
@@ -120,6 +164,17 @@ enum Await {
     Interrupt,
 }
 
+impl Await {
+    fn describe(&self) -> String {
+        match self {
+            Await::SessionOpen => "session.open".into(),
+            Await::TurnStart => "turn.start".into(),
+            Await::Resolution(id) => format!("request.resolve of {id}"),
+            Await::Interrupt => "turn.interrupt or turn.stop".into(),
+        }
+    }
+}
+
 /// The fake-harness script player. See the [module docs](self).
 #[derive(Debug)]
 pub struct ScriptPlayer {
@@ -134,6 +189,9 @@ pub struct ScriptPlayer {
     message_seq: u64,
     turn_id: Option<String>,
     stdin_eof: bool,
+    /// Id of the last `AwaitTimer`; `armed` holds it while that wait is current.
+    timer_id: u64,
+    armed: Option<u64>,
 }
 
 impl ScriptPlayer {
@@ -151,6 +209,8 @@ impl ScriptPlayer {
             message_seq: 0,
             turn_id: None,
             stdin_eof: false,
+            timer_id: 0,
+            armed: None,
         }
     }
 
@@ -215,6 +275,22 @@ impl ScriptPlayer {
                     json!({"message": "worker spawned", "workerPid": pid}),
                 );
                 self.wait = Wait::Running;
+            }
+            PlayerInput::AwaitExpired { id } => {
+                if self.armed == Some(id) {
+                    if let Wait::Command(a) = self.wait.clone() {
+                        self.armed = None;
+                        let ms = self.timeout_of(&a).unwrap_or_default();
+                        self.message(
+                            HarnessMessageType::Diagnostic,
+                            json!({"message": format!("timed out waiting for {}", a.describe()), "timeoutMs": ms}),
+                        );
+                        self.wait = Wait::Exited;
+                        self.outputs
+                            .push_back(PlayerOutput::Exit(AWAIT_TIMEOUT_EXIT_CODE));
+                        return Ok(());
+                    }
+                }
             }
         }
         if self.started {
@@ -319,7 +395,12 @@ impl ScriptPlayer {
                 true
             }
             Await::Interrupt => {
-                let Some(cmd) = self.take(|c| c.command_type == CommandType::TurnInterrupt) else {
+                let Some(cmd) = self.take(|c| {
+                    matches!(
+                        c.command_type,
+                        CommandType::TurnInterrupt | CommandType::TurnStop
+                    )
+                }) else {
                     return false;
                 };
                 let reason = cmd
@@ -335,12 +416,20 @@ impl ScriptPlayer {
         }
     }
 
+    fn timeout_of(&self, a: &Await) -> Option<u64> {
+        match a {
+            Await::Resolution(_) => self.config.resolve_timeout_ms,
+            _ => self.config.command_timeout_ms,
+        }
+    }
+
     fn advance(&mut self) {
         loop {
             match self.wait.clone() {
                 Wait::Exited | Wait::Delay | Wait::Worker => return,
                 Wait::Command(a) => {
                     if self.satisfy(&a) {
+                        self.armed = None;
                         if a == Await::SessionOpen {
                             self.wait = Wait::Command(Await::TurnStart);
                         } else {
@@ -349,8 +438,18 @@ impl ScriptPlayer {
                         continue;
                     }
                     if self.stdin_eof {
+                        self.armed = None;
                         self.wait = Wait::Exited;
                         self.outputs.push_back(PlayerOutput::Exit(1));
+                    } else if self.armed.is_none() {
+                        if let Some(ms) = self.timeout_of(&a) {
+                            self.timer_id += 1;
+                            self.armed = Some(self.timer_id);
+                            self.outputs.push_back(PlayerOutput::AwaitTimer {
+                                id: self.timer_id,
+                                ms,
+                            });
+                        }
                     }
                     return;
                 }

@@ -10,6 +10,7 @@
 //! | interrupted (`turn.interrupt`/`turn.stop` accepted) | interrupted | cancelled | `turn_interrupted` |
 //! | cancelled (`run.cancel` accepted) | cancelled | cancelled | `run_cancelled` |
 //! | controller closed | cancelled | cancelled | `controller_closed` |
+//! | request expired (a runtime request outlived `request_timeout_ms`) | failed | failed | `request_expired` |
 //! | protocol violation | failed | failed | `harness_protocol_violation` |
 //! | natural, exit succeeded and result observed | completed | succeeded | `successful_process_and_result` |
 //! | natural, exit not successful (or no process) | failed | failed | `harness_process_failed` |
@@ -19,7 +20,26 @@
 //! (valid) proposal's, else `done`; otherwise the result's unless it is `done`, else the
 //! (valid) proposal's unless it is `done`, else `yielded`. `proposalContradicted` is
 //! `proposalValid && (turn or run state differs from the derived one)`.
-
+//!
+//! # Intent precedence
+//!
+//! The runner may learn several reasons to end a run (an interrupt, then the controller
+//! closing; a cancel after an interrupt; a protocol violation while shutting down). The
+//! intent in force is the one of highest [`Intent::rank`]; a later intent replaces it
+//! only when its rank is strictly higher, so among equals the first wins:
+//!
+//! | rank | intent |
+//! |---|---|
+//! | 4 | protocol violation — the harness's output can no longer be trusted, whatever else happened |
+//! | 3 | cancelled — the operator's explicit cancel overrides an earlier interrupt |
+//! | 2 | interrupted |
+//! | 1 | controller closed, request expired — passive endings; they never hide an operator's interrupt or cancel |
+//! | 0 | natural |
+//!
+//! The original runner assigns the intent on every event (last wins). The precedence
+//! differs from it only where "last wins" loses information: an operator who interrupted
+//! and then closed the controller still gets `turn_interrupted` (not
+//! `controller_closed`), and a violation found after a cancel still fails the run.
 use serde_json::{json, Value};
 
 use super::models::{
@@ -48,7 +68,8 @@ impl ProcessExit {
     }
 }
 
-/// Why the run is ending, as far as the runner knows. The first intent recorded wins.
+/// Why the run is ending, as far as the runner knows. See the [module docs](self) for
+/// the precedence when several are recorded ([`Intent::rank`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Intent {
@@ -62,6 +83,9 @@ pub enum Intent {
     ControllerClosed,
     /// The harness broke the protocol.
     ProtocolViolation,
+    /// A pending runtime request was not resolved within `request_timeout_ms` (the
+    /// original's interactive request timeout, which fails the run).
+    RequestExpired,
 }
 
 impl Intent {
@@ -73,6 +97,28 @@ impl Intent {
             Intent::Cancelled => "cancelled",
             Intent::ControllerClosed => "controller_closed",
             Intent::ProtocolViolation => "protocol_violation",
+            Intent::RequestExpired => "request_expired",
+        }
+    }
+
+    /// Precedence: a recorded intent is replaced only by one of strictly higher rank
+    /// (protocol violation 4, cancelled 3, interrupted 2, controller closed and request
+    /// expired 1, natural 0).
+    pub fn rank(self) -> u8 {
+        match self {
+            Intent::Natural => 0,
+            Intent::ControllerClosed | Intent::RequestExpired => 1,
+            Intent::Interrupted => 2,
+            Intent::Cancelled => 3,
+            Intent::ProtocolViolation => 4,
+        }
+    }
+
+    /// The intent in force after `next` is recorded on top of `current`.
+    pub fn merge(current: Option<Intent>, next: Intent) -> Intent {
+        match current {
+            Some(c) if c.rank() >= next.rank() => c,
+            _ => next,
         }
     }
 }
@@ -97,6 +143,7 @@ pub fn derive(intent: Intent, exit: Option<&ProcessExit>, result_observed: bool)
         Intent::Cancelled => (T::Cancelled, R::Cancelled, "run_cancelled"),
         Intent::ControllerClosed => (T::Cancelled, R::Cancelled, "controller_closed"),
         Intent::ProtocolViolation => (T::Failed, R::Failed, "harness_protocol_violation"),
+        Intent::RequestExpired => (T::Failed, R::Failed, "request_expired"),
         Intent::Natural => match exit {
             Some(e) if e.success() && result_observed => {
                 (T::Completed, R::Succeeded, "successful_process_and_result")
@@ -214,6 +261,61 @@ mod tests {
             "successful_process_and_result"
         );
         assert_eq!(t["reconciliation"]["proposalContradicted"], true);
+    }
+
+    #[test]
+    fn intent_precedence() {
+        use Intent as I;
+        let all = [
+            I::Natural,
+            I::ControllerClosed,
+            I::RequestExpired,
+            I::Interrupted,
+            I::Cancelled,
+            I::ProtocolViolation,
+        ];
+        for a in all {
+            assert_eq!(I::merge(None, a), a);
+            assert_eq!(
+                I::merge(Some(a), I::ProtocolViolation),
+                I::ProtocolViolation
+            );
+            assert_eq!(
+                I::merge(Some(I::ProtocolViolation), a),
+                I::ProtocolViolation
+            );
+        }
+        assert_eq!(I::merge(Some(I::Interrupted), I::Cancelled), I::Cancelled);
+        assert_eq!(I::merge(Some(I::Cancelled), I::Interrupted), I::Cancelled);
+        assert_eq!(
+            I::merge(Some(I::Interrupted), I::ControllerClosed),
+            I::Interrupted
+        );
+        assert_eq!(
+            I::merge(Some(I::Cancelled), I::ControllerClosed),
+            I::Cancelled
+        );
+        assert_eq!(
+            I::merge(Some(I::ControllerClosed), I::RequestExpired),
+            I::ControllerClosed
+        );
+        assert_eq!(
+            I::merge(Some(I::RequestExpired), I::ControllerClosed),
+            I::RequestExpired
+        );
+        assert_eq!(
+            I::merge(Some(I::RequestExpired), I::Cancelled),
+            I::Cancelled
+        );
+        let d = derive(I::RequestExpired, None, true);
+        assert_eq!(
+            (d.turn, d.run, d.reason),
+            (
+                TurnTerminalState::Failed,
+                RunTerminalState::Failed,
+                "request_expired"
+            )
+        );
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //!   `sourceEventId` has no second effect ([`Outcome::Duplicate`]). An event at or behind
 //!   the cursor is not applied and is recorded as out of order ([`Outcome::OutOfOrder`]).
 //!   An event past the next expected `sourceSeq` is applied and the gap is recorded in the
-//!   snapshot (`gaps`): missing events are never invented.
+//!   snapshot (`gaps`): missing events are never invented. The first expected `sourceSeq`
+//!   of a source is 1, so a source whose first event is `sourceSeq` 5 records the gap
+//!   1 → 5.
 //! * **Live equals replay.** The snapshot depends only on the events applied, in order;
 //!   delivery anomalies (duplicates, out-of-order deliveries) are reported separately by
 //!   [`SessionReducer::delivery`], so reducing a live stream with retransmissions gives the
@@ -24,14 +26,14 @@
 //!
 //! Every collection has a bound in [`ReducerConfig`]; past it new entries are not kept
 //! and a counter in the snapshot's `limits` object says how many were dropped. The set of
-//! seen `sourceEventId`s keeps the newest `max_tracked_event_ids`; an older id repeated
-//! after eviction is still behind its cursor and therefore reported out of order, never
-//! applied twice.
+//! seen `sourceEventId`s keeps the newest `max_tracked_event_ids` (evicting the oldest in
+//! O(1): a hash set plus a queue in arrival order); an older id repeated after eviction is
+//! still behind its cursor and therefore reported out of order, never applied twice.
 
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use crate::local::models::{parse_json, RunTerminalState};
 use crate::local::{CanonicalEvent, ModelError};
@@ -241,7 +243,9 @@ pub struct SessionReducer {
     config: ReducerConfig,
     session_id: Option<String>,
     cursors: IndexMap<(String, String), u64>,
-    seen: IndexSet<String>,
+    seen: HashSet<String>,
+    /// The ids of `seen`, oldest first (each once).
+    seen_order: VecDeque<String>,
     applied: u64,
     event_counts: BTreeMap<String, u64>,
     gaps: Vec<Gap>,
@@ -283,7 +287,8 @@ impl SessionReducer {
             session_id: config.normalized_session_id.clone(),
             config,
             cursors: IndexMap::new(),
-            seen: IndexSet::new(),
+            seen: HashSet::new(),
+            seen_order: VecDeque::new(),
             applied: 0,
             event_counts: BTreeMap::new(),
             gaps: Vec::new(),
@@ -344,7 +349,7 @@ impl SessionReducer {
             }
         }
         let expected = cursor.map_or(1, |c| c.saturating_add(1));
-        let outcome = if cursor.is_some() && ev.source_seq > expected {
+        let outcome = if ev.source_seq > expected {
             if self.gaps.len() < self.config.max_gaps {
                 self.gaps.push(Gap {
                     source_kind: key.0.clone(),
@@ -363,10 +368,16 @@ impl SessionReducer {
             Outcome::Applied
         };
         self.cursors.insert(key, ev.source_seq);
-        if self.seen.len() >= self.config.max_tracked_event_ids.max(1) {
-            self.seen.shift_remove_index(0);
+        while self.seen_order.len() >= self.config.max_tracked_event_ids.max(1) {
+            match self.seen_order.pop_front() {
+                Some(old) => {
+                    self.seen.remove(&old);
+                }
+                None => break,
+            }
         }
         self.seen.insert(ev.source_event_id.clone());
+        self.seen_order.push_back(ev.source_event_id.clone());
         if self.session_id.is_none() {
             self.session_id = ev.normalized_session_id.clone();
         }
@@ -680,6 +691,15 @@ mod tests {
         assert_eq!(r.apply(&evs[1]).unwrap(), Outcome::OutOfOrder { cursor: 3 });
         assert_eq!(r.snapshot()["appliedEvents"], 2);
         assert_eq!(r.snapshot()["gaps"][0]["expectedSourceSeq"], 2);
+        let mut late = SessionReducer::new(ReducerConfig::for_run("r"));
+        assert_eq!(
+            late.apply(&evs[3]).unwrap(),
+            Outcome::AppliedAfterGap {
+                expected: 1,
+                received: 4
+            }
+        );
+        assert_eq!(late.snapshot()["gaps"][0]["expectedSourceSeq"], 1);
         let mut other = evs[3].clone();
         other["runId"] = json!("x");
         assert_eq!(r.apply(&other).unwrap_err().code(), "run_id_mismatch");

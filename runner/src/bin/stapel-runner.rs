@@ -135,6 +135,12 @@ fn build_config(c: &Common) -> LocalConfig {
             config.harness_env.insert(name.clone(), v);
         }
     }
+    if config.working_directory.is_none() {
+        // The harness inherits the runner's working directory.
+        config.working_directory = std::env::current_dir()
+            .ok()
+            .map(|d| d.display().to_string());
+    }
     if let Some(v) = c.grace_ms {
         config.shutdown_grace_ms = v;
     }
