@@ -4,10 +4,10 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use stapel_runner_protocol::adapter::{
-    usage_from_anthropic, usage_from_mapping, usage_from_openai, SubprocessConfig, SubprocessInput,
-    SubprocessOutput, SubprocessSession,
+    usage_from_anthropic, usage_from_mapping, usage_from_openai, AdapterError, RoleSpec,
+    SubprocessConfig, SubprocessInput, SubprocessOutput, SubprocessSession, TurnResult,
 };
-use stapel_runner_protocol::wire::MAX_SAFE_INTEGER;
+use stapel_runner_protocol::wire::{UsageSplit, MAX_SAFE_INTEGER};
 
 /// One harness stdout line that does not end a turn.
 fn line() -> impl Strategy<Value = String> {
@@ -103,16 +103,27 @@ proptest! {
         let mut u = json!({"input_tokens": input, "cache_read_input_tokens": read,
                            "cache_creation_input_tokens": write, "output_tokens": output});
         if let Some(t) = thinking { u["thinking_tokens"] = json!(t); }
-        let s = usage_from_anthropic(&u).unwrap();
-        prop_assert_eq!(s.total_tokens(), input + read + write + output);
-        prop_assert_eq!(s.thinking, thinking.unwrap_or(0).min(output));
-        prop_assert_eq!(usage_from_mapping(&u).unwrap(), s);
+        match usage_from_anthropic(&u) {
+            Ok(s) => {
+                prop_assert!(thinking.unwrap_or(0) <= output);
+                prop_assert_eq!(s.total_tokens(), input + read + write + output);
+                prop_assert_eq!(s.thinking, thinking.unwrap_or(0));
+                prop_assert_eq!(usage_from_mapping(&u).unwrap(), s);
+            }
+            Err(e) => {
+                // Thinking is inside output_tokens: more thinking than output is corrupt,
+                // never silently clamped (that would lose tokens).
+                prop_assert!(thinking.unwrap_or(0) > output);
+                prop_assert_eq!(e.code(), "invalid_usage");
+                prop_assert_eq!(usage_from_mapping(&u).unwrap_err().code(), "invalid_usage");
+            }
+        }
     }
 
     #[test]
     fn openai_mapping_preserves_the_total(
-        input in 0u64..1 << 40, cached in 0u64..1 << 41,
-        output in 0u64..1 << 40, reasoning in 0u64..1 << 41, nested in any::<bool>(),
+        input in 0u64..1 << 40, cached in 0u64..1 << 40,
+        output in 0u64..1 << 40, reasoning in 0u64..1 << 40, nested in any::<bool>(),
     ) {
         let u = if nested {
             json!({"input_tokens": input, "input_tokens_details": {"cached_tokens": cached},
@@ -121,8 +132,17 @@ proptest! {
             json!({"input_tokens": input, "cached_input_tokens": cached,
                    "output_tokens": output, "reasoning_output_tokens": reasoning})
         };
-        let s = usage_from_openai(&u).unwrap();
+        let s = match usage_from_openai(&u) {
+            Ok(s) => s,
+            Err(e) => {
+                prop_assert!(cached > input || reasoning > output);
+                prop_assert_eq!(e.code(), "invalid_usage");
+                return Ok(());
+            }
+        };
+        prop_assert!(cached <= input && reasoning <= output);
         prop_assert_eq!(s.total_tokens(), input + output);
+        prop_assert_eq!((s.cache_read, s.thinking), (cached, reasoning));
         prop_assert_eq!(s.cache_write, 0);
         prop_assert_eq!(s.cache_read + s.fresh_input, input);
         prop_assert_eq!(s.output + s.thinking, output);
@@ -141,4 +161,59 @@ fn oversized_line_is_reported_once_and_closes() {
     assert_eq!(errors[0]["code"], "line_too_long");
     assert_eq!(errors[0]["line_number"], 1);
     assert!(!out.iter().any(|o| o["type"] == "turn_result"));
+}
+
+#[test]
+fn turn_result_try_new_checks_the_schema_bound() {
+    let ok = UsageSplit {
+        cache_read: MAX_SAFE_INTEGER,
+        ..UsageSplit::default()
+    };
+    assert_eq!(TurnResult::try_new("t", ok).unwrap().usage, ok);
+    for i in 0..5 {
+        let mut c = [0u64; 5];
+        c[i] = MAX_SAFE_INTEGER + 1;
+        let bad = UsageSplit {
+            cache_read: c[0],
+            cache_write: c[1],
+            fresh_input: c[2],
+            output: c[3],
+            thinking: c[4],
+        };
+        let e = TurnResult::try_new("t", bad).unwrap_err();
+        assert_eq!(e.code(), "invalid_usage");
+        // And the same value is refused by the JSON form.
+        let v = serde_json::json!({"text": "t", "usage": bad.to_value()});
+        assert_eq!(
+            TurnResult::from_value(&v).unwrap_err().code(),
+            "invalid_usage"
+        );
+    }
+}
+
+#[test]
+fn invalid_invocation_names_its_field_in_json() {
+    let inv = serde_json::json!({"allowed_tools": ["a", 1]});
+    let e = RoleSpec::from_invocation(inv.as_object().unwrap(), None).unwrap_err();
+    assert!(matches!(e, AdapterError::InvalidInvocation { .. }));
+    assert_eq!(
+        e.to_value(),
+        serde_json::json!({"code": "invalid_invocation", "line_number": null, "field": "allowed_tools/1"})
+    );
+}
+
+#[test]
+fn role_spec_round_trips_without_loss() {
+    // Every key of the invocation comes back from to_value (role only once).
+    let inv = serde_json::json!({"role": "planner", "model": "m", "zeta": [1], "alpha": {"b": 2}});
+    let spec = RoleSpec::from_invocation(inv.as_object().unwrap(), Some("planner")).unwrap();
+    let v = spec.to_value();
+    for (k, x) in inv.as_object().unwrap() {
+        assert_eq!(&v[k.as_str()], x, "{k}");
+    }
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        ["role", "model", "session", "allowed_tools", "zeta", "alpha"]
+    );
 }

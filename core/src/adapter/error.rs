@@ -50,7 +50,9 @@ pub enum AdapterError {
         /// Why (not stable).
         reason: String,
     },
-    /// Usage that cannot be mapped onto the five-component split. Code `invalid_usage`.
+    /// Usage that cannot be mapped onto the five-component split (a bad count, an inner
+    /// count larger than its container, disagreeing spellings, or a split component
+    /// above 2^53 − 1). Code `invalid_usage`.
     #[error("invalid usage{}: {reason}", at(*line_number))]
     InvalidUsage {
         /// 1-based line number, when the usage came from a harness line.
@@ -80,7 +82,8 @@ pub enum AdapterError {
         /// `result` or `error`.
         message_type: String,
     },
-    /// An invocation field has the wrong type. Code `invalid_invocation`.
+    /// An invocation field has the wrong type, or the invocation's `role` contradicts the
+    /// assign's role. Code `invalid_invocation`.
     #[error("invocation field {field:?}: {reason}")]
     InvalidInvocation {
         /// The field.
@@ -146,11 +149,14 @@ impl AdapterError {
     }
 
     /// JSON form: `{"code", "line_number"}` (`line_number` is `null` when not about a
-    /// line), plus `"message"` for `harness_error`.
+    /// line), plus `"message"` for `harness_error` and `"field"` for
+    /// `invalid_invocation`.
     pub fn to_value(&self) -> Value {
         let mut v = json!({"code": self.code(), "line_number": self.line_number()});
-        if let AdapterError::HarnessError { message, .. } = self {
-            v["message"] = json!(message);
+        match self {
+            AdapterError::HarnessError { message, .. } => v["message"] = json!(message),
+            AdapterError::InvalidInvocation { field, .. } => v["field"] = json!(field),
+            _ => {}
         }
         v
     }

@@ -8,7 +8,7 @@
 //! * [`RoleSpec::from_invocation`] — the role and the `task.assign` invocation fields
 //!   (`backend`, `model`, `session`, `system_prompt_ref`, `allowed_tools`,
 //!   `llm_base_url`, `budget`), defaults `role = "coder"`, `session = "per-task"`, unknown
-//!   keys kept in `extra`;
+//!   keys kept in `extra` (an invocation `role` must agree with the assign's role);
 //! * [`TurnResult`] — `{text, usage}` whose usage is always a valid five-component
 //!   [`UsageSplit`](crate::wire::UsageSplit);
 //! * [`SubprocessSession`] — the subprocess JSONL turn machine (`{"type":"turn"}` in,

@@ -27,7 +27,8 @@ pub const INVOCATION_FIELDS: [&str; 7] = [
 ///
 /// Fields are open strings (roles and backends are routing policy, which the protocol
 /// does not enumerate). Invocation keys seed 000 does not name are kept in
-/// [`extra`](Self::extra), in arrival order.
+/// [`extra`](Self::extra), in arrival order — except `role`, which would collide with
+/// [`role`](Self::role) (see [`from_invocation`](Self::from_invocation)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoleSpec {
     /// The role (default `coder`).
@@ -52,14 +53,19 @@ pub struct RoleSpec {
 
 impl RoleSpec {
     /// Build from an invocation object. `role` is the assign's role; `None` means
-    /// [`DEFAULT_ROLE`]. A `null` field is the same as an absent one. An invocation key
-    /// named `role` is not a seed-000 invocation field and is kept in `extra` like any
-    /// other unknown key.
+    /// [`DEFAULT_ROLE`]. A `null` field is the same as an absent one.
+    ///
+    /// An invocation key named `role` would collide with [`RoleSpec::role`] in the JSON
+    /// form, so it is not kept in `extra` (where [`to_value`](Self::to_value) could never
+    /// re-emit it): it must be a string equal to the effective role (then it is
+    /// redundant and dropped, and the round trip loses nothing) — anything else is
+    /// `invalid_invocation` at `role`, never a silent loss.
     ///
     /// # Errors
     /// `invalid_invocation` when a named field has the wrong type: `backend`, `model`,
     /// `session`, `system_prompt_ref`, `llm_base_url` must be strings (`session` and the
-    /// role non-empty), `allowed_tools` an array of strings.
+    /// role non-empty), `allowed_tools` an array of strings; or when the invocation's
+    /// `role` is not the effective role.
     pub fn from_invocation(
         invocation: &Map<String, Value>,
         role: Option<&str>,
@@ -79,6 +85,16 @@ impl RoleSpec {
         let role = role.unwrap_or(DEFAULT_ROLE);
         if role.is_empty() {
             return Err(bad("role", "must not be empty"));
+        }
+        match get("role") {
+            None => {}
+            Some(Value::String(r)) if r == role => {}
+            Some(_) => {
+                return Err(bad(
+                    "role",
+                    "the invocation's role must be a string equal to the assign's role",
+                ))
+            }
         }
         let session = string("session")?.unwrap_or_else(|| DEFAULT_SESSION.to_owned());
         if session.is_empty() {
@@ -108,7 +124,7 @@ impl RoleSpec {
             budget: get("budget").cloned(),
             extra: invocation
                 .iter()
-                .filter(|(k, _)| !INVOCATION_FIELDS.contains(&k.as_str()))
+                .filter(|(k, _)| k.as_str() != "role" && !INVOCATION_FIELDS.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         })
@@ -116,8 +132,9 @@ impl RoleSpec {
 
     /// JSON form: `role`, then the invocation fields in seed order (absent optional
     /// fields omitted; `session` and `allowed_tools` always present), then `extra` in
-    /// arrival order. A key of `extra` that collides with a declared field is not
-    /// emitted.
+    /// arrival order. [`from_invocation`](Self::from_invocation) never puts a declared
+    /// name into `extra`; should a hand-built value do so, the declared field wins and
+    /// the colliding `extra` key is not emitted.
     pub fn to_value(&self) -> Value {
         let mut m = Map::new();
         m.insert("role".into(), Value::String(self.role.clone()));

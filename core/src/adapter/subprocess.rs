@@ -343,6 +343,6 @@ impl SubprocessSession {
             .get("usage")
             .filter(|u| !u.is_null())
             .ok_or_else(|| bad("`usage` is required"))?;
-        Ok(TurnResult::new(text, usage_from_mapping(usage)?))
+        TurnResult::try_new(text, usage_from_mapping(usage)?)
     }
 }

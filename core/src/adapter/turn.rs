@@ -3,14 +3,17 @@
 use serde_json::{json, Value};
 
 use super::error::AdapterError;
-use crate::wire::UsageSplit;
+use crate::wire::{UsageSplit, MAX_SAFE_INTEGER};
 
 /// The result of one turn: the model's final text and the turn's usage.
 ///
-/// `usage` is always a valid closed five-component [`UsageSplit`] — a protocol condition:
+/// `usage` is always a closed five-component [`UsageSplit`] — a protocol condition:
 /// without the thinking column, reasoning-class economics are understated. The type makes
-/// an invalid split unrepresentable; [`from_value`](Self::from_value) validates the JSON
-/// form against the closed schema.
+/// a split with missing or extra components unrepresentable, but not one with a
+/// component above 2^53 − 1 (the schema's bound): [`try_new`](Self::try_new) and
+/// [`from_value`](Self::from_value) check it, and every result the core itself builds
+/// (from a harness line or a usage mapping) has passed that check. [`new`](Self::new)
+/// trusts its caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnResult {
     /// The model's final text (content: for the direct caller, never evidence).
@@ -20,7 +23,29 @@ pub struct TurnResult {
 }
 
 impl TurnResult {
-    /// A result from its parts.
+    /// A result from its parts, checked: every usage component must be at most
+    /// 2^53 − 1.
+    ///
+    /// # Errors
+    /// `invalid_usage` naming the first component out of range.
+    pub fn try_new(text: impl Into<String>, usage: UsageSplit) -> Result<Self, AdapterError> {
+        let components = [
+            ("cache_read", usage.cache_read),
+            ("cache_write", usage.cache_write),
+            ("fresh_input", usage.fresh_input),
+            ("output", usage.output),
+            ("thinking", usage.thinking),
+        ];
+        if let Some((name, n)) = components.iter().find(|(_, n)| *n > MAX_SAFE_INTEGER) {
+            return Err(AdapterError::InvalidUsage {
+                line_number: None,
+                reason: format!("{name} ({n}) exceeds 2^53-1"),
+            });
+        }
+        Ok(Self::new(text, usage))
+    }
+
+    /// A result from its parts, unchecked (see [`try_new`](Self::try_new)).
     pub fn new(text: impl Into<String>, usage: UsageSplit) -> Self {
         Self {
             text: text.into(),

@@ -25,7 +25,7 @@
 //! cache_read  = cache_read_input_tokens
 //! cache_write = cache_creation_input_tokens
 //! fresh_input = input_tokens
-//! thinking    = min(thinking_tokens, output_tokens)
+//! thinking    = thinking_tokens            (must be ≤ output_tokens)
 //! output      = output_tokens − thinking
 //! ```
 //!
@@ -62,21 +62,23 @@
 //! 30433`) agree that `input_tokens` excludes cache reads and writes.
 //!
 //! ```text
-//! cache_read  = min(cached, input_tokens)
+//! cache_read  = cached                     (must be ≤ input_tokens)
 //! cache_write = 0
 //! fresh_input = input_tokens − cache_read
-//! thinking    = min(reasoning, output_tokens)
+//! thinking    = reasoning                  (must be ≤ output_tokens)
 //! output      = output_tokens − thinking
 //! ```
 //!
 //! # Inconsistent numbers
 //!
-//! When a provider reports an inner count larger than its container (cached > input,
-//! thinking/reasoning > output), the inner count is **clamped** to the container: the
-//! container is the quantity the provider bills, so the split's total still equals the
-//! provider's total and nothing is counted twice. A flat and a nested spelling of the same
-//! quantity (`cached_input_tokens` and `input_tokens_details.cached_tokens`) must agree,
-//! else `invalid_usage`.
+//! An inner count larger than its container (cached > `input_tokens`, thinking or
+//! reasoning > `output_tokens`) contradicts the provider's own definition above — the
+//! inner count is *part of* the container — so the report is corrupt and the mapping
+//! returns `invalid_usage`. Clamping it would silently drop the excess tokens from the
+//! thinking (or cache) column, and treating the counts as disjoint would count them
+//! twice; neither is "never lose, never double count". A flat and a nested spelling of
+//! the same quantity (`cached_input_tokens` and `input_tokens_details.cached_tokens`)
+//! must agree, else `invalid_usage`.
 //!
 //! # Values
 //!
@@ -128,6 +130,21 @@ fn count(obj: &Map<String, Value>, path: &str) -> Result<Option<u64>, AdapterErr
     }
 }
 
+/// An inner count that must not exceed its container.
+fn nested(
+    inner: u64,
+    inner_name: &str,
+    container: u64,
+    container_name: &str,
+) -> Result<u64, AdapterError> {
+    if inner > container {
+        return Err(invalid(format!(
+            "{inner_name} ({inner}) exceeds {container_name} ({container}), which contains it"
+        )));
+    }
+    Ok(inner)
+}
+
 /// One quantity spelled two ways; both present must agree.
 fn either(obj: &Map<String, Value>, a: &str, b: &str) -> Result<u64, AdapterError> {
     match (count(obj, a)?, count(obj, b)?) {
@@ -139,14 +156,20 @@ fn either(obj: &Map<String, Value>, a: &str, b: &str) -> Result<u64, AdapterErro
 /// Map Anthropic-shaped usage (see the [module docs](self)).
 ///
 /// # Errors
-/// `invalid_usage` for a non-object, a bad count, or two disagreeing thinking counts.
+/// `invalid_usage` for a non-object, a bad count, two disagreeing thinking counts, or a
+/// thinking count above `output_tokens`.
 pub fn usage_from_anthropic(usage: &Value) -> Result<UsageSplit, AdapterError> {
     let obj = object(usage)?;
     let input = count(obj, "input_tokens")?.unwrap_or(0);
     let cache_read = count(obj, "cache_read_input_tokens")?.unwrap_or(0);
     let cache_write = count(obj, "cache_creation_input_tokens")?.unwrap_or(0);
     let output = count(obj, "output_tokens")?.unwrap_or(0);
-    let thinking = either(obj, "thinking_tokens", "reasoning_tokens")?.min(output);
+    let thinking = nested(
+        either(obj, "thinking_tokens", "reasoning_tokens")?,
+        "thinking_tokens",
+        output,
+        "output_tokens",
+    )?;
     Ok(UsageSplit {
         cache_read,
         cache_write,
@@ -159,7 +182,8 @@ pub fn usage_from_anthropic(usage: &Value) -> Result<UsageSplit, AdapterError> {
 /// Map OpenAI Responses / Codex CLI-shaped usage (see the [module docs](self)).
 ///
 /// # Errors
-/// `invalid_usage` for a non-object, a bad count, or disagreeing spellings.
+/// `invalid_usage` for a non-object, a bad count, disagreeing spellings, or an inner
+/// count above its container (cached > input, reasoning > output).
 pub fn usage_from_openai(usage: &Value) -> Result<UsageSplit, AdapterError> {
     let obj = object(usage)?;
     let input = count(obj, "input_tokens")?.unwrap_or(0);
@@ -174,8 +198,8 @@ pub fn usage_from_openai(usage: &Value) -> Result<UsageSplit, AdapterError> {
         "reasoning_output_tokens",
         "output_tokens_details/reasoning_tokens",
     )?;
-    let cache_read = cached.min(input);
-    let thinking = reasoning.min(output);
+    let cache_read = nested(cached, "cached_tokens", input, "input_tokens")?;
+    let thinking = nested(reasoning, "reasoning_tokens", output, "output_tokens")?;
     Ok(UsageSplit {
         cache_read,
         cache_write: 0,
@@ -268,15 +292,24 @@ mod tests {
     }
 
     #[test]
-    fn clamps_inner_counts() {
-        let u = usage_from_openai(&json!({"input_tokens": 5, "cached_input_tokens": 9,
-                                          "output_tokens": 2, "reasoning_output_tokens": 7}))
-        .unwrap();
-        assert_eq!(u.total_tokens(), 7);
+    fn rejects_inner_counts_above_their_container() {
+        for bad in [
+            json!({"input_tokens": 5, "cached_input_tokens": 9, "output_tokens": 2}),
+            json!({"input_tokens": 5, "output_tokens": 2, "reasoning_output_tokens": 7}),
+            json!({"input_tokens": 5, "output_tokens": 2,
+                   "output_tokens_details": {"reasoning_tokens": 3}}),
+        ] {
+            assert_eq!(usage_from_openai(&bad).unwrap_err().code(), "invalid_usage");
+        }
+        let bad = json!({"input_tokens": 1, "cache_read_input_tokens": 1,
+                         "output_tokens": 2, "thinking_tokens": 3});
         assert_eq!(
-            (u.cache_read, u.fresh_input, u.thinking, u.output),
-            (5, 0, 2, 0)
+            usage_from_anthropic(&bad).unwrap_err().code(),
+            "invalid_usage"
         );
+        // Equal is fine: every output token was thinking.
+        let u = usage_from_anthropic(&json!({"output_tokens": 3, "thinking_tokens": 3})).unwrap();
+        assert_eq!((u.output, u.thinking), (0, 3));
     }
 
     #[test]

@@ -122,7 +122,8 @@ pub enum GatewayError {
         /// The configured bound.
         max: usize,
     },
-    /// A gateway input given as JSON is malformed. Code `invalid_input`.
+    /// A gateway input given as JSON is malformed, or an `abort` code (JSON or Rust) is
+    /// not `[a-z][a-z0-9_]*` of at most 64 bytes. Code `invalid_input`.
     #[error("invalid gateway input: {reason}")]
     InvalidInput {
         /// Why (not stable).

@@ -1,22 +1,51 @@
 //! Execution evidence and the gateway's result.
 //!
-//! [`ExecutionEvidence`] is safe for compact State Hub reporting. Its hygiene rule is
+//! [`ExecutionEvidence`] is safe for compact State Hub reporting. Seed 001 excludes raw
+//! prompts, model output, tool output and credential material from it. The rule is
 //! structural, not a filter: evidence is built only from
 //!
-//! * identifiers — the request's `harness_profile_ref`, `repository` and correlation refs,
-//!   the resolved profile's id, rein id and approved model, the sandbox id, the tool names
-//!   the profile's policy lists, and the summary's resolved model, commit and artifact
-//!   references. Each passes [`safe_identifier`]: URL userinfo is stripped, and a value
-//!   that looks like credential material, contains whitespace or control characters, or
-//!   is longer than 256 characters becomes `[redacted]` (free text is never an
-//!   identifier); the field's name is listed in `redacted_fields`;
-//! * numbers, booleans and codes the gateway itself defines (outcome, failure stage,
-//!   failure code, refusal reasons, counts, durations, token splits, visibility).
+//! * **identifiers** — values whose job is to link evidence to records, so they pass
+//!   *when well-shaped*. Each has a [kind](IdentifierKind) with a shape; a value that
+//!   does not have its kind's shape, or that carries credential material (a well-known
+//!   secret prefix such as `hf_`, `npm_`, `pypi-`, `sk-`, `sk-ant-`, `ghp_`, `gho_`,
+//!   `github_pat_`, `xox…-`, `AKIA…`, a JWT `eyJ…`, a URL password, or a random-looking
+//!   run of letters and digits — see [`identifier_carries_secret`](super::safety::identifier_carries_secret)), becomes
+//!   `[redacted]` and its field is named in `redacted_fields`. A URL loses its userinfo,
+//!   query and fragment (also named in `redacted_fields`).
+//!
+//!   | evidence field | source | kind |
+//!   |---|---|---|
+//!   | `harness_profile_ref`, `assignment_ref`, `role_ref`, `duty_ref`, `goal_refs`, `resource_envelope_refs` | request | `ref` |
+//!   | `repository` | request | `repository` |
+//!   | `rein_id`, `model`, `tools_used` | resolved profile / rein | `ref` |
+//!   | `sandbox_id` | sandbox handle | `ref` |
+//!   | `resolved_model` | summary | `ref` |
+//!   | `commit` | summary | `commit` |
+//!   | `artifacts` | summary | `artifact` |
+//!
+//!   A well-shaped identifier reaches evidence verbatim, in its own field and nowhere
+//!   else — whoever supplies an identifier decides what it says. Free text (anything
+//!   with whitespace or punctuation outside the shape) and credential material never
+//!   pass;
+//! * **numbers, booleans and codes the gateway itself defines** (outcome, failure stage,
+//!   failure code, refusal reasons, the abort code, statuses, counts, durations, token
+//!   splits, visibility).
 //!
 //! Nothing else crosses: not the title or description, not rein `inputs`, not the session
-//! map, not tool-call arguments, not tool output or error text, not the name of a tool
-//! the policy does not list, not any `metadata`, not host error text. Tool output and
-//! error reach only the direct caller, in [`GatewayResult`].
+//! map, not tool-call ids or arguments, not tool output or error text, not the name of a
+//! tool the policy does not list, not any `metadata`, not credential references, not the
+//! sandbox profile, not host failure messages. Tool output and error reach only the
+//! direct caller, in [`GatewayResult`].
+//!
+//! # Bounds
+//!
+//! Every integer is saturated at [`MAX_SAFE_INTEGER`] (2^53 − 1) so the evidence always
+//! parses as its own strict model. `goal_refs` and `resource_envelope_refs` keep at most
+//! [`GatewayConfig::max_evidence_refs`](super::GatewayConfig::max_evidence_refs) entries
+//! and `artifacts` at most
+//! [`GatewayConfig::max_evidence_artifacts`](super::GatewayConfig::max_evidence_artifacts)
+//! (default 64 each); the entries beyond are replaced by one final marker entry
+//! `[truncated:N]` (N = entries dropped).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -24,22 +53,22 @@ use serde_json::Value;
 use super::error::ContractError;
 use super::fields::Obj;
 use super::models::{ExecutionSummary, ToolEventVisibility, CONTRACT_VERSION};
-use super::safety::{redact_identifier, REDACTED};
-use crate::wire::UsageSplit;
+use super::safety::{safe_identifier_as, IdentifierKind};
+use crate::wire::{UsageSplit, MAX_SAFE_INTEGER};
 
-/// Longest text accepted as an identifier in evidence.
-pub const MAX_IDENTIFIER_CHARS: usize = 256;
-
-/// Make `s` safe as an evidence identifier (see the module docs). Returns the text and
-/// whether it was changed.
+/// Make `s` safe as a `ref`-kind evidence identifier (see the module docs and
+/// [`safe_identifier_as`]). Returns the text and whether it was changed.
 pub fn safe_identifier(s: &str) -> (String, bool) {
-    let (out, changed) = redact_identifier(s);
-    if out.chars().count() > MAX_IDENTIFIER_CHARS
-        || out.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return (REDACTED.to_owned(), true);
-    }
-    (out, changed)
+    safe_identifier_as(IdentifierKind::Ref, s)
+}
+
+/// The marker entry that ends a truncated evidence list: `[truncated:N]`.
+pub fn truncation_marker(dropped: usize) -> String {
+    format!("[truncated:{dropped}]")
+}
+
+fn clamp(n: u64) -> u64 {
+    n.min(MAX_SAFE_INTEGER)
 }
 
 /// The normalized outcome of one governed execution.
@@ -67,6 +96,9 @@ impl Outcome {
 }
 
 /// The lifecycle stage where a refusal or failure happened (seed 001's list).
+///
+/// For an abort it is the stage the gateway was in: the stage whose action was
+/// outstanding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureStage {
@@ -110,6 +142,49 @@ pub enum TeardownStatus {
     Destroyed,
     /// Destruction was attempted and failed.
     Failed,
+    /// The host aborted while the sandbox was being created or destroyed: the gateway
+    /// does not know whether a sandbox exists, and the host owns its cleanup.
+    Abandoned,
+}
+
+impl TeardownStatus {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TeardownStatus::NotNeeded => "not_needed",
+            TeardownStatus::Destroyed => "destroyed",
+            TeardownStatus::Failed => "failed",
+            TeardownStatus::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// What happened to the rein's session end. With `teardown` it keeps a failure visible
+/// even when an earlier stage already failed (only the first failure is
+/// `failure_stage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionEndStatus {
+    /// No session was started, so none was ended.
+    NotAttempted,
+    /// The rein ended its session and reported a summary.
+    Ended,
+    /// The rein could not end its session.
+    Failed,
+    /// The host aborted while the session end was outstanding.
+    Abandoned,
+}
+
+impl SessionEndStatus {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEndStatus::NotAttempted => "not_attempted",
+            SessionEndStatus::Ended => "ended",
+            SessionEndStatus::Failed => "failed",
+            SessionEndStatus::Abandoned => "abandoned",
+        }
+    }
 }
 
 /// Counts of the tool calls of one execution.
@@ -127,8 +202,11 @@ pub struct ToolCallCounts {
     pub dispatch_failed: u64,
     /// Calls not dispatched because the profile's tool policy does not list the tool.
     pub denied: u64,
-    /// Calls never reached because an earlier call ended the execution stage.
+    /// Calls never reached because an earlier call (or an abort) ended the execution
+    /// stage.
     pub skipped: u64,
+    /// Dispatched calls whose outcome was never reported because the host aborted.
+    pub abandoned: u64,
 }
 
 /// Compact, content-free evidence of one governed execution (see the module docs).
@@ -144,9 +222,10 @@ pub struct ExecutionEvidence {
     /// Gateway-defined failure code: a refusal kind (`unknown`, `disabled`, `ambiguous`,
     /// `incompatible`, `unsafe`) or `sandbox_create_failed`, `session_start_failed`,
     /// `tool_not_allowed`, `tool_dispatch_failed`, `rein_reported_failure`,
-    /// `session_end_failed`, `teardown_failed`; `null` on success.
+    /// `session_end_failed`, `teardown_failed`, `aborted`; `null` on success.
     pub failure_code: Option<String>,
-    /// Refusal reason codes (see [`resolution`](super::resolution)); empty otherwise.
+    /// Refusal reason codes (see [`resolution`](super::resolution)), or the host's abort
+    /// code when `failure_code` is `aborted`; empty otherwise.
     pub failure_reasons: Vec<String>,
     /// The request's profile reference.
     pub harness_profile_ref: String,
@@ -168,8 +247,10 @@ pub struct ExecutionEvidence {
     pub resource_envelope_refs: Vec<String>,
     /// The sandbox's id, `null` when none was created.
     pub sandbox_id: Option<String>,
+    /// What happened to the rein's session end.
+    pub session_end: SessionEndStatus,
     /// What happened to the sandbox. Once a sandbox exists, teardown is attempted on every
-    /// path, so this is never `not_needed` when `sandbox_id` is set.
+    /// path, so this is `destroyed`, `failed` or `abandoned` when `sandbox_id` is set.
     pub teardown: TeardownStatus,
     /// Tool-call counts.
     pub tool_calls: ToolCallCounts,
@@ -190,9 +271,12 @@ pub struct ExecutionEvidence {
     /// Inner tool-event visibility: the summary's claim, capped at what the rein
     /// descriptor declares; `unavailable` when no summary was received.
     pub tool_event_visibility: ToolEventVisibility,
-    /// Inner tool events counted (`null` when visibility is `unavailable`).
+    /// Inner tool events counted (`null` when visibility is `unavailable`; never `null`
+    /// when it is `complete`).
     pub tool_event_count: Option<u64>,
-    /// Names of the evidence fields whose value was redacted, in field order.
+    /// Names of the evidence fields whose value was redacted or stripped, once each, in
+    /// the order the gateway fills them (request fields, `rein_id`, `model`,
+    /// `sandbox_id`, `tools_used`, `resolved_model`, `commit`, `artifacts`).
     pub redacted_fields: Vec<String>,
 }
 
@@ -207,34 +291,44 @@ impl ExecutionEvidence {
         self.to_value().to_string()
     }
 
-    /// Copy the summary's facts in, capping visibility at `declared`.
+    /// Copy the summary's facts in, capping visibility at `declared`. The summary may
+    /// have been built as a Rust value without validation, so its claims are enforced
+    /// here: a `complete` claim without a count is downgraded to `unavailable` (never an
+    /// empty claim of completeness), an `unavailable` one carries no count, and
+    /// `artifacts` keeps at most `max_artifacts` entries.
     pub(crate) fn absorb_summary(
         &mut self,
         summary: &ExecutionSummary,
         declared: ToolEventVisibility,
+        max_artifacts: usize,
     ) {
         self.tokens = summary.tokens;
         self.rein_duration_ms = summary.duration_ms;
         self.resolved_model = summary
             .resolved_model
             .as_deref()
-            .map(|s| self.ident("resolved_model", s));
-        self.commit = summary.commit.as_deref().map(|s| self.ident("commit", s));
-        self.artifacts = summary.artifacts.as_ref().map(|a| {
-            a.iter()
-                .map(|s| self.ident("artifacts", s))
-                .collect::<Vec<_>>()
-        });
+            .map(|s| self.ident("resolved_model", IdentifierKind::Ref, s));
+        self.commit = summary
+            .commit
+            .as_deref()
+            .map(|s| self.ident("commit", IdentifierKind::Commit, s));
+        self.artifacts = summary
+            .artifacts
+            .as_ref()
+            .map(|a| self.ident_list("artifacts", IdentifierKind::Artifact, a, max_artifacts));
         let rank = |v: ToolEventVisibility| match v {
             ToolEventVisibility::Unavailable => 0,
             ToolEventVisibility::Partial => 1,
             ToolEventVisibility::Complete => 2,
         };
-        let vis = if rank(summary.tool_event_visibility) <= rank(declared) {
+        let mut vis = if rank(summary.tool_event_visibility) <= rank(declared) {
             summary.tool_event_visibility
         } else {
             declared
         };
+        if vis == ToolEventVisibility::Complete && summary.tool_event_count.is_none() {
+            vis = ToolEventVisibility::Unavailable;
+        }
         self.tool_event_visibility = vis;
         self.tool_event_count = match vis {
             ToolEventVisibility::Unavailable => None,
@@ -242,13 +336,64 @@ impl ExecutionEvidence {
         };
     }
 
-    /// A safe identifier; records the field name when redacted.
-    pub(crate) fn ident(&mut self, field: &str, s: &str) -> String {
-        let (out, changed) = safe_identifier(s);
+    /// A safe identifier of `kind`; records the field name when redacted.
+    pub(crate) fn ident(&mut self, field: &str, kind: IdentifierKind, s: &str) -> String {
+        let (out, changed) = safe_identifier_as(kind, s);
         if changed && !self.redacted_fields.iter().any(|f| f == field) {
             self.redacted_fields.push(field.to_owned());
         }
         out
+    }
+
+    /// Safe identifiers of `kind`, at most `max` of them, then a
+    /// [truncation marker](truncation_marker) when entries were dropped.
+    pub(crate) fn ident_list(
+        &mut self,
+        field: &str,
+        kind: IdentifierKind,
+        items: &[String],
+        max: usize,
+    ) -> Vec<String> {
+        let mut out: Vec<String> = items
+            .iter()
+            .take(max)
+            .map(|s| self.ident(field, kind, s))
+            .collect();
+        if items.len() > max {
+            out.push(truncation_marker(items.len() - max));
+        }
+        out
+    }
+
+    /// Saturate every integer at [`MAX_SAFE_INTEGER`].
+    pub(crate) fn clamp_integers(&mut self) {
+        let c = &mut self.tool_calls;
+        for n in [
+            &mut c.requested,
+            &mut c.dispatched,
+            &mut c.succeeded,
+            &mut c.unsuccessful,
+            &mut c.dispatch_failed,
+            &mut c.denied,
+            &mut c.skipped,
+            &mut c.abandoned,
+        ] {
+            *n = clamp(*n);
+        }
+        self.duration_ms = clamp(self.duration_ms);
+        self.rein_duration_ms = self.rein_duration_ms.map(clamp);
+        self.tool_event_count = self.tool_event_count.map(clamp);
+        if let Some(t) = &mut self.tokens {
+            for n in [
+                &mut t.cache_read,
+                &mut t.cache_write,
+                &mut t.fresh_input,
+                &mut t.output,
+                &mut t.thinking,
+            ] {
+                *n = clamp(*n);
+            }
+        }
     }
 
     pub(crate) fn blank(contract_version: &str) -> Self {
@@ -268,6 +413,7 @@ impl ExecutionEvidence {
             goal_refs: Vec::new(),
             resource_envelope_refs: Vec::new(),
             sandbox_id: None,
+            session_end: SessionEndStatus::NotAttempted,
             teardown: TeardownStatus::NotNeeded,
             tool_calls: ToolCallCounts::default(),
             tools_used: Vec::new(),
@@ -301,6 +447,7 @@ impl ExecutionEvidence {
         "goal_refs",
         "resource_envelope_refs",
         "sandbox_id",
+        "session_end",
         "teardown",
         "tool_calls",
         "tools_used",
@@ -361,10 +508,29 @@ impl ExecutionEvidence {
                 "session_end" => FailureStage::SessionEnd,
                 _ => FailureStage::Teardown,
             });
-        let teardown = match o.opt_enum("teardown", &["not_needed", "destroyed", "failed"])? {
+        let session_end = match o.opt_enum(
+            "session_end",
+            &["not_attempted", "ended", "failed", "abandoned"],
+        )? {
+            Some("not_attempted") => SessionEndStatus::NotAttempted,
+            Some("ended") => SessionEndStatus::Ended,
+            Some("failed") => SessionEndStatus::Failed,
+            Some(_) => SessionEndStatus::Abandoned,
+            None => {
+                return Err(ContractError::MissingField {
+                    model: o.model,
+                    field: o.path("session_end"),
+                })
+            }
+        };
+        let teardown = match o.opt_enum(
+            "teardown",
+            &["not_needed", "destroyed", "failed", "abandoned"],
+        )? {
             Some("not_needed") => TeardownStatus::NotNeeded,
             Some("destroyed") => TeardownStatus::Destroyed,
-            Some(_) => TeardownStatus::Failed,
+            Some("failed") => TeardownStatus::Failed,
+            Some(_) => TeardownStatus::Abandoned,
             None => {
                 return Err(ContractError::MissingField {
                     model: o.model,
@@ -385,6 +551,7 @@ impl ExecutionEvidence {
                     "dispatch_failed",
                     "denied",
                     "skipped",
+                    "abandoned",
                 ],
             )?;
             Ok(ToolCallCounts {
@@ -395,6 +562,7 @@ impl ExecutionEvidence {
                 dispatch_failed: c.req_u64("dispatch_failed")?,
                 denied: c.req_u64("denied")?,
                 skipped: c.req_u64("skipped")?,
+                abandoned: c.req_u64("abandoned")?,
             })
         })?;
         let tokens = match o.get("tokens") {
@@ -433,6 +601,7 @@ impl ExecutionEvidence {
             goal_refs: o.str_list("goal_refs")?,
             resource_envelope_refs: o.str_list("resource_envelope_refs")?,
             sandbox_id: o.opt_str("sandbox_id")?,
+            session_end,
             teardown,
             tool_calls,
             tools_used: o.str_list("tools_used")?,
@@ -462,9 +631,12 @@ pub struct GatewayResult {
     pub ok: bool,
     /// Compact, content-free evidence; the only part fit for the State Hub.
     pub evidence: ExecutionEvidence,
-    /// Output of the last dispatched tool call. Direct caller only; never reported.
+    /// Output of the last dispatched tool call whose result was reported; `null` when
+    /// the last call was denied, failed to dispatch or was abandoned. Direct caller only;
+    /// never reported.
     pub tool_output: Value,
-    /// Error text of the last dispatched tool call. Direct caller only; never reported.
+    /// Error text of that tool call, else the message of the first `*_failed` report
+    /// that carried one. Direct caller only; never reported.
     pub tool_error: Option<String>,
 }
 

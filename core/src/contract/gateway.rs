@@ -5,16 +5,40 @@ use std::collections::VecDeque;
 use serde_json::{json, Map, Value};
 
 use super::error::GatewayError;
-use super::evidence::{ExecutionEvidence, FailureStage, GatewayResult, Outcome, TeardownStatus};
+use super::evidence::{
+    ExecutionEvidence, FailureStage, GatewayResult, Outcome, SessionEndStatus, TeardownStatus,
+};
 use super::fields::{type_name, Obj};
 use super::models::{
     string_map, ExecutionRequest, ExecutionSummary, HarnessProfile, SandboxHandle, StringMap,
     ToolCall, ToolResult, CONTRACT_VERSION,
 };
 use super::resolution::{resolve, Catalog, Resolved};
+use super::safety::IdentifierKind;
 
 /// Default for [`GatewayConfig::max_tool_calls`].
 pub const DEFAULT_MAX_TOOL_CALLS: usize = 256;
+
+/// Default for [`GatewayConfig::max_evidence_refs`].
+pub const DEFAULT_MAX_EVIDENCE_REFS: usize = 64;
+
+/// Default for [`GatewayConfig::max_evidence_artifacts`].
+pub const DEFAULT_MAX_EVIDENCE_ARTIFACTS: usize = 64;
+
+/// The `failure_code` of an aborted execution.
+pub const ABORTED: &str = "aborted";
+
+/// Longest abort code, in bytes.
+pub const MAX_ABORT_CODE_LEN: usize = 64;
+
+/// `true` when `code` is a valid abort code: `[a-z][a-z0-9_]*`, at most
+/// [`MAX_ABORT_CODE_LEN`] bytes.
+pub fn is_abort_code(code: &str) -> bool {
+    let mut chars = code.chars();
+    code.len() <= MAX_ABORT_CODE_LEN
+        && chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
 
 /// Configuration of a [`Gateway`].
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +49,13 @@ pub struct GatewayConfig {
     /// Most tool calls one `execute` may carry. Default [`DEFAULT_MAX_TOOL_CALLS`] (256).
     /// More is rejected with `too_many_tool_calls` before anything happens.
     pub max_tool_calls: usize,
+    /// Most entries evidence keeps of each of the request's `goal_refs` and
+    /// `resource_envelope_refs`. Default [`DEFAULT_MAX_EVIDENCE_REFS`] (64). Entries
+    /// beyond are dropped and one final `[truncated:N]` entry says how many.
+    pub max_evidence_refs: usize,
+    /// Most entries evidence keeps of the summary's `artifacts`. Default
+    /// [`DEFAULT_MAX_EVIDENCE_ARTIFACTS`] (64); truncated like `max_evidence_refs`.
+    pub max_evidence_artifacts: usize,
 }
 
 impl GatewayConfig {
@@ -33,6 +64,8 @@ impl GatewayConfig {
         Self {
             catalog,
             max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
+            max_evidence_refs: DEFAULT_MAX_EVIDENCE_REFS,
+            max_evidence_artifacts: DEFAULT_MAX_EVIDENCE_ARTIFACTS,
         }
     }
 }
@@ -58,14 +91,20 @@ pub enum GatewayInput {
         sandbox: SandboxHandle,
     },
     /// Answer to [`GatewayAction::CreateSandbox`]: no sandbox was created.
-    SandboxCreateFailed,
+    SandboxCreateFailed {
+        /// Optional explanation for the direct caller (`tool_error`); never in evidence.
+        message: Option<String>,
+    },
     /// Answer to [`GatewayAction::StartSession`]: the rein's session map.
     SessionStarted {
         /// Rein-local session state, passed back verbatim (never in evidence).
         session: StringMap,
     },
     /// Answer to [`GatewayAction::StartSession`]: the rein could not start.
-    SessionStartFailed,
+    SessionStartFailed {
+        /// Optional explanation for the direct caller (`tool_error`); never in evidence.
+        message: Option<String>,
+    },
     /// Answer to [`GatewayAction::DispatchTool`]: the rein's result.
     ToolDispatched {
         /// The result; `ok: false` fails the execution stage.
@@ -73,18 +112,36 @@ pub enum GatewayInput {
     },
     /// Answer to [`GatewayAction::DispatchTool`]: the call could not be dispatched (the
     /// rein raised, or its result could not be parsed strictly).
-    ToolDispatchFailed,
+    ToolDispatchFailed {
+        /// Optional explanation for the direct caller (`tool_error`); never in evidence.
+        message: Option<String>,
+    },
     /// Answer to [`GatewayAction::EndSession`]: the rein's normalized facts.
     SessionEnded {
         /// The summary.
         summary: ExecutionSummary,
     },
     /// Answer to [`GatewayAction::EndSession`]: the rein could not end its session.
-    SessionEndFailed,
+    SessionEndFailed {
+        /// Optional explanation for the direct caller (`tool_error`); never in evidence.
+        message: Option<String>,
+    },
     /// Answer to [`GatewayAction::DestroySandbox`]: destroyed.
     SandboxDestroyed,
     /// Answer to [`GatewayAction::DestroySandbox`]: destruction failed.
-    SandboxDestroyFailed,
+    SandboxDestroyFailed {
+        /// Optional explanation for the direct caller (`tool_error`); never in evidence.
+        message: Option<String>,
+    },
+    /// The host gives up on the outstanding action (a timeout, a cancellation, a
+    /// shutdown). Valid whenever an action is outstanding, i.e. after `execute` and
+    /// before the result; see [`Gateway`] for what happens in each stage. `code` is the
+    /// host's reason as a stable code (`[a-z][a-z0-9_]*`, at most 64 bytes, e.g.
+    /// `cancelled`, `deadline_exceeded`); it becomes the evidence's `failure_reasons`.
+    Abort {
+        /// The host's reason code.
+        code: String,
+    },
 }
 
 impl GatewayInput {
@@ -93,23 +150,26 @@ impl GatewayInput {
         match self {
             GatewayInput::Execute { .. } => "execute",
             GatewayInput::SandboxCreated { .. } => "sandbox_created",
-            GatewayInput::SandboxCreateFailed => "sandbox_create_failed",
+            GatewayInput::SandboxCreateFailed { .. } => "sandbox_create_failed",
             GatewayInput::SessionStarted { .. } => "session_started",
-            GatewayInput::SessionStartFailed => "session_start_failed",
+            GatewayInput::SessionStartFailed { .. } => "session_start_failed",
             GatewayInput::ToolDispatched { .. } => "tool_dispatched",
-            GatewayInput::ToolDispatchFailed => "tool_dispatch_failed",
+            GatewayInput::ToolDispatchFailed { .. } => "tool_dispatch_failed",
             GatewayInput::SessionEnded { .. } => "session_ended",
-            GatewayInput::SessionEndFailed => "session_end_failed",
+            GatewayInput::SessionEndFailed { .. } => "session_end_failed",
             GatewayInput::SandboxDestroyed => "sandbox_destroyed",
-            GatewayInput::SandboxDestroyFailed => "sandbox_destroy_failed",
+            GatewayInput::SandboxDestroyFailed { .. } => "sandbox_destroy_failed",
+            GatewayInput::Abort { .. } => "abort",
         }
     }
 
     /// Parse the JSON form `{"type": "<type_name>", …}`: `execute` takes `request`
     /// (required), `inputs` (string map) and `tool_calls` (array); `sandbox_created` takes
     /// `sandbox`; `session_started` takes `session` (string map); `tool_dispatched` takes
-    /// `result`; `session_ended` takes `summary`; the `*_failed` and `sandbox_destroyed`
-    /// inputs take nothing. Unknown keys are rejected.
+    /// `result`; `session_ended` takes `summary`; the `*_failed` inputs take an optional
+    /// `message` (string or `null`); `abort` takes `code` (required, see
+    /// [`GatewayInput::Abort`]); `sandbox_destroyed` takes nothing. Unknown keys are
+    /// rejected.
     ///
     /// # Errors
     /// [`GatewayError::InvalidInput`] for a bad envelope, [`GatewayError::Model`] for a bad
@@ -136,8 +196,9 @@ impl GatewayInput {
             | "session_start_failed"
             | "tool_dispatch_failed"
             | "session_end_failed"
-            | "sandbox_destroyed"
-            | "sandbox_destroy_failed" => &["type"],
+            | "sandbox_destroy_failed" => &["type", "message"],
+            "abort" => &["type", "code"],
+            "sandbox_destroyed" => &["type"],
             other => return Err(invalid(format!("unknown input type {other:?}"))),
         };
         if let Some(k) = map.keys().find(|k| !fields.contains(&k.as_str())) {
@@ -145,6 +206,14 @@ impl GatewayInput {
         }
         let o = Obj::open("GatewayInput", "", value, fields)?;
         let strings = |key: &str| string_map(&o, key);
+        let message = || match map.get("message") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(m)) => Ok(Some(m.clone())),
+            Some(other) => Err(invalid(format!(
+                "`message` must be a string, found {}",
+                type_name(other)
+            ))),
+        };
         Ok(match ty {
             "execute" => {
                 let request = o.nested("request", ExecutionRequest::parse_at)?;
@@ -180,12 +249,33 @@ impl GatewayInput {
             "session_ended" => GatewayInput::SessionEnded {
                 summary: o.nested("summary", ExecutionSummary::parse_at)?,
             },
-            "sandbox_create_failed" => GatewayInput::SandboxCreateFailed,
-            "session_start_failed" => GatewayInput::SessionStartFailed,
-            "tool_dispatch_failed" => GatewayInput::ToolDispatchFailed,
-            "session_end_failed" => GatewayInput::SessionEndFailed,
-            "sandbox_destroyed" => GatewayInput::SandboxDestroyed,
-            _ => GatewayInput::SandboxDestroyFailed,
+            "sandbox_create_failed" => GatewayInput::SandboxCreateFailed {
+                message: message()?,
+            },
+            "session_start_failed" => GatewayInput::SessionStartFailed {
+                message: message()?,
+            },
+            "tool_dispatch_failed" => GatewayInput::ToolDispatchFailed {
+                message: message()?,
+            },
+            "session_end_failed" => GatewayInput::SessionEndFailed {
+                message: message()?,
+            },
+            "sandbox_destroy_failed" => GatewayInput::SandboxDestroyFailed {
+                message: message()?,
+            },
+            "abort" => match map.get("code") {
+                Some(Value::String(code)) if is_abort_code(code) => {
+                    GatewayInput::Abort { code: code.clone() }
+                }
+                _ => {
+                    return Err(invalid(
+                        "`code` must be a string matching [a-z][a-z0-9_]* (at most 64 bytes)"
+                            .into(),
+                    ))
+                }
+            },
+            _ => GatewayInput::SandboxDestroyed,
         })
     }
 }
@@ -345,7 +435,7 @@ impl Stage {
 ///
 /// `now_ms` is the host's monotonic clock; the gateway never reads one. The evidence's
 /// `duration_ms` is the `now_ms` of the input that produced the result minus the `now_ms`
-/// of `execute` (saturating at 0).
+/// of `execute` (saturating at 0, and at 2^53 − 1 like every evidence integer).
 ///
 /// # Lifecycle
 ///
@@ -364,10 +454,40 @@ impl Stage {
 ///   (`rein_reported_failure`) or a `tool_dispatch_failed` report
 ///   (`tool_dispatch_failed`) ends the execution stage: the remaining calls are skipped,
 ///   and the session is still ended so its facts are collected.
+/// * A denied call leaves the direct caller no tool output (`tool_output` is `null`), so
+///   the previous call's output is never mistaken for the denied call's.
 /// * Once a sandbox exists, `DestroySandbox` is emitted on every path.
 /// * The first failing stage is the evidence's `failure_stage`; later failures (for
-///   example a failed teardown after a failed execution) show in `teardown` but do not
-///   replace it. Any failure after resolution is `failed`.
+///   example a failed session end after a failed execution, or a failed teardown) show
+///   in `session_end` and `teardown` but do not replace it. Any failure after
+///   resolution is `failed`.
+/// * A `*_failed` report may carry a `message` for the direct caller: the first one
+///   becomes `tool_error` unless a tool result's error text is there. It never reaches
+///   evidence.
+///
+/// # Abort
+///
+/// [`GatewayInput::Abort`] gives up on the outstanding action. It is accepted in every
+/// stage that has one (after `execute`, before the result); before `execute` there is no
+/// execution to abort and after the result nothing is left, so both are
+/// `unexpected_input`. Because resolution runs inside `execute`, an abort always comes
+/// after a successful resolution — the lifecycle was attempted — so its outcome is
+/// `failed`, never `refused`. Unperformed queued actions are discarded. The failure
+/// stage is the stage whose action was outstanding, the failure code `aborted`, and the
+/// host's code is the only `failure_reasons` entry (when the abort is the first failure;
+/// otherwise the earlier failure stays and the abort shows in `session_end` /
+/// `teardown`):
+///
+/// | outstanding action | failure stage | then | statuses |
+/// |---|---|---|---|
+/// | CreateSandbox | `sandbox_create` | result | `teardown: abandoned` (a sandbox may still appear; the host owns its cleanup) |
+/// | StartSession | `session_start` | DestroySandbox | `session_end: not_attempted` |
+/// | DispatchTool | `execution` | EndSession, DestroySandbox | the call counts as `abandoned`, the rest as `skipped`; `tool_output` is `null` |
+/// | EndSession | `session_end` | DestroySandbox | `session_end: abandoned` |
+/// | DestroySandbox | `teardown` | result | `teardown: abandoned` |
+///
+/// A later abort gives up on the next outstanding action in the same way, so a host can
+/// always finish in at most three aborts.
 ///
 /// # Errors
 ///
@@ -383,6 +503,7 @@ pub struct Gateway {
     session: Option<StringMap>,
     sandbox: Option<SandboxHandle>,
     last_result: Option<ToolResult>,
+    failure_message: Option<String>,
     failure: Option<(FailureStage, &'static str)>,
     evidence: ExecutionEvidence,
     pending: VecDeque<GatewayOutput>,
@@ -401,6 +522,7 @@ impl Gateway {
             session: None,
             sandbox: None,
             last_result: None,
+            failure_message: None,
             failure: None,
             evidence: ExecutionEvidence::blank(CONTRACT_VERSION),
             pending: VecDeque::new(),
@@ -445,9 +567,21 @@ impl Gateway {
                 }
                 self.execute(now_ms, request, inputs, tool_calls);
             }
+            (Stage::Idle | Stage::Finished, GatewayInput::Abort { .. }) => return Err(unexpected),
+            (_, GatewayInput::Abort { code }) => {
+                if !is_abort_code(&code) {
+                    return Err(GatewayError::InvalidInput {
+                        reason: "abort code must match [a-z][a-z0-9_]* (at most 64 bytes)".into(),
+                    });
+                }
+                self.abort(now_ms, code);
+            }
             (Stage::CreatingSandbox, GatewayInput::SandboxCreated { sandbox }) => {
-                self.evidence.sandbox_id =
-                    Some(self.evidence.ident("sandbox_id", &sandbox.sandbox_id));
+                self.evidence.sandbox_id = Some(self.evidence.ident(
+                    "sandbox_id",
+                    IdentifierKind::Ref,
+                    &sandbox.sandbox_id,
+                ));
                 self.sandbox = Some(sandbox.clone());
                 let profile = self.resolved.as_ref().map(|r| r.profile.clone());
                 if let Some(profile) = profile {
@@ -460,7 +594,8 @@ impl Gateway {
                     });
                 }
             }
-            (Stage::CreatingSandbox, GatewayInput::SandboxCreateFailed) => {
+            (Stage::CreatingSandbox, GatewayInput::SandboxCreateFailed { message }) => {
+                self.note(message);
                 self.fail(FailureStage::SandboxCreate, "sandbox_create_failed");
                 self.finish(now_ms);
             }
@@ -468,7 +603,8 @@ impl Gateway {
                 self.session = Some(session);
                 self.next_call();
             }
-            (Stage::StartingSession, GatewayInput::SessionStartFailed) => {
+            (Stage::StartingSession, GatewayInput::SessionStartFailed { message }) => {
+                self.note(message);
                 self.fail(FailureStage::SessionStart, "session_start_failed");
                 self.destroy(now_ms);
             }
@@ -484,9 +620,10 @@ impl Gateway {
                     self.end_execution();
                 }
             }
-            (Stage::Dispatching, GatewayInput::ToolDispatchFailed) => {
+            (Stage::Dispatching, GatewayInput::ToolDispatchFailed { message }) => {
                 self.evidence.tool_calls.dispatch_failed += 1;
                 self.last_result = None;
+                self.note(message);
                 self.fail(FailureStage::Execution, "tool_dispatch_failed");
                 self.end_execution();
             }
@@ -496,10 +633,17 @@ impl Gateway {
                     .as_ref()
                     .map(|r| r.rein.tool_event_visibility)
                     .unwrap_or_default();
-                self.evidence.absorb_summary(&summary, declared);
+                self.evidence.session_end = SessionEndStatus::Ended;
+                self.evidence.absorb_summary(
+                    &summary,
+                    declared,
+                    self.config.max_evidence_artifacts,
+                );
                 self.destroy(now_ms);
             }
-            (Stage::EndingSession, GatewayInput::SessionEndFailed) => {
+            (Stage::EndingSession, GatewayInput::SessionEndFailed { message }) => {
+                self.evidence.session_end = SessionEndStatus::Failed;
+                self.note(message);
                 self.fail(FailureStage::SessionEnd, "session_end_failed");
                 self.destroy(now_ms);
             }
@@ -507,8 +651,9 @@ impl Gateway {
                 self.evidence.teardown = TeardownStatus::Destroyed;
                 self.finish(now_ms);
             }
-            (Stage::Destroying, GatewayInput::SandboxDestroyFailed) => {
+            (Stage::Destroying, GatewayInput::SandboxDestroyFailed { message }) => {
                 self.evidence.teardown = TeardownStatus::Failed;
+                self.note(message);
                 self.fail(FailureStage::Teardown, "teardown_failed");
                 self.finish(now_ms);
             }
@@ -527,9 +672,55 @@ impl Gateway {
         self.pending.push_back(GatewayOutput::Action(action));
     }
 
-    fn fail(&mut self, stage: FailureStage, code: &'static str) {
+    /// Record a failure; `true` when it is the first (the one evidence names).
+    fn fail(&mut self, stage: FailureStage, code: &'static str) -> bool {
         if self.failure.is_none() {
             self.failure = Some((stage, code));
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Keep the first caller-only failure message.
+    fn note(&mut self, message: Option<String>) {
+        if self.failure_message.is_none() {
+            self.failure_message = message;
+        }
+    }
+
+    /// Give up on the outstanding action (see the type docs, "Abort").
+    fn abort(&mut self, now_ms: u64, code: String) {
+        self.pending.clear();
+        let stage = match self.stage {
+            Stage::CreatingSandbox => FailureStage::SandboxCreate,
+            Stage::StartingSession => FailureStage::SessionStart,
+            Stage::Dispatching => FailureStage::Execution,
+            Stage::EndingSession => FailureStage::SessionEnd,
+            _ => FailureStage::Teardown,
+        };
+        if self.fail(stage, ABORTED) {
+            self.evidence.failure_reasons = vec![code];
+        }
+        match self.stage {
+            Stage::CreatingSandbox => {
+                self.evidence.teardown = TeardownStatus::Abandoned;
+                self.finish(now_ms);
+            }
+            Stage::StartingSession => self.destroy(now_ms),
+            Stage::Dispatching => {
+                self.evidence.tool_calls.abandoned += 1;
+                self.last_result = None;
+                self.end_execution();
+            }
+            Stage::EndingSession => {
+                self.evidence.session_end = SessionEndStatus::Abandoned;
+                self.destroy(now_ms);
+            }
+            _ => {
+                self.evidence.teardown = TeardownStatus::Abandoned;
+                self.finish(now_ms);
+            }
         }
     }
 
@@ -541,25 +732,34 @@ impl Gateway {
         tool_calls: Vec<ToolCall>,
     ) {
         self.started_ms = now_ms;
+        let max_refs = self.config.max_evidence_refs;
         let ev = &mut self.evidence;
-        ev.harness_profile_ref = ev.ident("harness_profile_ref", &request.harness_profile_ref);
-        ev.repository = ev.ident("repository", &request.repository);
+        let r = IdentifierKind::Ref;
+        ev.harness_profile_ref = ev.ident("harness_profile_ref", r, &request.harness_profile_ref);
+        ev.repository = ev.ident(
+            "repository",
+            IdentifierKind::Repository,
+            &request.repository,
+        );
         ev.assignment_ref = request
             .assignment_ref
             .as_deref()
-            .map(|s| ev.ident("assignment_ref", s));
-        ev.role_ref = request.role_ref.as_deref().map(|s| ev.ident("role_ref", s));
-        ev.duty_ref = request.duty_ref.as_deref().map(|s| ev.ident("duty_ref", s));
-        ev.goal_refs = request
-            .goal_refs
-            .iter()
-            .map(|s| ev.ident("goal_refs", s))
-            .collect();
-        ev.resource_envelope_refs = request
-            .resource_envelope_refs
-            .iter()
-            .map(|s| ev.ident("resource_envelope_refs", s))
-            .collect();
+            .map(|s| ev.ident("assignment_ref", r, s));
+        ev.role_ref = request
+            .role_ref
+            .as_deref()
+            .map(|s| ev.ident("role_ref", r, s));
+        ev.duty_ref = request
+            .duty_ref
+            .as_deref()
+            .map(|s| ev.ident("duty_ref", r, s));
+        ev.goal_refs = ev.ident_list("goal_refs", r, &request.goal_refs, max_refs);
+        ev.resource_envelope_refs = ev.ident_list(
+            "resource_envelope_refs",
+            r,
+            &request.resource_envelope_refs,
+            max_refs,
+        );
         ev.tool_calls.requested = tool_calls.len() as u64;
         match resolve(&request.harness_profile_ref, &self.config.catalog) {
             Err(refusal) => {
@@ -570,8 +770,9 @@ impl Gateway {
             }
             Ok(resolved) => {
                 let ev = &mut self.evidence;
-                ev.rein_id = Some(ev.ident("rein_id", &resolved.rein.rein_id));
-                ev.model = Some(ev.ident("model", &resolved.profile.model));
+                let r = IdentifierKind::Ref;
+                ev.rein_id = Some(ev.ident("rein_id", r, &resolved.rein.rein_id));
+                ev.model = Some(ev.ident("model", r, &resolved.profile.model));
                 self.inputs = inputs;
                 self.calls = tool_calls.into();
                 self.stage = Stage::CreatingSandbox;
@@ -598,11 +799,14 @@ impl Gateway {
             .is_some_and(|r| r.profile.tool_policy.allows(&call.name));
         if !allowed {
             self.evidence.tool_calls.denied += 1;
+            self.last_result = None;
             self.fail(FailureStage::Execution, "tool_not_allowed");
             self.end_execution();
             return;
         }
-        let name = self.evidence.ident("tools_used", &call.name);
+        let name = self
+            .evidence
+            .ident("tools_used", IdentifierKind::Ref, &call.name);
         if !self.evidence.tools_used.contains(&name) {
             self.evidence.tools_used.push(name);
         }
@@ -640,6 +844,7 @@ impl Gateway {
         self.stage = Stage::Finished;
         let mut evidence = std::mem::take(&mut self.evidence);
         evidence.duration_ms = now_ms.saturating_sub(self.started_ms);
+        evidence.clamp_integers();
         match self.failure {
             None => evidence.outcome = Outcome::Succeeded,
             Some((stage, code)) => {
@@ -656,6 +861,7 @@ impl Gateway {
             Some(r) => (r.output, r.error),
             None => (Value::Null, None),
         };
+        let tool_error = tool_error.or_else(|| self.failure_message.take());
         self.pending
             .push_back(GatewayOutput::Result(Box::new(GatewayResult {
                 ok: evidence.outcome == Outcome::Succeeded,

@@ -9,7 +9,7 @@
 //! * [`Gateway`] — the lifecycle machine: resolve → create sandbox → start session →
 //!   dispatch tools → end session → destroy sandbox → [`GatewayResult`].
 //! * [`safety`] — the one definition of sensitive keys and credential-shaped values, and
-//!   identifier redaction.
+//!   the identifier shapes evidence enforces ([`IdentifierKind`]).
 //!
 //! # Forward compatibility
 //!
@@ -22,8 +22,9 @@
 //!
 //! `refused`: governed execution did not proceed — resolution refused, nothing was
 //! created. `failed`: an attempted lifecycle did not complete successfully — any failure
-//! from sandbox creation on, including a rein-declared unsuccessful result, and a failed
-//! teardown after an otherwise successful run.
+//! from sandbox creation on, including a rein-declared unsuccessful result, a failed
+//! teardown after an otherwise successful run, and a host abort (which can only arrive
+//! after resolution succeeded, see [`Gateway`]).
 //!
 //! ```
 //! use stapel_runner_protocol::contract::*;
@@ -67,14 +68,17 @@ pub mod safety;
 
 pub use error::{ContractError, GatewayError};
 pub use evidence::{
-    safe_identifier, ExecutionEvidence, FailureStage, GatewayResult, Outcome, TeardownStatus,
-    ToolCallCounts,
+    safe_identifier, truncation_marker, ExecutionEvidence, FailureStage, GatewayResult, Outcome,
+    SessionEndStatus, TeardownStatus, ToolCallCounts,
 };
 pub use gateway::{
-    Gateway, GatewayAction, GatewayConfig, GatewayInput, GatewayOutput, DEFAULT_MAX_TOOL_CALLS,
+    is_abort_code, Gateway, GatewayAction, GatewayConfig, GatewayInput, GatewayOutput, ABORTED,
+    DEFAULT_MAX_EVIDENCE_ARTIFACTS, DEFAULT_MAX_EVIDENCE_REFS, DEFAULT_MAX_TOOL_CALLS,
+    MAX_ABORT_CODE_LEN,
 };
 pub use models::{
     ExecutionRequest, ExecutionSummary, HarnessProfile, ReinDescriptor, SandboxHandle, StringMap,
     ToolCall, ToolEventVisibility, ToolPolicy, ToolResult, CONTRACT_VERSION,
 };
 pub use resolution::{resolve, unsafe_reasons, Catalog, Refusal, RefusalKind, Resolved};
+pub use safety::{safe_identifier_as, IdentifierKind};

@@ -9,32 +9,56 @@
 //! # Sensitive keys
 //!
 //! A key is split into lowercase words (at `_`, `-`, `.`, spaces and camelCase
-//! boundaries). It is sensitive when a word is one of `secret`, `secrets`, `password`,
-//! `passwd`, `passphrase`, `token`, `credential`, `credentials`, `apikey`, `bearer`,
-//! `cookie`, `authorization`, `pat`, or two adjacent words are `api key`, `private key`,
-//! `access key`, `secret key`, `signing key`, `client secret`, `auth header` — unless the
-//! key names a *reference* to one or a *measurement* of one: its last word is `ref`,
-//! `refs`, `route`, `routes`, `name`, `names`, `id`, `ids`, `env`, `var` (a reference) or
-//! `count`, `counts`, `limit`, `limits`, `budget`, `usage`, `total`, `totals`, `length`,
-//! `size`, `type`, `kind`, `ttl`, `expiry`, `expires`, `at` (a measurement or property),
-//! or its first word is `max`, `min` or `num`. So `api_key`, `githubToken` and
-//! `db-password` are sensitive; `api_key_ref`, `token_env`, `token_count` and
-//! `max_token` are not.
+//! boundaries; so `sessionKey`, `session_key`, `SESSION-KEY` and `session.key` are the
+//! same words). It is sensitive when
+//!
+//! * a word is one of `secret`, `secrets`, `password`, `passwd`, `passphrase`, `pwd`,
+//!   `token`, `credential`, `credentials`, `apikey`, `bearer`, `cookie`,
+//!   `authorization`, `auth`, `jwt`, `pat`, or a compound written without a separator
+//!   (`sessionkey`, `sshkey`, `privatekey`, `secretkey`, `accesskey`, `encryptionkey`,
+//!   `signingkey`, `authkey`, `authtoken`, `accesstoken`, `refreshtoken`,
+//!   `sessiontoken`, `apitoken`, `clientsecret`);
+//! * two adjacent words are `api key`, `private key`, `access key`, `secret key`,
+//!   `signing key`, `client secret`, `auth header`; or
+//! * its last word is `key` or `keys` (`key`, `ssh_key`, `sessionKey`,
+//!   `encryption_key`), unless the word before it is one of `public`, `sort`,
+//!   `partition`, `primary`, `foreign`, `cache`, `idempotency`, `dedup`, `dedupe`,
+//!   `lookup`, `routing`, `shard`, `group`, `map`, `hash` (a key that is not a secret);
+//!
+//! — unless the key names a *reference* to one or a *measurement* or *property* of one:
+//! its last word is `ref`, `refs`, `route`, `routes`, `name`, `names`, `id`, `ids`,
+//! `env`, `var`, `url`, `uri`, `endpoint`, `provider` (a reference) or `count`, `counts`,
+//! `limit`, `limits`, `budget`, `usage`, `total`, `totals`, `length`, `size`, `type`,
+//! `kind`, `ttl`, `expiry`, `expires`, `at`, `method`, `mode`, `scheme` (a measurement or
+//! property), or its first word is `max`, `min` or `num`. So `api_key`, `githubToken`,
+//! `db-password`, `ssh_key` and `auth` are sensitive; `api_key_ref`, `token_env`,
+//! `token_count`, `max_token`, `auth_type` and `sort_key` are not.
 //!
 //! # Values shaped like credential material
 //!
 //! A string is credential-shaped when it contains a PEM private-key block
 //! (`-----BEGIN … PRIVATE KEY`), starts with an HTTP `Bearer `/`Basic ` scheme followed by
 //! a token, embeds a password in a URL (`scheme://user:pass@host`), or any of its words
-//! (split at whitespace, quotes, `=`, `,`, `;`, `(`, `)`, `<`, `>`) begins with a
-//! well-known secret prefix followed by enough key characters: `sk-` (OpenAI, Anthropic
-//! `sk-ant-…`; ≥ 20 more, including a digit and an uppercase letter, so that ordinary
-//! words such as `sk-learn-compatible` are not taken for keys), `sk_live_`, `sk_test_`,
-//! `rk_live_` (≥ 8 more), `ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_` (≥ 20
-//! more), `glpat-` (≥ 16 more), `xoxb-`, `xoxp-`, `xoxa-`, `xoxs-` (≥ 8 more),
-//! `AKIA`/`ASIA` + 16 uppercase letters or digits (AWS access key ids), `AIza` + 35
-//! (Google API keys), or is a JSON Web Token (three base64url segments, the first
-//! starting `eyJ`, ≥ 32 characters in all).
+//! (split at whitespace, quotes, `=`, `,`, `;`, `(`, `)`, `<`, `>`, `:`, `/`, `@`, `?`,
+//! `&`, `#`) begins with a well-known secret prefix followed by enough key characters
+//! (letters, digits, `_`, `-`):
+//!
+//! * always: `sk-ant-` (Anthropic, ≥ 8 more), `hf_` (Hugging Face), `npm_` (npm),
+//!   `pypi-` (PyPI) (≥ 16 more);
+//! * `sk-` (OpenAI; ≥ 20 more, including a digit and an uppercase letter, so that
+//!   ordinary words such as `sk-learn-compatible` are not taken for keys);
+//! * `sk_live_`, `sk_test_`, `rk_live_` (≥ 8 more), `ghp_`, `gho_`, `ghu_`, `ghs_`,
+//!   `ghr_`, `github_pat_` (≥ 20 more), `glpat-` (≥ 16 more), `xoxb-`, `xoxp-`, `xoxa-`,
+//!   `xoxs-`, `xoxe-`, `xoxr-` (≥ 8 more);
+//! * `AKIA`/`ASIA` + 16 uppercase letters or digits (AWS access key ids), `AIza` + 35
+//!   (Google API keys);
+//!
+//! or it is a JSON Web Token (three base64url segments, the first starting `eyJ`, ≥ 32
+//! characters in all).
+//!
+//! Evidence identifiers are held to more: [`identifier_carries_secret`] also looks at
+//! the pieces between `.` `:` `/` `@` `+` `~` and for [random-looking
+//! tokens](looks_like_random_token).
 //!
 //! These rules are deliberately conservative heuristics: they catch the common ways a
 //! secret is pasted inline, they do not prove a value is harmless. Evidence therefore
@@ -49,6 +73,7 @@ const SENSITIVE_WORDS: &[&str] = &[
     "password",
     "passwd",
     "passphrase",
+    "pwd",
     "token",
     "credential",
     "credentials",
@@ -56,7 +81,49 @@ const SENSITIVE_WORDS: &[&str] = &[
     "bearer",
     "cookie",
     "authorization",
+    "auth",
+    "jwt",
     "pat",
+    // Compounds written without a separator (`sessionkey`, `SSHKEY`).
+    "sessionkey",
+    "sshkey",
+    "privatekey",
+    "secretkey",
+    "accesskey",
+    "encryptionkey",
+    "signingkey",
+    "authkey",
+    "authtoken",
+    "accesstoken",
+    "refreshtoken",
+    "sessiontoken",
+    "apitoken",
+    "clientsecret",
+];
+
+/// A key whose *last* word is one of these names key material (`ssh_key`,
+/// `sessionKey`, `encryption_key`, `key`) unless the word before it says the key is not a
+/// secret (see [`NON_SECRET_KEY_QUALIFIERS`]).
+const KEY_WORDS: &[&str] = &["key", "keys"];
+
+/// Words that, directly before a final `key`, name a non-secret key: `sort_key`,
+/// `partition_key`, `public_key`, `idempotency_key`, …
+const NON_SECRET_KEY_QUALIFIERS: &[&str] = &[
+    "public",
+    "sort",
+    "partition",
+    "primary",
+    "foreign",
+    "cache",
+    "idempotency",
+    "dedup",
+    "dedupe",
+    "lookup",
+    "routing",
+    "shard",
+    "group",
+    "map",
+    "hash",
 ];
 
 const SENSITIVE_PAIRS: &[(&str, &str)] = &[
@@ -72,7 +139,8 @@ const SENSITIVE_PAIRS: &[(&str, &str)] = &[
 const REFERENCE_SUFFIXES: &[&str] = &[
     "ref", "refs", "route", "routes", "name", "names", "id", "ids", "env", "var", "count",
     "counts", "limit", "limits", "budget", "usage", "total", "totals", "length", "size", "type",
-    "kind", "ttl", "expiry", "expires", "at",
+    "kind", "ttl", "expiry", "expires", "at", "url", "uri", "endpoint", "method", "mode", "scheme",
+    "provider",
 ];
 
 const MEASURE_PREFIXES: &[&str] = &["max", "min", "num"];
@@ -112,7 +180,15 @@ pub fn is_sensitive_key(key: &str) -> bool {
     {
         return false;
     }
-    w.iter().any(|x| SENSITIVE_WORDS.contains(&x.as_str()))
+    let last_is_key = match w.as_slice() {
+        [] => false,
+        [.., before, last] if KEY_WORDS.contains(&last.as_str()) => {
+            !NON_SECRET_KEY_QUALIFIERS.contains(&before.as_str())
+        }
+        [.., last] => KEY_WORDS.contains(&last.as_str()),
+    };
+    last_is_key
+        || w.iter().any(|x| SENSITIVE_WORDS.contains(&x.as_str()))
         || w.windows(2)
             .any(|p| SENSITIVE_PAIRS.contains(&(p[0].as_str(), p[1].as_str())))
 }
@@ -124,6 +200,15 @@ fn key_chars(s: &str) -> usize {
 }
 
 fn word_is_secret(w: &str) -> bool {
+    // Always-secret prefixes: no character-class condition, only a minimum length.
+    const ALWAYS: &[(&str, usize)] = &[("sk-ant-", 8), ("hf_", 16), ("npm_", 16), ("pypi-", 16)];
+    for (prefix, min) in ALWAYS {
+        if let Some(rest) = w.strip_prefix(prefix) {
+            if key_chars(rest) >= *min {
+                return true;
+            }
+        }
+    }
     if let Some(rest) = w.strip_prefix("sk-") {
         let key: String = rest
             .chars()
@@ -151,6 +236,8 @@ fn word_is_secret(w: &str) -> bool {
         ("xoxp-", 8),
         ("xoxa-", 8),
         ("xoxs-", 8),
+        ("xoxe-", 8),
+        ("xoxr-", 8),
     ];
     for (prefix, min) in PREFIXES {
         if let Some(rest) = w.strip_prefix(prefix) {
@@ -232,7 +319,21 @@ pub fn looks_like_credential(s: &str) -> bool {
         c.is_whitespace()
             || matches!(
                 c,
-                '"' | '\'' | '`' | '=' | ',' | ';' | '(' | ')' | '<' | '>'
+                '"' | '\''
+                    | '`'
+                    | '='
+                    | ','
+                    | ';'
+                    | '('
+                    | ')'
+                    | '<'
+                    | '>'
+                    | ':'
+                    | '/'
+                    | '@'
+                    | '?'
+                    | '&'
+                    | '#'
             )
     })
     .any(word_is_secret)
@@ -293,39 +394,187 @@ pub fn is_credential_reference(s: &str) -> bool {
         && !looks_like_credential(s)
 }
 
-/// Make an identifier safe for evidence: userinfo is removed from URLs
-/// (`https://user:pw@host/x` → `https://host/x`), and a value that still looks like
-/// credential material becomes `[redacted]`. Returns the safe text and whether anything
-/// was changed.
-pub fn redact_identifier(s: &str) -> (String, bool) {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    let mut changed = false;
-    while let Some(pos) = rest.find("://") {
-        out.push_str(&rest[..pos + 3]);
-        let after = &rest[pos + 3..];
-        let authority_end = after
-            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
-            .unwrap_or(after.len());
-        let authority = &after[..authority_end];
-        match authority.rfind('@') {
-            Some(at) => {
-                out.push_str(&authority[at + 1..]);
-                changed = true;
-            }
-            None => out.push_str(authority),
-        }
-        rest = &after[authority_end..];
-    }
-    out.push_str(rest);
-    if looks_like_credential(&out) {
-        return (REDACTED.to_owned(), true);
-    }
-    (out, changed)
-}
-
 /// The text that replaces a redacted identifier.
 pub const REDACTED: &str = "[redacted]";
+
+/// Longest `ref`-kind identifier, in characters.
+pub const MAX_REF_CHARS: usize = 128;
+
+/// Longest `repository`- or `artifact`-kind identifier, in characters.
+pub const MAX_LOCATOR_CHARS: usize = 256;
+
+/// The shape an evidence identifier must have (see [`safe_identifier_as`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdentifierKind {
+    /// A record reference, id or name (profile ref, rein id, model, sandbox id, the
+    /// correlation refs, tool names): 1–128 characters of `[A-Za-z0-9._:/@+-]`.
+    Ref,
+    /// A repository: a URL loses its userinfo, query and fragment, then 1–256 characters
+    /// of `[A-Za-z0-9._:/@+~-]`.
+    Repository,
+    /// A commit: 7–64 hexadecimal digits.
+    Commit,
+    /// An artifact reference: `scheme:ref` (scheme `[a-z][a-z0-9+.-]*`, ref of the
+    /// `repository` characters; a URL loses userinfo, query and fragment) or a relative
+    /// path of `[A-Za-z0-9._+-]` segments joined by `/` with no empty or `..` segment,
+    /// which has a `/` or a `.extension`; at most 256 characters.
+    Artifact,
+}
+
+impl IdentifierKind {
+    /// The kind's name: `ref`, `repository`, `commit`, `artifact`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdentifierKind::Ref => "ref",
+            IdentifierKind::Repository => "repository",
+            IdentifierKind::Commit => "commit",
+            IdentifierKind::Artifact => "artifact",
+        }
+    }
+
+    /// The kind named `name` (see [`as_str`](Self::as_str)).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "ref" => IdentifierKind::Ref,
+            "repository" => IdentifierKind::Repository,
+            "commit" => IdentifierKind::Commit,
+            "artifact" => IdentifierKind::Artifact,
+            _ => return None,
+        })
+    }
+
+    fn well_shaped(self, s: &str) -> bool {
+        let n = s.chars().count();
+        let ref_char = |c: char| c.is_ascii_alphanumeric() || "._:/@+-".contains(c);
+        let loc_char = |c: char| ref_char(c) || c == '~';
+        match self {
+            IdentifierKind::Ref => (1..=MAX_REF_CHARS).contains(&n) && s.chars().all(ref_char),
+            IdentifierKind::Repository => {
+                (1..=MAX_LOCATOR_CHARS).contains(&n) && s.chars().all(loc_char)
+            }
+            IdentifierKind::Commit => {
+                (7..=64).contains(&n) && s.chars().all(|c| c.is_ascii_hexdigit())
+            }
+            IdentifierKind::Artifact => {
+                if !(1..=MAX_LOCATOR_CHARS).contains(&n) {
+                    return false;
+                }
+                if let Some((scheme, rest)) = s.split_once(':') {
+                    let mut sc = scheme.chars();
+                    return sc.next().is_some_and(|c| c.is_ascii_lowercase())
+                        && sc.all(|c| {
+                            c.is_ascii_lowercase() || c.is_ascii_digit() || "+.-".contains(c)
+                        })
+                        && !rest.is_empty()
+                        && rest.chars().all(loc_char);
+                }
+                let path_char = |c: char| c.is_ascii_alphanumeric() || "._+-/".contains(c);
+                let segments: Vec<&str> = s.split('/').collect();
+                let last = segments.last().copied().unwrap_or_default();
+                s.chars().all(path_char)
+                    && segments.iter().all(|g| !g.is_empty() && *g != "..")
+                    && (segments.len() > 1
+                        || last
+                            .rsplit_once('.')
+                            .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty()))
+            }
+        }
+    }
+}
+
+/// Strip userinfo, query and fragment from a value of the form `scheme://…`. Returns the
+/// value unchanged when it is not such a URL.
+fn strip_url(s: &str) -> (String, bool) {
+    let Some(pos) = s.find("://") else {
+        return (s.to_owned(), false);
+    };
+    let (head, after) = (&s[..pos + 3], &s[pos + 3..]);
+    let end = after.find(['?', '#']).unwrap_or(after.len());
+    let mut changed = end < after.len();
+    let kept = &after[..end];
+    let authority_end = kept.find('/').unwrap_or(kept.len());
+    let authority = &kept[..authority_end];
+    let host = match authority.rfind('@') {
+        Some(at) => {
+            changed = true;
+            &authority[at + 1..]
+        }
+        None => authority,
+    };
+    (format!("{head}{host}{}", &kept[authority_end..]), changed)
+}
+
+/// `true` when `run` (ASCII letters and digits only) looks like a random key: at least 24
+/// characters with at least two uppercase and two lowercase letters, where the character
+/// class (upper, lower, digit) changes between at least 40 % of adjacent characters and
+/// fewer than 65 % of lowercase letters are followed by another lowercase letter. Random
+/// base62 keys change class at about 60 % of positions and continue lowercase about 42 %
+/// of the time; written words and camelCase names (`MyVeryLongRepositoryName2024`)
+/// continue lowercase most of the time. Lowercase hex (commits, container ids) has no
+/// uppercase and never matches. A heuristic: it catches most pasted keys (about 94 % of
+/// random 24-character and 98 % of 40-character base62 strings), not all.
+pub fn looks_like_random_token(run: &str) -> bool {
+    let n = run.chars().count();
+    if n < 24 || !run.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return false;
+    }
+    let upper = run.chars().filter(char::is_ascii_uppercase).count();
+    let lower = run.chars().filter(char::is_ascii_lowercase).count();
+    if upper < 2 || lower < 2 {
+        return false;
+    }
+    let class = |c: char| {
+        if c.is_ascii_uppercase() {
+            0
+        } else if c.is_ascii_lowercase() {
+            1
+        } else {
+            2
+        }
+    };
+    let chars: Vec<char> = run.chars().collect();
+    let changes = chars
+        .windows(2)
+        .filter(|w| class(w[0]) != class(w[1]))
+        .count();
+    let after_lower: Vec<char> = chars
+        .windows(2)
+        .filter(|w| w[0].is_ascii_lowercase())
+        .map(|w| w[1])
+        .collect();
+    let lower_lower = after_lower
+        .iter()
+        .filter(|c| c.is_ascii_lowercase())
+        .count();
+    changes * 5 >= (n - 1) * 2 && lower_lower * 100 < after_lower.len() * 65
+}
+
+/// `true` when an identifier carries credential material: [`looks_like_credential`] on
+/// the whole, a well-known secret prefix on any piece between `.`, `:`, `/`, `@`, `+`,
+/// `~`, or a [random-looking](looks_like_random_token) run of letters and digits.
+pub fn identifier_carries_secret(s: &str) -> bool {
+    looks_like_credential(s)
+        || s.split(['.', ':', '/', '@', '+', '~']).any(word_is_secret)
+        || s.split(|c: char| !c.is_ascii_alphanumeric())
+            .any(looks_like_random_token)
+}
+
+/// Make `s` safe as an evidence identifier of kind `kind`: a URL (`scheme://…`, not for
+/// commits) loses its userinfo, query and fragment; then a value that does not have the
+/// kind's shape, or that [carries a secret](identifier_carries_secret), becomes
+/// [`REDACTED`]. Returns the text and whether it differs from `s`.
+pub fn safe_identifier_as(kind: IdentifierKind, s: &str) -> (String, bool) {
+    let (text, changed) = if kind == IdentifierKind::Commit {
+        (s.to_owned(), false)
+    } else {
+        strip_url(s)
+    };
+    if !kind.well_shaped(&text) || identifier_carries_secret(&text) {
+        return (REDACTED.to_owned(), true);
+    }
+    (text, changed)
+}
 
 #[cfg(test)]
 mod tests {
@@ -399,17 +648,47 @@ mod tests {
 
     #[test]
     fn redaction() {
+        use IdentifierKind::*;
         assert_eq!(
-            redact_identifier("https://bob:pw@github.com/o/r.git"),
+            safe_identifier_as(
+                Repository,
+                "https://bob:pw@github.com/o/r.git?access_token=abc#x"
+            ),
             ("https://github.com/o/r.git".to_owned(), true)
         );
         assert_eq!(
-            redact_identifier("github.com/o/r"),
+            safe_identifier_as(Repository, "github.com/o/r"),
             ("github.com/o/r".to_owned(), false)
         );
-        assert_eq!(
-            redact_identifier("ghp_abcdefghijklmnopqrstuvwxyz0123"),
-            (REDACTED.to_owned(), true)
-        );
+        for (kind, v) in [
+            (Ref, "ghp_abcdefghijklmnopqrstuvwxyz0123"),
+            (Ref, "goal:hf_AbCdEfGhIjKlMnOpQrStUvWxYz"),
+            (Ref, "Q7fZ2kLmN8pR4sT1vW6xY9aBc3D5eR2t"),
+            (Ref, "has space"),
+            (Commit, "hf_AbCdEfGhIjKlMnOpQrStUv"),
+            (Commit, "3f2a9c"),
+            (Artifact, "MKLEAK_the_model_said_rm_-rf"),
+            (Artifact, "npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"),
+            (Artifact, "../etc/passwd"),
+        ] {
+            assert_eq!(
+                safe_identifier_as(kind, v),
+                (REDACTED.to_owned(), true),
+                "{v}"
+            );
+        }
+        for (kind, v) in [
+            (Ref, "claude-sonnet-4-5-20250929"),
+            (Ref, "MyVeryLongClassName2024Version2X"),
+            (Repository, "MyOrg/MyVeryLongRepositoryName"),
+            (Ref, "XMLHttpRequestFactoryProvider2Impl"),
+            (Commit, "3f2a9c1"),
+            (Commit, "0123456789abcdef0123456789abcdef01234567"),
+            (Artifact, "artifact://diff.patch"),
+            (Artifact, "dist/app"),
+            (Artifact, "report.html"),
+        ] {
+            assert_eq!(safe_identifier_as(kind, v), (v.to_owned(), false), "{v}");
+        }
     }
 }

@@ -83,7 +83,16 @@ pub fn run(vector: &Value) -> Result<(), String> {
             }
         } else if let Some(s) = input.get("safe_identifier") {
             let s = s.as_str().ok_or(format!("step {i}: safe_identifier"))?;
-            let (v, redacted) = contract::safe_identifier(s);
+            let (v, redacted) = match input.get("kind") {
+                None => contract::safe_identifier(s),
+                Some(k) => {
+                    let kind = k
+                        .as_str()
+                        .and_then(contract::IdentifierKind::from_name)
+                        .ok_or(format!("step {i}: unknown identifier kind {k}"))?;
+                    contract::safe_identifier_as(kind, s)
+                }
+            };
             outcome(i, Ok(json!({"text": v, "redacted": redacted})), expect)?;
         } else if let Some(s) = input.get("looks_like_credential") {
             let s = s
@@ -103,6 +112,12 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 let mut config = GatewayConfig::new(catalog()?);
                 if let Some(n) = cfg.get("max_tool_calls").and_then(Value::as_u64) {
                     config.max_tool_calls = n as usize;
+                }
+                if let Some(n) = cfg.get("max_evidence_refs").and_then(Value::as_u64) {
+                    config.max_evidence_refs = n as usize;
+                }
+                if let Some(n) = cfg.get("max_evidence_artifacts").and_then(Value::as_u64) {
+                    config.max_evidence_artifacts = n as usize;
                 }
                 gateway = Some(Gateway::new(config));
             }
