@@ -1,0 +1,169 @@
+"""The harness-adapter seam (seed 000)::
+
+    adapter.open_session(role_spec) -> Session
+    Session.turn(prompt)            -> TurnResult   # {text, usage}
+    adapter.oneshot(role_spec, prompt) -> TurnResult
+    Session.close() / adapter.close()
+
+:class:`SubprocessTurnMachine` is the core's sans-IO subprocess JSONL turn machine (the
+host spawns the child and moves the bytes). :class:`RoleSpec` is built from a ``task.assign`` invocation by the Rust core
+(:meth:`RoleSpec.from_invocation`); :class:`TurnResult` always carries a valid
+five-component :class:`stapel_taskspecs.UsageSplit`, checked by the core on
+construction.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
+
+from . import _native
+from ._native import SubprocessTurnMachine
+
+if TYPE_CHECKING:
+    from stapel_taskspecs import UsageSplit
+
+__all__ = ["RoleSpec", "TurnResult", "Session", "HarnessAdapter", "SubprocessTurnMachine"]
+
+
+@dataclass
+class RoleSpec:
+    """The role an adapter plays and the model↔harness pairing it runs.
+
+    Fields follow seed 000's invocation (``backend``, ``model``, ``session``,
+    ``system_prompt_ref``, ``allowed_tools``, ``llm_base_url``, ``budget``); absent
+    optional fields are ``None``; invocation keys the seed does not name are kept in
+    ``extra`` in arrival order. ``system_prompt`` mirrors an inline
+    ``extra["system_prompt"]`` string (for reference/testing harnesses only).
+    """
+
+    role: str = "coder"
+    backend: Optional[str] = None
+    model: Optional[str] = None
+    session: str = "per-task"
+    system_prompt: Optional[str] = None
+    system_prompt_ref: Optional[str] = None
+    allowed_tools: List[str] = field(default_factory=list)
+    llm_base_url: Optional[str] = None
+    budget: Any = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_invocation(
+        cls, invocation: Optional[Mapping[str, Any]], *, role: str = "coder"
+    ) -> "RoleSpec":
+        """Build from a ``task.assign`` invocation (the core's rules: ``null`` fields are
+        absent, wrong types raise :class:`~stapel_runner_protocol.errors.AdapterError`
+        with code ``invalid_invocation``)."""
+        data = _native.role_spec_from_invocation(
+            dict(invocation) if invocation is not None else None, role
+        )
+        extra: Dict[str, Any] = data["extra"]
+        prompt = extra.get("system_prompt")
+        return cls(
+            role=data["role"],
+            backend=data["backend"],
+            model=data["model"],
+            session=data["session"],
+            system_prompt=prompt if isinstance(prompt, str) else None,
+            system_prompt_ref=data["system_prompt_ref"],
+            allowed_tools=list(data["allowed_tools"]),
+            llm_base_url=data["llm_base_url"],
+            budget=data["budget"],
+            extra=extra,
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON form (the core's): ``role``, the invocation fields in seed order (absent
+        optional ones omitted), then ``extra`` (keys colliding with a field skipped)."""
+        out: Dict[str, Any] = _native.role_spec_to_dict(
+            self.role,
+            self.backend,
+            self.model,
+            self.session,
+            self.system_prompt_ref,
+            list(self.allowed_tools),
+            self.llm_base_url,
+            self.budget,
+            dict(self.extra),
+        )
+        return out
+
+
+@dataclass
+class TurnResult:
+    """The result of one :meth:`Session.turn`: ``{text, usage}`` plus the raw answer.
+
+    ``usage`` must be a :class:`stapel_taskspecs.UsageSplit` with exactly five
+    non-negative integer components (≤ 2^53 − 1); the core checks it on construction
+    (``TypeError`` for another type, ``SchemaValidationError`` for a bad split).
+    Mapping-style access (``result["text"]``, ``result["usage"]``) is supported.
+    """
+
+    text: str
+    usage: "UsageSplit"
+    raw: Any = None
+
+    def __post_init__(self) -> None:
+        from stapel_taskspecs import UsageSplit
+
+        if not isinstance(self.usage, UsageSplit):
+            raise TypeError("TurnResult.usage must be a stapel_taskspecs.UsageSplit")
+        _native.check_usage_split(self.usage.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TurnResult":
+        """Parse ``{"text": str, "usage": {five components}}`` strictly (the core's rules:
+        no other keys; :class:`~stapel_runner_protocol.errors.AdapterError` with code
+        ``invalid_result`` or ``invalid_usage``)."""
+        text, usage = _native.turn_result_from_value(dict(data))
+        return cls(text=text, usage=usage)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """``{"text": ..., "usage": {five components}}``."""
+        return {"text": self.text, "usage": self.usage.to_dict()}
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "text":
+            return self.text
+        if key == "usage":
+            return self.usage
+        raise KeyError(key)
+
+
+class Session(ABC):
+    """A live harness session. Persistent by default (append-only, cache-friendly)."""
+
+    @abstractmethod
+    def turn(self, prompt: str) -> TurnResult:
+        """Send ``prompt`` and return the ``{text, usage}`` result."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the session's resources. Idempotent."""
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class HarnessAdapter(ABC):
+    """Opens sessions for one model↔harness backend."""
+
+    @abstractmethod
+    def open_session(self, role_spec: RoleSpec) -> Session:
+        """Open a :class:`Session` configured by ``role_spec``."""
+
+    def oneshot(self, role_spec: RoleSpec, prompt: str) -> TurnResult:
+        """Open a session, run one turn, close the session."""
+        session = self.open_session(role_spec)
+        try:
+            return session.turn(prompt)
+        finally:
+            session.close()
+
+    def close(self) -> None:
+        """Release adapter-level resources. Default: nothing; idempotent."""

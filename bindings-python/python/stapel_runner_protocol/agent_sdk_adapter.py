@@ -1,0 +1,200 @@
+"""Reference harness adapter: one persistent claude-agent-sdk session per task.
+
+``claude-agent-sdk`` is optional (``pip install "stapel-runner-protocol[agent-sdk]"``):
+this module imports without it, and :class:`AgentSdkAdapter` raises
+:class:`~stapel_runner_protocol.errors.AdapterUnavailableError` only when it has to
+build a real client. Inject ``client_factory`` (``role_spec -> client``) to test or to
+wire a custom client: any object with the async methods ``connect()``,
+``query(prompt)``, ``receive_response()`` (an async iterator of messages) and
+``disconnect()`` — the shape of ``claude_agent_sdk.ClaudeSDKClient``.
+
+A turn's text is the concatenation of the text blocks of the assistant messages; its
+usage is the final result message's usage, mapped by the Rust core
+(:func:`~stapel_runner_protocol.usage.usage_from_anthropic`). The SDK is async; each
+session drives its client on a private event loop in a background thread, so
+:meth:`AgentSdkSession.turn` is an ordinary blocking call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Callable, Dict, List, Optional
+
+from .adapters import HarnessAdapter, RoleSpec, Session, TurnResult
+from .errors import AdapterError, AdapterUnavailableError
+from .usage import usage_from_anthropic
+
+__all__ = [
+    "AgentSdkAdapter",
+    "AgentSdkSession",
+    "ClientFactory",
+    "build_agent_options",
+    "turn_text",
+    "turn_usage",
+]
+
+#: ``role_spec -> async client`` (see the module docs).
+ClientFactory = Callable[[RoleSpec], Any]
+
+_MISSING = (
+    "claude-agent-sdk is not installed; "
+    'install it with: pip install "stapel-runner-protocol[agent-sdk]"'
+)
+
+
+def _is_final(message: Any) -> bool:
+    """The SDK ends every response with a ``ResultMessage`` (it carries the usage and
+    the cost)."""
+    return type(message).__name__ == "ResultMessage" or hasattr(message, "total_cost_usd")
+
+
+def turn_text(messages: List[Any]) -> str:
+    """The text of a turn: every text block of every message, in order."""
+    parts: List[str] = []
+    for message in messages:
+        for block in getattr(message, "content", None) or []:
+            text = getattr(block, "text", None)
+            if isinstance(text, str):
+                parts.append(text)
+    return "".join(parts)
+
+
+def turn_usage(messages: List[Any]) -> Any:
+    """The usage of a turn as a ``stapel_taskspecs.UsageSplit``: the final result
+    message's usage (Anthropic-shaped), all zeros when there is none."""
+    for message in messages:
+        if _is_final(message):
+            usage = getattr(message, "usage", None)
+            return usage_from_anthropic(usage if usage is not None else {})
+    return usage_from_anthropic({})
+
+
+def build_agent_options(role_spec: RoleSpec) -> Any:
+    """``claude_agent_sdk.ClaudeAgentOptions`` for a role: model, allowed tools, an
+    inline system prompt, the LLM gateway URL (as ``ANTHROPIC_BASE_URL``) and the
+    budget's ``max_turns`` / ``max_budget_usd``."""
+    try:
+        from claude_agent_sdk import (  # type: ignore[import-not-found, unused-ignore]
+            ClaudeAgentOptions,
+        )
+    except ImportError as exc:
+        raise AdapterUnavailableError(_MISSING, code="adapter_unavailable") from exc
+    options: Dict[str, Any] = {}
+    if role_spec.model:
+        options["model"] = role_spec.model
+    if role_spec.allowed_tools:
+        options["allowed_tools"] = list(role_spec.allowed_tools)
+    if role_spec.system_prompt is not None:
+        options["system_prompt"] = role_spec.system_prompt
+    if role_spec.llm_base_url:
+        options["env"] = {"ANTHROPIC_BASE_URL": role_spec.llm_base_url}
+    if isinstance(role_spec.budget, dict):
+        for key in ("max_turns", "max_budget_usd"):
+            if key in role_spec.budget:
+                options[key] = role_spec.budget[key]
+    return ClaudeAgentOptions(**options)
+
+
+def _sdk_client(role_spec: RoleSpec) -> Any:
+    try:
+        from claude_agent_sdk import (  # type: ignore[import-not-found, unused-ignore]
+            ClaudeSDKClient,
+        )
+    except ImportError as exc:
+        raise AdapterUnavailableError(_MISSING, code="adapter_unavailable") from exc
+    return ClaudeSDKClient(options=build_agent_options(role_spec))
+
+
+class _Loop:
+    """A private event loop on a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="agent-sdk-session", daemon=True
+        )
+        self.thread.start()
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class AgentSdkSession(Session):
+    """A persistent SDK session: every :meth:`turn` appends to the same conversation."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._loop = _Loop()
+        self._closed = False
+        try:
+            self._loop.run(client.connect())
+        except Exception as exc:
+            self._closed = True
+            self._loop.stop()
+            raise AdapterError(f"cannot connect the agent-sdk session: {exc}",
+                               code="connect_failed") from exc
+
+    @property
+    def client(self) -> Any:
+        """The SDK client."""
+        return self._client
+
+    def turn(self, prompt: str) -> TurnResult:
+        """Send ``prompt`` and collect the response up to its result message."""
+        if self._closed:
+            raise AdapterError("turn() on a closed agent-sdk session", code="session_closed")
+        try:
+            messages: List[Any] = self._loop.run(self._exchange(prompt))
+        except AdapterError:
+            raise
+        except Exception as exc:
+            raise AdapterError(f"agent-sdk turn failed: {exc}", code="turn_failed") from exc
+        return TurnResult(text=turn_text(messages), usage=turn_usage(messages), raw=messages)
+
+    async def _exchange(self, prompt: str) -> List[Any]:
+        await self._client.query(prompt)
+        messages: List[Any] = []
+        async for message in self._client.receive_response():
+            messages.append(message)
+            if _is_final(message):
+                break
+        return messages
+
+    def close(self) -> None:
+        """Disconnect the client and stop the loop. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._loop.run(self._client.disconnect())
+        except Exception:
+            pass
+        finally:
+            self._loop.stop()
+
+
+class AgentSdkAdapter(HarnessAdapter):
+    """Opens a persistent claude-agent-sdk session per role (see the module docs)."""
+
+    def __init__(self, *, client_factory: Optional[ClientFactory] = None) -> None:
+        self._client_factory: ClientFactory = client_factory or _sdk_client
+        self._sessions: List[AgentSdkSession] = []
+
+    def open_session(self, role_spec: RoleSpec) -> AgentSdkSession:
+        """Build a client for ``role_spec`` and connect it."""
+        session = AgentSdkSession(self._client_factory(role_spec))
+        self._sessions.append(session)
+        return session
+
+    def close(self) -> None:
+        """Close every session this adapter opened. Idempotent."""
+        sessions, self._sessions = self._sessions, []
+        for s in sessions:
+            s.close()

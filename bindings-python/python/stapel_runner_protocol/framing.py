@@ -1,0 +1,22 @@
+"""The bounded JSONL line framer (the Rust core's ``LineFramer``).
+
+>>> framer = LineFramer(max_line_bytes=8)
+>>> framer.push(b'{"a":1}\\r\\nxxxxxxxxxxxx\\n{"b"')
+>>> list(framer)
+['{"a":1}', LineError(code='line_too_long', line_number=2)]
+>>> framer.push(b':2}')
+>>> framer.finish()
+>>> framer.drain()
+['{"b":2}']
+
+A line is the bytes before ``\\n`` (one ``\\r`` right before it is removed); a line longer
+than ``max_line_bytes`` yields one ``LineError("line_too_long")`` and framing resumes
+after its ``\\n``; a line that is not UTF-8 yields ``LineError("invalid_utf8")``. Line
+numbers are 1-based and count skipped empty lines.
+"""
+
+from __future__ import annotations
+
+from ._native import DEFAULT_MAX_LINE_BYTES, LineError, LineFramer
+
+__all__ = ["LineFramer", "LineError", "DEFAULT_MAX_LINE_BYTES"]

@@ -1,0 +1,32 @@
+"""Sequencing, idempotency and resume/replay (seed 000), in the Rust core.
+
+* **runner → hub** ``task.progress`` / ``task.report`` form one stream per
+  ``(task_id, attempt)``; the hub applies each seq once, so a runner may re-send from its
+  last checkpoint after a reconnect and the duplicates are dropped.
+* **hub → runner** ``task.assign`` / ``task.cancel`` form one stream per task; the hub
+  keeps its frames and, after a reconnect, replays everything after the ``last_seq`` the
+  runner declares in ``hello.resume``.
+
+>>> from stapel_runner_protocol import ConnectionState, TaskCancel
+>>> hub, runner = ConnectionState("hub"), ConnectionState("runner")
+>>> c1 = hub.emit(TaskCancel(task_id="T-1", reason="a"))
+>>> c2 = hub.emit(TaskCancel(task_id="T-1", reason="b"))
+>>> c1.seq, c2.seq
+(1, 2)
+>>> runner.receive(c1), runner.receive(c1)
+(True, False)
+>>> hub.replay_for(runner.resume_map())
+{'T-1': [TaskCancel(task_id='T-1', reason='b', seq=2, schema_version=1, extra={})]}
+
+Every bound (inbound window, kept frames and bytes, streams) is a keyword of
+:class:`ConnectionState`; the state persists with ``snapshot()`` /
+``ConnectionState.restore(data)``. :class:`TaskChannel`, :class:`OutboxLog` and
+:class:`InboxTracker` are read-only views of a state's streams
+(``state.channel(task_id)``, ``state.channels``).
+"""
+
+from __future__ import annotations
+
+from ._native import ConnectionState, InboxTracker, OutboxLog, TaskChannel, is_sequenced
+
+__all__ = ["ConnectionState", "TaskChannel", "OutboxLog", "InboxTracker", "is_sequenced"]

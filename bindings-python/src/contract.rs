@@ -1,0 +1,240 @@
+//! The harness contract (seed 001): strict contract-1.0 models, profile resolution, the
+//! gateway lifecycle machine and the safety helpers, in JSON form.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use serde_json::{json, Value};
+use stapel_runner_protocol::contract::{
+    self, safety, Catalog, ContractError, ExecutionEvidence, ExecutionRequest, ExecutionSummary,
+    Gateway, GatewayConfig, GatewayError, GatewayInput, GatewayOutput, GatewayResult,
+    HarnessProfile, IdentifierKind, Refusal, ReinDescriptor, SandboxHandle, ToolCall, ToolResult,
+};
+
+use crate::errors::errors_module;
+use crate::json::{py_to_value, value_to_py};
+
+fn raise_with(py: Python<'_>, class: &str, message: String, kwargs: &[(&str, Value)]) -> PyErr {
+    let make = || -> PyResult<PyErr> {
+        let d = PyDict::new(py);
+        for (k, v) in kwargs {
+            d.set_item(*k, value_to_py(py, v)?)?;
+        }
+        let exc = errors_module(py)?
+            .getattr(class)?
+            .call((message,), Some(&d))?;
+        Ok(PyErr::from_value(exc))
+    };
+    make().unwrap_or_else(|e| e)
+}
+
+fn contract_error(py: Python<'_>, e: &ContractError) -> PyErr {
+    raise_with(
+        py,
+        "ContractError",
+        e.to_string(),
+        &[
+            ("code", json!(e.code())),
+            ("model", json!(e.model())),
+            ("field", json!(e.field())),
+        ],
+    )
+}
+
+fn gateway_error(py: Python<'_>, e: &GatewayError) -> PyErr {
+    raise_with(
+        py,
+        "ContractError",
+        e.to_string(),
+        &[("code", json!(e.code()))],
+    )
+}
+
+fn refusal(py: Python<'_>, r: &Refusal) -> PyErr {
+    raise_with(
+        py,
+        "ResolutionRefused",
+        r.to_string(),
+        &[("code", json!(r.code())), ("reasons", json!(r.reasons))],
+    )
+}
+
+/// The contract-1.0 model names `parse_model` accepts.
+pub const MODELS: [&str; 9] = [
+    "ExecutionRequest",
+    "HarnessProfile",
+    "ReinDescriptor",
+    "SandboxHandle",
+    "ToolCall",
+    "ToolResult",
+    "ExecutionSummary",
+    "ExecutionEvidence",
+    "GatewayResult",
+];
+
+/// Parse a contract-1.0 model strictly and return its normalised JSON form. Raises
+/// `ContractError` (`code`, `model`, `field`); `ValueError` for an unknown model name.
+#[pyfunction]
+pub fn parse_model<'py>(name: &str, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    let v = py_to_value(value)?;
+    let got = match name {
+        "ExecutionRequest" => ExecutionRequest::from_value(&v).map(|m| m.to_value()),
+        "HarnessProfile" => HarnessProfile::from_value(&v).map(|m| m.to_value()),
+        "ReinDescriptor" => ReinDescriptor::from_value(&v).map(|m| m.to_value()),
+        "SandboxHandle" => SandboxHandle::from_value(&v).map(|m| m.to_value()),
+        "ToolCall" => ToolCall::from_value(&v).map(|m| m.to_value()),
+        "ToolResult" => ToolResult::from_value(&v).map(|m| m.to_value()),
+        "ExecutionSummary" => ExecutionSummary::from_value(&v).map(|m| m.to_value()),
+        "ExecutionEvidence" => ExecutionEvidence::from_value(&v).map(|m| m.to_value()),
+        "GatewayResult" => GatewayResult::from_value(&v).map(|m| m.to_value()),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown contract model {other:?}; known: {MODELS:?}"
+            )))
+        }
+    };
+    match got {
+        Ok(v) => value_to_py(py, &v),
+        Err(e) => Err(contract_error(py, &e)),
+    }
+}
+
+fn catalog_of(py: Python<'_>, catalog: Option<&Bound<'_, PyAny>>) -> PyResult<Catalog> {
+    let v = match catalog {
+        Some(c) if !c.is_none() => py_to_value(c)?,
+        _ => json!({}),
+    };
+    Catalog::from_value(&v).map_err(|e| contract_error(py, &e))
+}
+
+/// Check a catalog (`{"profiles": [...], "reins": [...]}`) strictly; returns the counts
+/// `{"profiles": n, "reins": n}`.
+#[pyfunction]
+pub fn parse_catalog<'py>(catalog: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let py = catalog.py();
+    let c = catalog_of(py, Some(catalog))?;
+    let d = PyDict::new(py);
+    d.set_item("profiles", c.profiles.len())?;
+    d.set_item("reins", c.reins.len())?;
+    Ok(d)
+}
+
+/// Resolve a harness profile reference against a catalog: `{"profile": {...}, "rein":
+/// {...}}`, or raises `ResolutionRefused` (`code`, `reasons`).
+#[pyfunction]
+pub fn resolve<'py>(
+    harness_profile_ref: &str,
+    catalog: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = catalog.py();
+    let c = catalog_of(py, Some(catalog))?;
+    match contract::resolve(harness_profile_ref, &c) {
+        Ok(ok) => value_to_py(
+            py,
+            &json!({"profile": ok.profile.to_value(), "rein": ok.rein.to_value()}),
+        ),
+        Err(r) => Err(refusal(py, &r)),
+    }
+}
+
+/// An identifier safe to put in evidence: `(text, redacted)`. `kind` names an
+/// identifier kind of the core (`None`: the generic rules).
+#[pyfunction]
+#[pyo3(signature = (s, kind = None))]
+pub fn safe_identifier(s: &str, kind: Option<&str>) -> PyResult<(String, bool)> {
+    match kind {
+        None => Ok(contract::safe_identifier(s)),
+        Some(k) => IdentifierKind::from_name(k)
+            .map(|kind| contract::safe_identifier_as(kind, s))
+            .ok_or_else(|| PyValueError::new_err(format!("unknown identifier kind {k:?}"))),
+    }
+}
+
+/// `True` when `s` looks like a credential value.
+#[pyfunction]
+pub fn looks_like_credential(s: &str) -> bool {
+    safety::looks_like_credential(s)
+}
+
+/// `True` when `key` names a sensitive field.
+#[pyfunction]
+pub fn is_sensitive_key(key: &str) -> bool {
+    safety::is_sensitive_key(key)
+}
+
+/// `True` when `s` is a credential reference (not a value).
+#[pyfunction]
+pub fn is_credential_reference(s: &str) -> bool {
+    safety::is_credential_reference(s)
+}
+
+/// The gateway lifecycle machine (seed 001), sans-IO: `handle_input(now_ms, input)` with an input
+/// in the core's JSON form (`{"type": "execute", …}`, …), then `drain()` the outputs
+/// (JSON form: actions for the host, the result). Misuse raises `ContractError`.
+#[pyclass(module = "stapel_runner_protocol.contract", name = "GatewayMachine")]
+pub struct PyGateway {
+    inner: Gateway,
+}
+
+#[pymethods]
+impl PyGateway {
+    #[new]
+    #[pyo3(signature = (catalog = None, *, max_tool_calls = None, max_evidence_refs = None,
+                        max_evidence_artifacts = None))]
+    fn new(
+        py: Python<'_>,
+        catalog: Option<&Bound<'_, PyAny>>,
+        max_tool_calls: Option<usize>,
+        max_evidence_refs: Option<usize>,
+        max_evidence_artifacts: Option<usize>,
+    ) -> PyResult<Self> {
+        let mut config = GatewayConfig::new(catalog_of(py, catalog)?);
+        if let Some(n) = max_tool_calls {
+            config.max_tool_calls = n;
+        }
+        if let Some(n) = max_evidence_refs {
+            config.max_evidence_refs = n;
+        }
+        if let Some(n) = max_evidence_artifacts {
+            config.max_evidence_artifacts = n;
+        }
+        Ok(Self {
+            inner: Gateway::new(config),
+        })
+    }
+
+    /// Feed one input (JSON form).
+    fn handle_input(&mut self, now_ms: u64, input: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = input.py();
+        let v = py_to_value(input)?;
+        GatewayInput::from_value(&v)
+            .and_then(|inp| self.inner.handle_input(now_ms, inp))
+            .map_err(|e| gateway_error(py, &e))
+    }
+
+    /// The next output (JSON form), or `None` when waiting.
+    fn poll_output<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self.inner.poll_output() {
+            GatewayOutput::Waiting => Ok(None),
+            o => value_to_py(py, &o.to_value()).map(Some),
+        }
+    }
+
+    /// Every ready output.
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        loop {
+            match self.inner.poll_output() {
+                GatewayOutput::Waiting => return Ok(list),
+                o => list.append(value_to_py(py, &o.to_value())?)?,
+            }
+        }
+    }
+
+    /// `True` once the result was emitted.
+    #[getter]
+    fn finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+}

@@ -1,0 +1,103 @@
+//! Raising the exception classes of `stapel_runner_protocol.errors` (defined in Python so
+//! that catching them needs no native code) from core errors.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList};
+use stapel_runner_protocol::adapter::AdapterError;
+use stapel_runner_protocol::wire::{DecodeError, SchemaError, Violation};
+
+static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// The `stapel_runner_protocol.errors` module (imported once).
+pub fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    ERRORS
+        .get_or_try_init(py, || {
+            py.import("stapel_runner_protocol.errors")
+                .map(Bound::unbind)
+        })
+        .map(|m| m.bind(py))
+}
+
+/// An instance of the exception class `class` of the errors module, as a `PyErr`.
+/// `code` is passed as the keyword argument `code`.
+pub fn raise(py: Python<'_>, class: &str, message: String, code: &str) -> PyErr {
+    build(py, class, message, code, None)
+}
+
+fn build(
+    py: Python<'_>,
+    class: &str,
+    message: String,
+    code: &str,
+    violations: Option<&[Violation]>,
+) -> PyErr {
+    let make = || -> PyResult<PyErr> {
+        let module = errors_module(py)?;
+        let cls = module.getattr(class)?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("code", code)?;
+        if let Some(vs) = violations {
+            let vcls = module.getattr("Violation")?;
+            let list = PyList::empty(py);
+            for v in vs {
+                list.append(vcls.call1((&v.location, v.rule.code(), &v.message))?)?;
+            }
+            kwargs.set_item("violations", list)?;
+        }
+        let exc = cls.call((message,), Some(&kwargs))?;
+        Ok(PyErr::from_value(exc))
+    };
+    make().unwrap_or_else(|e| e)
+}
+
+/// A wire decode error as `RunnerProtocolError` (`not_json`, `duplicate_key`,
+/// `not_object`), `UnknownMessageError` (`unknown_type`) or `SchemaValidationError`
+/// (`schema_violation`, with the violations).
+pub fn decode_error(py: Python<'_>, e: &DecodeError) -> PyErr {
+    match e {
+        DecodeError::UnknownType { .. } => {
+            build(py, "UnknownMessageError", e.to_string(), e.code(), None)
+        }
+        DecodeError::Schema { violations } => build(
+            py,
+            "SchemaValidationError",
+            e.to_string(),
+            e.code(),
+            Some(violations),
+        ),
+        _ => build(py, "RunnerProtocolError", e.to_string(), e.code(), None),
+    }
+}
+
+/// A schema error as `SchemaValidationError`.
+pub fn schema_error(py: Python<'_>, e: &SchemaError) -> PyErr {
+    build(
+        py,
+        "SchemaValidationError",
+        e.to_string(),
+        e.code(),
+        Some(&e.violations),
+    )
+}
+
+/// An adapter-seam error as an `AdapterError` instance (not raised): its code, the line
+/// number it is about, and the core's JSON form as `details`.
+pub fn adapter_error_object<'py>(py: Python<'py>, e: &AdapterError) -> PyResult<Bound<'py, PyAny>> {
+    let module = errors_module(py)?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("code", e.code())?;
+    kwargs.set_item("line_number", e.line_number())?;
+    kwargs.set_item("details", crate::json::value_to_py(py, &e.to_value())?)?;
+    module
+        .getattr("AdapterError")?
+        .call((e.to_string(),), Some(&kwargs))
+}
+
+/// An adapter-seam error as a raised `AdapterError` (see [`adapter_error_object`]).
+pub fn adapter_error(py: Python<'_>, e: &AdapterError) -> PyErr {
+    match adapter_error_object(py, e) {
+        Ok(obj) => PyErr::from_value(obj),
+        Err(err) => err,
+    }
+}

@@ -1,0 +1,191 @@
+//! `LineFramer`: the core's bounded JSONL line framer.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
+use stapel_runner_protocol::framing::{FramerConfig, FramingError, LineFramer, LineResult};
+
+use crate::errors::raise;
+use crate::json::type_name;
+
+/// A line the framer could not deliver: `code` is `line_too_long` or `invalid_utf8`.
+#[pyclass(module = "stapel_runner_protocol.framing", name = "LineError", frozen)]
+pub struct PyLineError {
+    /// Stable code: `line_too_long` or `invalid_utf8`.
+    #[pyo3(get)]
+    code: &'static str,
+    /// 1-based number of the line in the stream (skipped empty lines count).
+    #[pyo3(get)]
+    line_number: u64,
+    /// Human-readable explanation (not stable).
+    #[pyo3(get)]
+    message: String,
+}
+
+#[pymethods]
+impl PyLineError {
+    #[new]
+    #[pyo3(signature = (code, line_number, message = ""))]
+    fn new(code: &str, line_number: u64, message: &str) -> PyResult<Self> {
+        let code = match code {
+            "line_too_long" => "line_too_long",
+            "invalid_utf8" => "invalid_utf8",
+            other => {
+                return Err(PyTypeError::new_err(format!(
+                    "unknown line error code {other:?}"
+                )))
+            }
+        };
+        Ok(Self {
+            code,
+            line_number,
+            message: message.to_owned(),
+        })
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let py = other.py();
+        match other.cast::<PyLineError>() {
+            Ok(o) => {
+                let o = o.get();
+                let same = o.code == self.code && o.line_number == self.line_number;
+                Ok(pyo3::types::PyBool::new(py, same)
+                    .to_owned()
+                    .into_any()
+                    .unbind())
+            }
+            Err(_) => Ok(py.NotImplemented()),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "LineError(code='{}', line_number={})",
+            self.code, self.line_number
+        )
+    }
+}
+
+/// A bounded, chunking-independent JSONL line framer (the core's `LineFramer`).
+///
+/// `push(data)` feeds bytes in any chunking; complete lines (`str`, without the line
+/// terminator) and `LineError`s come out of `poll()` / iteration, in stream order.
+/// `finish()` marks end of input (an unterminated last line is delivered).
+#[pyclass(module = "stapel_runner_protocol.framing", name = "LineFramer")]
+pub struct PyLineFramer {
+    inner: LineFramer,
+}
+
+fn item_to_py(py: Python<'_>, item: LineResult) -> PyResult<Bound<'_, PyAny>> {
+    match item {
+        Ok(line) => Ok(PyString::new(py, &line).into_any()),
+        Err(e) => {
+            let line_number = match &e {
+                FramingError::LineTooLong { line_number, .. }
+                | FramingError::InvalidUtf8 { line_number, .. } => *line_number,
+                _ => 0,
+            };
+            Ok(Bound::new(
+                py,
+                PyLineError {
+                    code: e.code(),
+                    line_number,
+                    message: e.to_string(),
+                },
+            )?
+            .into_any())
+        }
+    }
+}
+
+#[pymethods]
+impl PyLineFramer {
+    #[new]
+    #[pyo3(signature = (max_line_bytes = 65536, *, skip_empty_lines = true))]
+    fn new(max_line_bytes: usize, skip_empty_lines: bool) -> Self {
+        let mut config = FramerConfig::with_max_line_bytes(max_line_bytes);
+        config.skip_empty_lines = skip_empty_lines;
+        Self {
+            inner: LineFramer::new(config),
+        }
+    }
+
+    /// Feed bytes (`bytes`, `bytearray`, or a `str` as UTF-8). Raises
+    /// `ProtocolStateError` (code `push_after_finish`) after `finish()`.
+    fn push(&mut self, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = data.py();
+        let result = if let Ok(b) = data.cast::<PyBytes>() {
+            self.inner.push(b.as_bytes())
+        } else if let Ok(s) = data.cast::<PyString>() {
+            self.inner.push(s.to_cow()?.as_bytes())
+        } else if let Ok(b) = data.cast::<PyByteArray>() {
+            self.inner.push(&b.to_vec())
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "push() takes bytes, bytearray or str, not {}",
+                type_name(data)
+            )));
+        };
+        result.map_err(|e| raise(py, "ProtocolStateError", e.to_string(), e.code()))
+    }
+
+    /// Mark the end of input. Idempotent.
+    fn finish(&mut self) {
+        self.inner.finish()
+    }
+
+    /// The next line (`str`) or `LineError`, or `None` when nothing is ready.
+    fn poll<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner
+            .poll_line()
+            .map(|item| item_to_py(py, item))
+            .transpose()
+    }
+
+    /// Everything ready, as a list.
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        while let Some(item) = self.inner.poll_line() {
+            list.append(item_to_py(py, item)?)?;
+        }
+        Ok(list)
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.poll(py)
+    }
+
+    /// Bytes held for the current partial line (never more than `max_line_bytes`).
+    #[getter]
+    fn buffered_bytes(&self) -> usize {
+        self.inner.buffered_bytes()
+    }
+
+    /// Number of lines and errors ready to be pulled.
+    #[getter]
+    fn ready(&self) -> usize {
+        self.inner.ready_len()
+    }
+
+    /// `True` once `finish()` was called.
+    #[getter]
+    fn finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+
+    /// The line bound in force.
+    #[getter]
+    fn max_line_bytes(&self) -> usize {
+        self.inner.config().max_line_bytes
+    }
+
+    /// Whether empty lines are skipped.
+    #[getter]
+    fn skip_empty_lines(&self) -> bool {
+        self.inner.config().skip_empty_lines
+    }
+}

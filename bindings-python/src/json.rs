@@ -1,0 +1,164 @@
+//! Conversions between JSON values (`serde_json`) and Python objects.
+//!
+//! JSON → Python builds `dict`/`list`/`str`/`int`/`float`/`bool`/`None` directly, without a
+//! detour through text. Python → JSON accepts those types (and their subclasses, and
+//! tuples as arrays); anything else is a `TypeError`, a non-finite float a `ValueError`,
+//! and nesting deeper than [`MAX_DEPTH`] a `ValueError` (this also stops cycles).
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use serde_json::{Map, Number, Value};
+
+/// Deepest nesting accepted when converting Python objects to JSON (as the core's parser).
+pub const MAX_DEPTH: usize = 128;
+
+/// A JSON value as a new Python object.
+pub fn value_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => number_to_py(py, n)?,
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(value_to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(m) => map_to_py(py, m)?.into_any(),
+    })
+}
+
+/// A JSON number as a Python `int` (integers) or `float`.
+pub fn number_to_py<'py>(py: Python<'py>, n: &Number) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(u) = n.as_u64() {
+        Ok(u.into_pyobject(py)?.into_any())
+    } else if let Some(i) = n.as_i64() {
+        Ok(i.into_pyobject(py)?.into_any())
+    } else {
+        Ok(PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any())
+    }
+}
+
+/// A JSON object as a new Python `dict` (key order kept).
+pub fn map_to_py<'py>(py: Python<'py>, m: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in m {
+        d.set_item(PyString::new(py, k), value_to_py(py, v)?)?;
+    }
+    Ok(d)
+}
+
+/// A list of strings as a new Python `list`.
+pub fn strings_to_py<'py>(py: Python<'py>, items: &[String]) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, items)
+}
+
+/// A Python object as a JSON value.
+///
+/// # Errors
+/// `TypeError` for objects JSON cannot hold (and non-`str` dict keys), `ValueError` for
+/// NaN/infinity and for nesting deeper than [`MAX_DEPTH`].
+pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    to_value(obj, 0)
+}
+
+/// A Python `dict` as a JSON object.
+///
+/// # Errors
+/// As [`py_to_value`]; `TypeError` when `obj` is not a dict.
+pub fn py_to_map(obj: &Bound<'_, PyAny>) -> PyResult<Map<String, Value>> {
+    match obj.cast::<PyDict>() {
+        Ok(d) => dict_to_map(d, 0),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "expected a dict, got {}",
+            type_name(obj)
+        ))),
+    }
+}
+
+/// The Python type name of `obj`, for messages.
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "object".into())
+}
+
+fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Map<String, Value>> {
+    let mut m = Map::with_capacity(d.len());
+    for (k, v) in d.iter() {
+        let key = match k.cast::<PyString>() {
+            Ok(s) => s.to_cow()?.into_owned(),
+            Err(_) => {
+                return Err(PyTypeError::new_err(format!(
+                    "JSON object keys must be str, not {}",
+                    type_name(&k)
+                )))
+            }
+        };
+        m.insert(key, to_value(&v, depth + 1)?);
+    }
+    Ok(m)
+}
+
+fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
+    if depth > MAX_DEPTH {
+        return Err(PyValueError::new_err(format!(
+            "value nested deeper than {MAX_DEPTH} levels (or a reference cycle)"
+        )));
+    }
+    if let Ok(s) = obj.cast_exact::<PyString>() {
+        return Ok(Value::String(s.to_cow()?.into_owned()));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if obj.cast::<PyInt>().is_ok() {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        if let Ok(u) = obj.extract::<u64>() {
+            return Ok(Value::from(u));
+        }
+        // Beyond 64 bits: carried as a double, as the core does for such literals.
+        let f: f64 = obj.extract()?;
+        return Number::from_f64(f)
+            .map(Value::Number)
+            .ok_or_else(|| PyValueError::new_err("integer out of range for JSON"));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Number::from_f64(f.value())
+            .map(Value::Number)
+            .ok_or_else(|| PyValueError::new_err("NaN and infinity are not JSON"));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::String(s.to_cow()?.into_owned()));
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        return Ok(Value::Object(dict_to_map(d, depth)?));
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        let mut out = Vec::with_capacity(l.len());
+        for item in l.iter() {
+            out.push(to_value(&item, depth + 1)?);
+        }
+        return Ok(Value::Array(out));
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        let mut out = Vec::with_capacity(t.len());
+        for item in t.iter() {
+            out.push(to_value(&item, depth + 1)?);
+        }
+        return Ok(Value::Array(out));
+    }
+    Err(PyTypeError::new_err(format!(
+        "object of type {} is not JSON serializable",
+        type_name(obj)
+    )))
+}

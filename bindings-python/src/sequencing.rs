@@ -1,0 +1,581 @@
+//! `ConnectionState` and its read-only views (`TaskChannel`, `OutboxLog`,
+//! `InboxTracker`) over the core's sequencing state.
+
+use indexmap::IndexMap;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use stapel_runner_protocol::sequencing::{
+    self as seq, Arrival, ConnectionState, Position, Replay, Role, SequencingConfig,
+};
+use stapel_runner_protocol::wire::{self, Message};
+
+use crate::errors::raise;
+use crate::fields::Native;
+use crate::json::{type_name, value_to_py};
+use crate::messages::{message_from_py, message_to_py, set_seq, with_message};
+
+fn state_error(py: Python<'_>, message: String, code: &str) -> PyErr {
+    raise(py, "ProtocolStateError", message, code)
+}
+
+/// Only message objects take part in sequencing (not dicts).
+fn check_sequenced_arg(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    if obj.cast::<PyDict>().is_ok() {
+        return Err(PyTypeError::new_err(
+            "sequencing takes message objects, not dicts (use decode() first)",
+        ));
+    }
+    Ok(())
+}
+
+/// The core message of a message object (not a dict).
+fn sequenced_message(obj: &Bound<'_, PyAny>) -> PyResult<Message> {
+    check_sequenced_arg(obj)?;
+    message_from_py(obj)
+}
+
+fn position_to_py<'py>(py: Python<'py>, p: &Position) -> PyResult<Bound<'py, PyAny>> {
+    value_to_py(py, &p.to_value())
+}
+
+fn positions_to_py<'py>(py: Python<'py>, ps: &[Position]) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for p in ps {
+        list.append(position_to_py(py, p)?)?;
+    }
+    Ok(list)
+}
+
+fn replay_to_py<'py>(py: Python<'py>, r: &Replay) -> PyResult<Bound<'py, PyDict>> {
+    let streams = PyList::empty(py);
+    for s in &r.streams {
+        let d = PyDict::new(py);
+        d.set_item("task_id", &s.task_id)?;
+        if let Some(a) = s.attempt {
+            d.set_item("attempt", a)?;
+        }
+        let frames: Vec<&str> = s.frames.iter().map(|f| f.frame.as_str()).collect();
+        d.set_item("frames", frames)?;
+        streams.append(d)?;
+    }
+    let resync = PyList::empty(py);
+    for x in &r.resync {
+        let d = PyDict::new(py);
+        d.set_item("task_id", &x.task_id)?;
+        if let Some(a) = x.attempt {
+            d.set_item("attempt", a)?;
+        }
+        d.set_item("declared", x.declared)?;
+        d.set_item("missing_from", x.missing_from)?;
+        d.set_item("missing_to", x.missing_to)?;
+        resync.append(d)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("streams", streams)?;
+    out.set_item("resync", resync)?;
+    out.set_item("peer_ahead", positions_to_py(py, &r.peer_ahead)?)?;
+    out.set_item("unknown", &r.unknown)?;
+    Ok(out)
+}
+
+fn replay_messages<'py>(py: Python<'py>, r: &Replay) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    for (task, msgs) in r.messages() {
+        let list = PyList::empty(py);
+        for m in msgs {
+            list.append(message_to_py(py, m)?)?;
+        }
+        out.set_item(task, list)?;
+    }
+    Ok(out)
+}
+
+/// A `hello.resume`-style dict (`{task_id: seq}`, seqs non-negative ints); `None` is `{}`.
+fn parse_resume(obj: Option<&Bound<'_, PyAny>>) -> PyResult<IndexMap<String, u64>> {
+    match obj {
+        None => Ok(IndexMap::new()),
+        Some(o) if o.is_none() => Ok(IndexMap::new()),
+        Some(o) => IndexMap::<String, u64>::from_py(o)?.ok_or_else(|| {
+            PyValueError::new_err("resume must map task ids (str) to seqs (non-negative int)")
+        }),
+    }
+}
+
+fn parse_positions(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Position>> {
+    let v = crate::json::py_to_value(obj)?;
+    Position::list_from_value(&v).map_err(PyValueError::new_err)
+}
+
+/// A read-only view of one outbound stream's log (a copy taken when the view was made).
+#[pyclass(module = "stapel_runner_protocol.state", name = "OutboxLog", frozen)]
+pub struct PyOutboxLog {
+    inner: seq::OutboxLog,
+}
+
+#[pymethods]
+impl PyOutboxLog {
+    /// Highest seq assigned so far (0 before anything is emitted).
+    #[getter]
+    fn last_seq(&self) -> u64 {
+        self.inner.last_seq()
+    }
+    /// The seq the next emitted frame gets.
+    #[getter]
+    fn next_seq(&self) -> u64 {
+        self.inner.next_seq()
+    }
+    /// The lowest seq still kept for replay (`next_seq` when nothing is kept).
+    #[getter]
+    fn first_available(&self) -> u64 {
+        self.inner.first_available()
+    }
+    /// Encoded bytes kept.
+    #[getter]
+    fn kept_bytes(&self) -> usize {
+        self.inner.kept_bytes()
+    }
+    /// The kept frames as `(seq, frame)` pairs, ascending.
+    fn frames(&self) -> Vec<(u64, String)> {
+        self.inner
+            .kept()
+            .map(|f| (f.seq, f.frame.clone()))
+            .collect()
+    }
+    /// Kept messages with `seq > last_seq` (the replay tail), decoded from the kept frames.
+    fn since<'py>(&self, py: Python<'py>, last_seq: u64) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for f in self.inner.kept().filter(|f| f.seq > last_seq) {
+            if let Ok(m) = wire::decode(f.frame.as_bytes(), false) {
+                list.append(message_to_py(py, m)?)?;
+            }
+        }
+        Ok(list)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "OutboxLog(last_seq={}, first_available={}, kept={})",
+            self.inner.last_seq(),
+            self.inner.first_available(),
+            self.inner.kept().len()
+        )
+    }
+}
+
+/// A read-only view of one inbound stream's tracker (a copy).
+#[pyclass(module = "stapel_runner_protocol.state", name = "InboxTracker", frozen)]
+pub struct PyInboxTracker {
+    inner: seq::InboxTracker,
+}
+
+#[pymethods]
+impl PyInboxTracker {
+    /// Highest seq such that every seq in `1..=last_seq` was received.
+    #[getter]
+    fn last_seq(&self) -> u64 {
+        self.inner.watermark()
+    }
+    /// Seqs received above `last_seq` (ahead of a gap), ascending.
+    #[getter]
+    fn ahead(&self) -> Vec<u64> {
+        self.inner.ahead().collect()
+    }
+    /// `True` once anything was received.
+    #[getter]
+    fn has_received(&self) -> bool {
+        self.inner.has_received()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "InboxTracker(last_seq={}, ahead={:?})",
+            self.inner.watermark(),
+            self.inner.ahead().collect::<Vec<_>>()
+        )
+    }
+}
+
+/// A read-only view of every stream of one task (a copy): outbound logs and inbound
+/// trackers keyed by attempt (`None` for hub→runner command streams).
+#[pyclass(module = "stapel_runner_protocol.state", name = "TaskChannel", frozen)]
+pub struct PyTaskChannel {
+    #[pyo3(get)]
+    task_id: String,
+    inner: seq::TaskChannel,
+}
+
+#[pymethods]
+impl PyTaskChannel {
+    /// `{attempt: OutboxLog}` of the task's outbound streams.
+    #[getter]
+    fn outbound<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (a, log) in self.inner.outbound() {
+            d.set_item(a, PyOutboxLog { inner: log.clone() })?;
+        }
+        Ok(d)
+    }
+    /// `{attempt: InboxTracker}` of the task's inbound streams.
+    #[getter]
+    fn inbound<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (a, t) in self.inner.inbound() {
+            d.set_item(a, PyInboxTracker { inner: t.clone() })?;
+        }
+        Ok(d)
+    }
+    /// Last contiguously received inbound seq of the task's highest inbound stream (what
+    /// `resume_map` declares), 0 when nothing was received.
+    #[getter]
+    fn last_received(&self) -> u64 {
+        self.inner
+            .inbound()
+            .max_by_key(|(a, _)| *a)
+            .map_or(0, |(_, t)| t.watermark())
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "TaskChannel(task_id={:?}, outbound={}, inbound={})",
+            self.task_id,
+            self.inner.outbound().count(),
+            self.inner.inbound().count()
+        )
+    }
+}
+
+/// Sequencing state of one end of a hub↔runner connection (the core's
+/// `ConnectionState`): stamps outbound seqs and keeps frames for replay, suppresses
+/// inbound duplicates, and answers resume/replay after a reconnect.
+///
+/// `role` is `"hub"` or `"runner"`. Bounds (keywords): `inbound_window` (1024),
+/// `max_outbox_frames` (4096), `max_outbox_bytes` (16 MiB), `max_streams` (10000).
+/// Errors are `ProtocolStateError` with the core's code (`not_sequenced`,
+/// `role_cannot_emit`, `wrong_direction`, `backpressure`, …).
+#[pyclass(module = "stapel_runner_protocol.state", name = "ConnectionState")]
+pub struct PyConnectionState {
+    inner: ConnectionState,
+}
+
+impl PyConnectionState {
+    /// Wrap a core state.
+    pub fn from_core(inner: ConnectionState) -> Self {
+        Self { inner }
+    }
+
+    /// The core state.
+    pub fn core(&self) -> &ConnectionState {
+        &self.inner
+    }
+}
+
+fn arrival_str(a: Arrival) -> &'static str {
+    a.as_str()
+}
+
+#[pymethods]
+impl PyConnectionState {
+    #[new]
+    #[pyo3(signature = (role, *, inbound_window = None, max_outbox_frames = None,
+                        max_outbox_bytes = None, max_streams = None))]
+    fn new(
+        role: &str,
+        inbound_window: Option<u64>,
+        max_outbox_frames: Option<usize>,
+        max_outbox_bytes: Option<usize>,
+        max_streams: Option<usize>,
+    ) -> PyResult<Self> {
+        let role = Role::from_name(role).ok_or_else(|| {
+            PyValueError::new_err(format!("role must be \"hub\" or \"runner\", not {role:?}"))
+        })?;
+        let mut config = SequencingConfig::default();
+        if let Some(v) = inbound_window {
+            config.inbound_window = v;
+        }
+        if let Some(v) = max_outbox_frames {
+            config.max_outbox_frames = v;
+        }
+        if let Some(v) = max_outbox_bytes {
+            config.max_outbox_bytes = v;
+        }
+        if let Some(v) = max_streams {
+            config.max_streams = v;
+        }
+        Ok(Self {
+            inner: ConnectionState::with_config(role, config),
+        })
+    }
+
+    /// `"hub"` or `"runner"`.
+    #[getter]
+    fn role(&self) -> &'static str {
+        self.inner.role().as_str()
+    }
+
+    /// The bounds in force, as a dict.
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        value_to_py(py, &self.inner.config().to_value())
+    }
+
+    /// Stamp the next seq of the message's stream on `message` (in place), keep its
+    /// encoded frame for replay, and return `message`.
+    fn emit<'py>(&mut self, message: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = message.py();
+        check_sequenced_arg(&message)?;
+        let outcome = with_message(&message, |m| match self.inner.emit(m) {
+            Ok(stamped) => (Ok(stamped.seq().unwrap_or(0)), stamped),
+            Err(e) => {
+                let err = (e.error.to_string(), e.code());
+                (Err(err), e.into_message())
+            }
+        })?;
+        match outcome {
+            Ok(seq) => {
+                set_seq(&message, seq)?;
+                Ok(message)
+            }
+            Err((text, code)) => Err(state_error(py, text, code)),
+        }
+    }
+
+    /// As `emit`, also returning the exact frame that was kept (what to transmit).
+    fn emit_encoded<'py>(
+        &mut self,
+        message: Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, String)> {
+        let py = message.py();
+        let m = sequenced_message(&message)?;
+        match self.inner.emit_encoded(m) {
+            Ok((stamped, frame)) => {
+                set_seq(&message, stamped.seq().unwrap_or(0))?;
+                Ok((message, frame))
+            }
+            Err(e) => Err(state_error(py, e.error.to_string(), e.code())),
+        }
+    }
+
+    /// Record a received message; `True` when it is new (apply it), `False` for a
+    /// duplicate.
+    fn receive(&mut self, message: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.receive_arrival(message).map(|a| a != "duplicate")
+    }
+
+    /// Record a received message and return how it arrived: `"in_order"`, `"ahead"` (new,
+    /// after a gap) or `"duplicate"`.
+    fn receive_arrival(&mut self, message: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+        let py = message.py();
+        let m = sequenced_message(message)?;
+        self.inner
+            .receive(&m)
+            .map(arrival_str)
+            .map_err(|e| state_error(py, e.to_string(), e.code()))
+    }
+
+    /// How `message` would arrive, without recording it.
+    fn classify(&self, message: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+        let py = message.py();
+        let m = sequenced_message(message)?;
+        self.inner
+            .classify(&m)
+            .map(arrival_str)
+            .map_err(|e| state_error(py, e.to_string(), e.code()))
+    }
+
+    /// Record `message` only if it is exactly the next seq of its stream: `"in_order"`
+    /// (recorded), `"duplicate"`, or `"ahead"` (not recorded; hold it until the gap fills).
+    fn accept_in_order(&mut self, message: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+        let py = message.py();
+        let m = sequenced_message(message)?;
+        self.inner
+            .accept_in_order(&m)
+            .map(arrival_str)
+            .map_err(|e| state_error(py, e.to_string(), e.code()))
+    }
+
+    /// Per task, the last seq received contiguously — what goes into `hello.resume`.
+    fn resume_map<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.inner.resume_map().to_py(py)
+    }
+
+    /// Given a peer's `hello.resume` map, the messages to re-send per task
+    /// (`{task_id: [messages]}`). Also acknowledges what the peer declared.
+    #[pyo3(signature = (resume = None))]
+    fn replay_for<'py>(
+        &mut self,
+        py: Python<'py>,
+        resume: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.inner.replay_for(&parse_resume(resume)?);
+        replay_messages(py, &r)
+    }
+
+    /// `replay_for` with the full answer: `{"streams": [{"task_id", "attempt"?,
+    /// "frames": [...]}], "resync": [...], "peer_ahead": [...], "unknown": [...]}`.
+    #[pyo3(signature = (resume = None))]
+    fn replay_report<'py>(
+        &mut self,
+        py: Python<'py>,
+        resume: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.inner.replay_for(&parse_resume(resume)?);
+        replay_to_py(py, &r)
+    }
+
+    /// What to re-send given exact per-stream declarations (`[{"task_id", "attempt"?,
+    /// "seq"}]`), in the form of `replay_report`.
+    fn replay_positions<'py>(
+        &mut self,
+        positions: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let list = parse_positions(positions)?;
+        let r = self.inner.replay_positions(&list);
+        replay_to_py(positions.py(), &r)
+    }
+
+    /// The peer acknowledged everything up to `seq` on an outbound stream: drop those
+    /// kept frames; returns how many were dropped.
+    #[pyo3(signature = (task_id, attempt, seq))]
+    fn ack(&mut self, task_id: &str, attempt: Option<u64>, seq: u64) -> usize {
+        self.inner.ack(task_id, attempt, seq)
+    }
+
+    /// The sender of an inbound stream can no longer send seqs below `first_available`:
+    /// returns the skipped range `(from, to)` or `None`.
+    #[pyo3(signature = (task_id, attempt, first_available))]
+    fn skip_to(
+        &mut self,
+        py: Python<'_>,
+        task_id: &str,
+        attempt: Option<u64>,
+        first_available: u64,
+    ) -> PyResult<Option<(u64, u64)>> {
+        self.inner
+            .skip_to(task_id, attempt, first_available)
+            .map_err(|e| state_error(py, e.to_string(), e.code()))
+    }
+
+    /// Inbound positions to acknowledge (`[{"task_id", "attempt"?, "seq"}]`).
+    fn ack_positions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        positions_to_py(py, &self.inner.ack_positions())
+    }
+
+    /// Per emitted outbound stream, the lowest seq still sendable.
+    fn replay_from<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        positions_to_py(py, &self.inner.replay_from())
+    }
+
+    /// Every kept frame: `(task_id, attempt, seq, frame)`, stream by stream.
+    fn unacked(&self) -> Vec<(String, Option<u64>, u64, String)> {
+        self.inner
+            .unacked()
+            .map(|(t, a, f)| (t.to_owned(), a, f.seq, f.frame.clone()))
+            .collect()
+    }
+
+    /// Drop every stream of a task; `True` when it was known.
+    fn forget_task(&mut self, task_id: &str) -> bool {
+        self.inner.forget_task(task_id)
+    }
+
+    /// Frames kept for replay, over all streams.
+    #[getter]
+    fn outbox_frames(&self) -> usize {
+        self.inner.outbox_frames()
+    }
+
+    /// Encoded bytes kept for replay, over all streams.
+    #[getter]
+    fn outbox_bytes(&self) -> usize {
+        self.inner.outbox_bytes()
+    }
+
+    /// `(outbound, inbound)` stream counts.
+    fn stream_counts(&self) -> (usize, usize) {
+        self.inner.stream_counts()
+    }
+
+    /// A read-only view of one task's streams (empty for an unknown task).
+    fn channel(&self, py: Python<'_>, task_id: &str) -> PyResult<PyTaskChannel> {
+        if task_id.is_empty() {
+            return Err(state_error(
+                py,
+                "a sequenced message must carry a task_id".into(),
+                "missing_task_id",
+            ));
+        }
+        let inner = self
+            .inner
+            .tasks()
+            .find(|(t, _)| *t == task_id)
+            .map(|(_, c)| c.clone())
+            .unwrap_or_default();
+        Ok(PyTaskChannel {
+            task_id: task_id.to_owned(),
+            inner,
+        })
+    }
+
+    /// `{task_id: TaskChannel}` views of every known task, in first-seen order.
+    #[getter]
+    fn channels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (t, c) in self.inner.tasks() {
+            d.set_item(
+                t,
+                PyTaskChannel {
+                    task_id: t.to_owned(),
+                    inner: c.clone(),
+                },
+            )?;
+        }
+        Ok(d)
+    }
+
+    /// The whole state as versioned bytes (`stapel-seq-snapshot/1`).
+    fn snapshot<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.snapshot())
+    }
+
+    /// A state read back from `snapshot()` bytes; `ProtocolStateError` with code
+    /// `not_a_snapshot`, `unsupported_snapshot_version` or `corrupt_snapshot`.
+    #[staticmethod]
+    fn restore(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let bytes: Vec<u8> = if let Ok(b) = data.cast::<PyBytes>() {
+            b.as_bytes().to_vec()
+        } else if let Ok(b) = data.cast::<pyo3::types::PyByteArray>() {
+            b.to_vec()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "restore() takes bytes, not {}",
+                type_name(data)
+            )));
+        };
+        ConnectionState::restore(&bytes)
+            .map(|inner| Self { inner })
+            .map_err(|e| state_error(py, e.to_string(), e.code()))
+    }
+
+    /// Estimated bytes held by this state.
+    fn memory_footprint(&self) -> usize {
+        self.inner.memory_footprint()
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> Py<PyAny> {
+        let py = other.py();
+        match other.cast::<PyConnectionState>() {
+            Ok(o) => pyo3::types::PyBool::new(py, o.borrow().inner == self.inner)
+                .to_owned()
+                .into_any()
+                .unbind(),
+            Err(_) => py.NotImplemented(),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        let (o, i) = self.inner.stream_counts();
+        format!(
+            "ConnectionState({:?}, outbound_streams={o}, inbound_streams={i}, outbox_frames={})",
+            self.inner.role().as_str(),
+            self.inner.outbox_frames()
+        )
+    }
+}

@@ -1,0 +1,376 @@
+//! `HubSession` and `RunnerSession`: the core's sans-IO session machines.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use stapel_runner_protocol::framing::FramerConfig;
+use stapel_runner_protocol::sequencing::{ConnectionState, Resync, SequencingConfig};
+use stapel_runner_protocol::session::{
+    Event, HubSession, Input, Output, RunnerSession, SessionConfig, SessionError,
+};
+use stapel_runner_protocol::wire::Message;
+
+use crate::errors::raise;
+use crate::json::{py_to_map, type_name};
+use crate::messages::{message_from_py, message_to_py, set_seq};
+use crate::sequencing::PyConnectionState;
+
+// One per session object; the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Machine {
+    Hub(HubSession),
+    Runner(RunnerSession),
+}
+
+impl Machine {
+    fn handle(&mut self, now: u64, input: Input) -> Result<(), SessionError> {
+        match self {
+            Machine::Hub(h) => h.handle_input(now, input),
+            Machine::Runner(r) => r.handle_input(now, input),
+        }
+    }
+    fn poll(&mut self) -> Output {
+        match self {
+            Machine::Hub(h) => h.poll_output(),
+            Machine::Runner(r) => r.poll_output(),
+        }
+    }
+    fn state(&self) -> &ConnectionState {
+        match self {
+            Machine::Hub(h) => h.state(),
+            Machine::Runner(r) => r.state(),
+        }
+    }
+    fn is_connected(&self) -> bool {
+        match self {
+            Machine::Hub(h) => h.is_connected(),
+            Machine::Runner(r) => r.is_connected(),
+        }
+    }
+}
+
+fn session_error(py: Python<'_>, e: &SessionError) -> PyErr {
+    raise(py, "ProtocolStateError", e.to_string(), e.code())
+}
+
+fn resync_to_py<'py>(py: Python<'py>, r: &Resync) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("task_id", &r.task_id)?;
+    if let Some(a) = r.attempt {
+        d.set_item("attempt", a)?;
+    }
+    d.set_item("declared", r.declared)?;
+    d.set_item("missing_from", r.missing_from)?;
+    d.set_item("missing_to", r.missing_to)?;
+    Ok(d)
+}
+
+fn output_to_py<'py>(py: Python<'py>, o: Output) -> PyResult<Bound<'py, PyTuple>> {
+    let pair = |kind: &str, v: Bound<'py, PyAny>| {
+        PyTuple::new(py, [PyString::new(py, kind).into_any(), v])
+    };
+    match o {
+        Output::Transmit(frame) => pair("transmit", PyString::new(py, &frame).into_any()),
+        Output::Close(reason) => pair("close", PyString::new(py, reason.code()).into_any()),
+        Output::Timeout(t) => pair("timeout", t.into_pyobject(py)?.into_any()),
+        Output::Event(Event::Hello(h)) => pair("hello", message_to_py(py, Message::Hello(h))?),
+        Output::Event(Event::Received(m)) => pair("received", message_to_py(py, m)?),
+        Output::Event(Event::InboundGap(r)) => {
+            pair("inbound_gap", resync_to_py(py, &r)?.into_any())
+        }
+        Output::Event(Event::OutboundResync(r)) => {
+            pair("outbound_resync", resync_to_py(py, &r)?.into_any())
+        }
+        Output::Event(Event::PeerError { code, detail }) => {
+            let d = PyDict::new(py);
+            d.set_item("code", code)?;
+            d.set_item("detail", detail)?;
+            pair("peer_error", d.into_any())
+        }
+        Output::Event(other) => pair(
+            "unknown_event",
+            PyString::new(py, &format!("{other:?}")).into_any(),
+        ),
+    }
+}
+
+/// Keyword configuration shared by both machines.
+#[allow(clippy::too_many_arguments)]
+fn config(
+    validate: bool,
+    ping_interval_ms: Option<u64>,
+    peer_timeout_ms: Option<u64>,
+    ack_every_frames: Option<u64>,
+    ack_delay_ms: Option<u64>,
+    max_ack_entries: Option<usize>,
+    max_held_frames: Option<usize>,
+    min_protocol_version: Option<u64>,
+    max_protocol_version: Option<u64>,
+    max_line_bytes: Option<usize>,
+    sequencing: Option<&Bound<'_, PyAny>>,
+) -> PyResult<SessionConfig> {
+    let mut c = SessionConfig::default();
+    c.validate = validate;
+    if let Some(v) = ping_interval_ms {
+        c.ping_interval_ms = v;
+    }
+    if let Some(v) = peer_timeout_ms {
+        c.peer_timeout_ms = v;
+    }
+    if let Some(v) = ack_every_frames {
+        c.ack_every_frames = v;
+    }
+    if let Some(v) = ack_delay_ms {
+        c.ack_delay_ms = v;
+    }
+    if let Some(v) = max_ack_entries {
+        c.max_ack_entries = v;
+    }
+    if let Some(v) = max_held_frames {
+        c.max_held_frames = v;
+    }
+    if let Some(v) = min_protocol_version {
+        c.min_protocol_version = v;
+    }
+    if let Some(v) = max_protocol_version {
+        c.max_protocol_version = v;
+    }
+    if let Some(v) = max_line_bytes {
+        c.framer = FramerConfig::with_max_line_bytes(v);
+    }
+    if let Some(s) = sequencing.filter(|s| !s.is_none()) {
+        c.sequencing = SequencingConfig::from_object(&py_to_map(s)?)
+            .map_err(pyo3::exceptions::PyValueError::new_err)?;
+    }
+    Ok(c)
+}
+
+/// The common part of `HubSession` and `RunnerSession` (not constructed directly).
+///
+/// Call order (the core's): feed one input (`connected`, `disconnected`, `frame`,
+/// `bytes`, `send`, `tick`, each with the host's monotonic `now_ms`), then drain
+/// `poll_output()` until it returns `("timeout", deadline)`; call `tick(deadline)` when
+/// the deadline is reached. Outputs are `(kind, value)` pairs: `("transmit", frame)`,
+/// `("close", code)`, `("timeout", ms | None)`, and the events `("hello", Hello)`,
+/// `("received", message)`, `("inbound_gap", resync)`, `("outbound_resync", resync)`,
+/// `("peer_error", {"code", "detail"})`. Local misuse raises `ProtocolStateError`
+/// (`not_connected`, `already_connected`, or the sequencing code of a refused `send`).
+#[pyclass(
+    module = "stapel_runner_protocol.session",
+    name = "SessionMachine",
+    subclass
+)]
+pub struct PySession {
+    inner: Machine,
+}
+
+impl PySession {
+    fn input(&mut self, py: Python<'_>, now_ms: u64, input: Input) -> PyResult<()> {
+        self.inner
+            .handle(now_ms, input)
+            .map_err(|e| session_error(py, &e))
+    }
+}
+
+#[pymethods]
+impl PySession {
+    /// A transport connection is up.
+    fn connected(&mut self, py: Python<'_>, now_ms: u64) -> PyResult<()> {
+        self.input(py, now_ms, Input::Connected)
+    }
+
+    /// The transport connection is gone. Idempotent.
+    fn disconnected(&mut self, py: Python<'_>, now_ms: u64) -> PyResult<()> {
+        self.input(py, now_ms, Input::Disconnected)
+    }
+
+    /// One complete frame (e.g. one WebSocket text message).
+    fn frame(&mut self, py: Python<'_>, now_ms: u64, frame: String) -> PyResult<()> {
+        self.input(py, now_ms, Input::Frame(frame))
+    }
+
+    /// JSONL bytes, in any chunking.
+    fn bytes(&mut self, py: Python<'_>, now_ms: u64, data: &[u8]) -> PyResult<()> {
+        self.input(py, now_ms, Input::Bytes(data.to_vec()))
+    }
+
+    /// Send a sequenced message: it is stamped (its `seq` is set on the object), kept
+    /// for replay and transmitted when the connection is ready.
+    fn send(&mut self, py: Python<'_>, now_ms: u64, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        if message.cast::<PyDict>().is_ok() {
+            return Err(PyTypeError::new_err(format!(
+                "send() takes a message object, not {}",
+                type_name(message)
+            )));
+        }
+        let m = message_from_py(message)?;
+        let (task_id, attempt) = (
+            m.task_id().unwrap_or_default().to_owned(),
+            match self.inner {
+                Machine::Hub(_) => None,
+                Machine::Runner(_) => m.attempt(),
+            },
+        );
+        self.input(py, now_ms, Input::Send(m))?;
+        if let Some(log) = self.inner.state().outbound_log(&task_id, attempt) {
+            set_seq(message, log.last_seq())?;
+        }
+        Ok(())
+    }
+
+    /// Time passed (the deadline of the last timeout was reached).
+    fn tick(&mut self, py: Python<'_>, now_ms: u64) -> PyResult<()> {
+        self.input(py, now_ms, Input::Tick)
+    }
+
+    /// The next output (a `(kind, value)` pair); `("timeout", deadline)` when nothing
+    /// more is to be done now.
+    fn poll_output<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        output_to_py(py, self.inner.poll())
+    }
+
+    /// Every output up to and including the next `("timeout", deadline)`.
+    fn drain_outputs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        loop {
+            let o = self.inner.poll();
+            let done = matches!(o, Output::Timeout(_));
+            list.append(output_to_py(py, o)?)?;
+            if done {
+                return Ok(list);
+            }
+        }
+    }
+
+    /// `True` while a transport connection is up.
+    #[getter]
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+
+    /// A copy of the session's sequencing state (persist it with `snapshot()`).
+    #[getter]
+    fn state(&self) -> PyConnectionState {
+        PyConnectionState::from_core(self.inner.state().clone())
+    }
+
+    /// `state.resume_map()` without copying the state.
+    fn resume_map<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        use crate::fields::Native;
+        self.inner.state().resume_map().to_py(py)
+    }
+
+    /// Frames kept for replay.
+    #[getter]
+    fn outbox_frames(&self) -> usize {
+        self.inner.state().outbox_frames()
+    }
+}
+
+/// The hub side of one hub↔runner connection (see `SessionMachine` for the call order).
+#[pyclass(module = "stapel_runner_protocol.session", name = "HubSession", extends = PySession)]
+pub struct PyHubSession;
+
+#[pymethods]
+impl PyHubSession {
+    #[new]
+    #[pyo3(signature = (*, state = None, validate = true, ping_interval_ms = None,
+                        peer_timeout_ms = None, ack_every_frames = None, ack_delay_ms = None,
+                        max_ack_entries = None, max_held_frames = None,
+                        min_protocol_version = None, max_protocol_version = None,
+                        max_line_bytes = None, sequencing = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        state: Option<PyRef<'_, PyConnectionState>>,
+        validate: bool,
+        ping_interval_ms: Option<u64>,
+        peer_timeout_ms: Option<u64>,
+        ack_every_frames: Option<u64>,
+        ack_delay_ms: Option<u64>,
+        max_ack_entries: Option<usize>,
+        max_held_frames: Option<usize>,
+        min_protocol_version: Option<u64>,
+        max_protocol_version: Option<u64>,
+        max_line_bytes: Option<usize>,
+        sequencing: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let c = config(
+            validate,
+            ping_interval_ms,
+            peer_timeout_ms,
+            ack_every_frames,
+            ack_delay_ms,
+            max_ack_entries,
+            max_held_frames,
+            min_protocol_version,
+            max_protocol_version,
+            max_line_bytes,
+            sequencing,
+        )?;
+        let machine = match state {
+            Some(s) => HubSession::with_state(c, s.core().clone()),
+            None => HubSession::new(c),
+        };
+        Ok(PyClassInitializer::from(PySession {
+            inner: Machine::Hub(machine),
+        })
+        .add_subclass(Self))
+    }
+}
+
+/// The runner side of one hub↔runner connection: `hello` is the identity template (its
+/// `resume` is filled on every connect). See `SessionMachine` for the call order.
+#[pyclass(module = "stapel_runner_protocol.session", name = "RunnerSession", extends = PySession)]
+pub struct PyRunnerSession;
+
+#[pymethods]
+impl PyRunnerSession {
+    #[new]
+    #[pyo3(signature = (hello, *, state = None, validate = true, ping_interval_ms = None,
+                        peer_timeout_ms = None, ack_every_frames = None, ack_delay_ms = None,
+                        max_ack_entries = None, max_held_frames = None,
+                        min_protocol_version = None, max_protocol_version = None,
+                        max_line_bytes = None, sequencing = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        hello: &Bound<'_, PyAny>,
+        state: Option<PyRef<'_, PyConnectionState>>,
+        validate: bool,
+        ping_interval_ms: Option<u64>,
+        peer_timeout_ms: Option<u64>,
+        ack_every_frames: Option<u64>,
+        ack_delay_ms: Option<u64>,
+        max_ack_entries: Option<usize>,
+        max_held_frames: Option<usize>,
+        min_protocol_version: Option<u64>,
+        max_protocol_version: Option<u64>,
+        max_line_bytes: Option<usize>,
+        sequencing: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let hello = match message_from_py(hello)? {
+            Message::Hello(h) => h,
+            _ => return Err(PyTypeError::new_err("hello must be a Hello message")),
+        };
+        let c = config(
+            validate,
+            ping_interval_ms,
+            peer_timeout_ms,
+            ack_every_frames,
+            ack_delay_ms,
+            max_ack_entries,
+            max_held_frames,
+            min_protocol_version,
+            max_protocol_version,
+            max_line_bytes,
+            sequencing,
+        )?;
+        let machine = match state {
+            Some(s) => RunnerSession::with_state(hello, c, s.core().clone()),
+            None => RunnerSession::new(hello, c),
+        };
+        Ok(PyClassInitializer::from(PySession {
+            inner: Machine::Runner(machine),
+        })
+        .add_subclass(Self))
+    }
+}

@@ -1,0 +1,157 @@
+//! Module-level wire functions: `encode`, `decode`, `validate`, `is_valid`, `iter_errors`,
+//! `message_types`.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
+use serde_json::Value;
+use stapel_runner_protocol::wire::{self, DecodeError, MessageType};
+
+use crate::errors::{decode_error, raise};
+use crate::json::{py_to_map, py_to_value, type_name};
+use crate::messages::{message_from_py, message_to_py, with_message};
+
+/// Encode a message (or a dict, built with the tolerant rules) as one compact JSON frame:
+/// the core's deterministic, byte-stable encoding.
+#[pyfunction]
+pub fn encode(message: &Bound<'_, PyAny>) -> PyResult<String> {
+    with_message(message, |m| (wire::encode(&m), m))
+}
+
+/// Decode one frame (`str`, `bytes`, `bytearray` or an already-parsed `dict`) into its
+/// message class. `validate=True` checks every schema rule.
+#[pyfunction]
+#[pyo3(signature = (frame, *, validate = false))]
+pub fn decode<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bound<'py, PyAny>> {
+    let py = frame.py();
+    let result = if let Ok(s) = frame.cast::<PyString>() {
+        match s.to_cow() {
+            Ok(text) => wire::decode(text.as_bytes(), validate),
+            Err(_) => {
+                return Err(raise(
+                    py,
+                    "RunnerProtocolError",
+                    "frame is not JSON: the str is not encodable as UTF-8".into(),
+                    "not_json",
+                ))
+            }
+        }
+    } else if let Ok(b) = frame.cast::<PyBytes>() {
+        wire::decode(b.as_bytes(), validate)
+    } else if let Ok(b) = frame.cast::<PyByteArray>() {
+        wire::decode(&b.to_vec(), validate)
+    } else if frame.cast::<PyDict>().is_ok() {
+        wire::from_object(py_to_map(frame)?, validate)
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "frame must be str, bytes, bytearray or dict, not {}",
+            type_name(frame)
+        )));
+    };
+    match result {
+        Ok(m) => message_to_py(py, m),
+        Err(e) => Err(decode_error(py, &e)),
+    }
+}
+
+fn message_type(py: Python<'_>, name: &str) -> PyResult<MessageType> {
+    MessageType::from_wire(name).ok_or_else(|| {
+        raise(
+            py,
+            "UnknownMessageError",
+            format!(
+                "unknown message type {name:?}; known: {:?}",
+                MessageType::ALL.map(MessageType::as_str)
+            ),
+            "unknown_type",
+        )
+    })
+}
+
+/// Check `instance` (a dict, or a message object) against the rules of message `name`.
+fn check(instance: &Bound<'_, PyAny>, name: &str) -> PyResult<Result<(), DecodeError>> {
+    let py = instance.py();
+    let mt = message_type(py, name)?;
+    if instance.cast::<PyDict>().is_err() {
+        if let Ok(m) = message_from_py(instance) {
+            if m.message_type() != mt {
+                return Ok(Err(DecodeError::UnknownType {
+                    type_name: Some(m.message_type().as_str().into()),
+                }));
+            }
+            return Ok(m.validate().map_err(DecodeError::from));
+        }
+    }
+    let object = match py_to_value(instance)? {
+        Value::Object(mut m) => {
+            m.insert("type".into(), Value::String(mt.as_str().into()));
+            m
+        }
+        other => return Ok(wire::from_value(other, true).map(|_| ())),
+    };
+    Ok(wire::from_object(object, true).map(|_| ()))
+}
+
+fn lines(e: &DecodeError) -> Vec<String> {
+    match e {
+        DecodeError::Schema { violations } => violations
+            .iter()
+            .map(|v| {
+                let loc = if v.location.is_empty() {
+                    "<root>"
+                } else {
+                    &v.location
+                };
+                format!("{loc}: {} ({})", v.message, v.rule.code())
+            })
+            .collect(),
+        other => vec![format!("<root>: {other}")],
+    }
+}
+
+/// One human-readable line per violation of message `name`'s rules (`"location: message
+/// (rule)"`, sorted by location); empty when valid.
+#[pyfunction]
+pub fn iter_errors(instance: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<String>> {
+    Ok(match check(instance, name)? {
+        Ok(()) => Vec::new(),
+        Err(e) => lines(&e),
+    })
+}
+
+/// `True` when `instance` satisfies every rule of message `name`.
+#[pyfunction]
+pub fn is_valid(instance: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
+    Ok(check(instance, name)?.is_ok())
+}
+
+/// Raise `SchemaValidationError` unless `instance` satisfies every rule of message `name`.
+#[pyfunction]
+pub fn validate(instance: &Bound<'_, PyAny>, name: &str) -> PyResult<()> {
+    let py = instance.py();
+    match check(instance, name)? {
+        Ok(()) => Ok(()),
+        Err(e @ DecodeError::Schema { .. }) => Err(decode_error(py, &e)),
+        Err(e) => Err(raise(py, "SchemaValidationError", e.to_string(), e.code())),
+    }
+}
+
+/// The seven wire message types, in the seed's order.
+#[pyfunction]
+pub fn message_types() -> Vec<&'static str> {
+    MessageType::ALL.map(MessageType::as_str).to_vec()
+}
+
+/// Whether a message (object or wire type name) belongs to a per-task sequence.
+#[pyfunction]
+pub fn is_sequenced(message: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if let Ok(s) = message.cast::<PyString>() {
+        return Ok(MessageType::from_wire(&s.to_cow()?).is_some_and(MessageType::is_sequenced));
+    }
+    if message.cast::<PyDict>().is_ok() {
+        return Ok(false);
+    }
+    Ok(message_from_py(message)
+        .map(|m| m.message_type().is_sequenced())
+        .unwrap_or(false))
+}

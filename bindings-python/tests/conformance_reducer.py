@@ -1,0 +1,58 @@
+"""Area ``reducer``: SessionReducer through the public Python API (see
+conformance/docs/local.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from conftest import json_equal
+from stapel_runner_protocol.errors import ReducerError
+from stapel_runner_protocol.reducer import SessionReducer
+
+
+def _eq(what: str, got: Any, want: Any) -> None:
+    assert json_equal(got, want), f"{what}: got {got!r}, want {want!r}"
+
+
+def _pointer(doc: Any, ptr: str) -> Any:
+    for part in ptr.split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
+    return doc
+
+
+def run_reducer(vector: Dict[str, Any]) -> None:
+    config = vector.get("config", {})
+    reducer = SessionReducer(config)
+    for i, step in enumerate(vector["steps"]):
+        inp, expect = step["input"], step.get("expect", {})
+        assert expect, f"step {i}: expect checks nothing"
+        outcome: Optional[str] = None
+        error: Optional[str] = None
+        detail: Optional[str] = None
+        equals_live: Optional[bool] = None
+        try:
+            if "event" in inp:
+                outcome = reducer.apply(inp["event"])
+            elif "line" in inp:
+                outcome = reducer.apply_line(inp["line"])
+            elif "replay" in inp:
+                equals_live = SessionReducer.replay(inp["replay"], config) == reducer.snapshot()
+            else:
+                raise AssertionError(f"step {i}: unknown input {inp}")
+        except ReducerError as e:
+            error, detail = e.code, e.detail_code
+        _eq(f"step {i} error", error, expect.get("error"))
+        if "error_detail" in expect:
+            _eq(f"step {i} error_detail", detail, expect["error_detail"])
+        if "outcome" in expect:
+            _eq(f"step {i} outcome", outcome, expect["outcome"])
+        if "equals_live" in expect:
+            _eq(f"step {i} equals_live", equals_live, expect["equals_live"])
+        snapshot = reducer.snapshot()
+        if "snapshot" in expect:
+            _eq(f"step {i} snapshot", snapshot, expect["snapshot"])
+        for ptr, want in expect.get("at", {}).items():
+            _eq(f"step {i} snapshot {ptr}", _pointer(snapshot, ptr), want)
+        if "delivery" in expect:
+            _eq(f"step {i} delivery", reducer.delivery(), expect["delivery"])

@@ -1,0 +1,110 @@
+"""Area ``sequencing``: one ConnectionState per vector, driven through the public API
+(see conformance/docs/sequencing.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from conftest import json_equal
+from stapel_runner_protocol import ConnectionState, ProtocolStateError, decode, encode
+
+
+def _eq(what: str, got: Any, want: Any) -> None:
+    assert json_equal(got, want), f"{what}: got {got!r}, want {want!r}"
+
+
+def _error(i: int, code: Optional[str], expect: Dict[str, Any]) -> None:
+    if code is None:
+        assert "error" not in expect, f"step {i}: expected error {expect['error']}, got success"
+    else:
+        assert "error" in expect, f"step {i}: unexpected error {code}"
+        _eq(f"step {i} error", code, expect["error"])
+
+
+def _bytes(inp: Dict[str, Any], key: str) -> Optional[bytes]:
+    if key in inp:
+        return str(inp[key]).encode("utf-8")
+    if f"{key}_hex" in inp:
+        return bytes.fromhex(inp[f"{key}_hex"])
+    return None
+
+
+def run_sequencing(vector: Dict[str, Any]) -> None:
+    config = dict(vector["config"])
+    role = config.pop("role")
+    state = ConnectionState(role, **config)
+    for i, step in enumerate(vector["steps"]):
+        inp, expect = step["input"], step.get("expect", {})
+        code: Optional[str] = None
+        if "emit" in inp:
+            msg = decode(inp["emit"])
+            before = (encode(msg), getattr(msg, "seq", None))
+            try:
+                stamped = state.emit(msg)
+                assert stamped is msg, "emit must return the object it was given"
+                if "frame" in expect:
+                    _eq(f"step {i} frame", encode(stamped), expect["frame"])
+            except ProtocolStateError as e:
+                code = e.code
+                assert (encode(msg), getattr(msg, "seq", None)) == before, "emit error changed the message"
+            _error(i, code, expect)
+        elif "receive" in inp or "classify" in inp:
+            msg = decode(inp.get("receive", inp.get("classify")))
+            try:
+                if "receive" in inp:
+                    arrival = state.receive_arrival(msg)
+                else:
+                    arrival = state.classify(msg)
+                if "arrival" in expect:
+                    _eq(f"step {i} arrival", arrival, expect["arrival"])
+            except ProtocolStateError as e:
+                code = e.code
+            _error(i, code, expect)
+        elif "resume_map" in inp:
+            _eq(f"step {i} resume_map", state.resume_map(), expect["resume_map"])
+        elif "replay_for" in inp:
+            _eq(f"step {i} replay", state.replay_report(inp["replay_for"]), expect["replay"])
+        elif "replay_positions" in inp:
+            got = state.replay_positions(inp["replay_positions"])
+            _eq(f"step {i} replay", got, expect["replay"])
+        elif "ack" in inp:
+            p = inp["ack"]
+            _eq(f"step {i} dropped", state.ack(p["task_id"], p.get("attempt"), p["seq"]),
+                expect["dropped"])
+        elif "skip_to" in inp:
+            p = inp["skip_to"]
+            try:
+                gap = state.skip_to(p["task_id"], p.get("attempt"), p["seq"])
+                _eq(f"step {i} gap", list(gap) if gap else None, expect.get("gap"))
+            except ProtocolStateError as e:
+                code = e.code
+            _error(i, code, expect)
+        elif "ack_positions" in inp:
+            _eq(f"step {i} positions", state.ack_positions(), expect["positions"])
+        elif "replay_from" in inp:
+            _eq(f"step {i} positions", state.replay_from(), expect["positions"])
+        elif "unacked" in inp:
+            frames: List[str] = [f for (_, _, _, f) in state.unacked()]
+            _eq(f"step {i} frames", frames, expect["frames"])
+        elif "forget_task" in inp:
+            _eq(f"step {i} known", state.forget_task(inp["forget_task"]), expect["known"])
+        elif "snapshot_roundtrip" in inp:
+            data = state.snapshot()
+            restored = ConnectionState.restore(data)
+            assert restored == state, f"step {i}: restored state differs"
+            assert restored.snapshot() == data, f"step {i}: re-snapshot differs"
+            state = restored
+        elif _bytes(inp, "restore") is not None:
+            try:
+                state = ConnectionState.restore(_bytes(inp, "restore") or b"")
+            except ProtocolStateError as e:
+                code = e.code
+            _error(i, code, expect)
+        else:
+            raise AssertionError(f"step {i}: unknown input {inp}")
+        if "outbox" in expect:
+            _eq(f"step {i} outbox",
+                {"frames": state.outbox_frames, "bytes": state.outbox_bytes}, expect["outbox"])
+        if "streams" in expect:
+            out, inb = state.stream_counts()
+            _eq(f"step {i} streams", {"outbound": out, "inbound": inb}, expect["streams"])

@@ -1,0 +1,86 @@
+"""Area ``session``: HubSession / RunnerSession through the public Python API (see
+conformance/docs/sequencing.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Union
+
+from conftest import json_equal
+from stapel_runner_protocol import ConnectionState, Hello, ProtocolStateError, decode, encode
+from stapel_runner_protocol.session import HubSession, RunnerSession
+
+_CONFIG_KEYS = ("validate", "ping_interval_ms", "peer_timeout_ms", "ack_every_frames",
+                "ack_delay_ms", "max_ack_entries", "max_held_frames", "min_protocol_version",
+                "max_protocol_version", "max_line_bytes", "sequencing")
+
+
+def _eq(what: str, got: Any, want: Any) -> None:
+    assert json_equal(got, want), f"{what}: got {got!r}, want {want!r}"
+
+
+def _output_json(kind: str, value: Any) -> Dict[str, Any]:
+    if kind in ("transmit", "close", "timeout"):
+        return {kind: value}
+    if kind in ("hello", "received"):
+        return {"event": {kind: encode(value)}}
+    if kind in ("inbound_gap", "outbound_resync"):
+        return {"event": {kind: value}}
+    if kind == "peer_error":
+        return {"event": {"peer_error": value["code"]}}
+    raise AssertionError(f"unknown output {kind}")
+
+
+def run_session(vector: Dict[str, Any]) -> None:
+    cfg = vector["config"]
+    kwargs: Dict[str, Any] = {k: cfg[k] for k in _CONFIG_KEYS if k in cfg}
+    session: Union[HubSession, RunnerSession]
+    hello: Any = None
+    if cfg["side"] == "hub":
+        session = HubSession(**kwargs)
+    else:
+        hello = decode(cfg["hello"]) if "hello" in cfg else Hello(project_id="p-1",
+                                                                   runner_version="0.1.0")
+        assert isinstance(hello, Hello)
+        session = RunnerSession(hello, **kwargs)
+    now = 0
+    for i, step in enumerate(vector["steps"]):
+        inp, expect = step["input"], step.get("expect", {})
+        now = int(inp.get("now", now))
+        code = None
+        try:
+            if "connected" in inp:
+                session.connected(now)
+            elif "disconnected" in inp:
+                session.disconnected(now)
+            elif "tick" in inp:
+                session.tick(now)
+            elif "frame" in inp:
+                session.frame(now, inp["frame"])
+            elif "bytes" in inp or "bytes_hex" in inp:
+                data = (inp["bytes"].encode("utf-8") if "bytes" in inp
+                        else bytes.fromhex(inp["bytes_hex"]))
+                session.bytes(now, data)
+            elif "send" in inp:
+                session.send(now, decode(inp["send"]))  # type: ignore[arg-type]
+            elif "restart" in inp:
+                state = ConnectionState.restore(session.state.snapshot())
+                if isinstance(session, HubSession):
+                    session = HubSession(state=state, **kwargs)
+                else:
+                    session = RunnerSession(hello, state=state, **kwargs)
+            else:
+                raise AssertionError(f"step {i}: unknown input {inp}")
+        except ProtocolStateError as e:
+            code = e.code
+        if code is None:
+            assert "error" not in expect, f"step {i}: expected error {expect['error']}"
+        else:
+            assert "error" in expect, f"step {i}: unexpected error {code}"
+            _eq(f"step {i} error", code, expect["error"])
+        outputs: List[Dict[str, Any]] = [_output_json(k, v) for k, v in session.drain_outputs()]
+        if "outputs" in expect:
+            _eq(f"step {i} outputs", outputs, expect["outputs"])
+        if "resume_map" in expect:
+            _eq(f"step {i} resume_map", session.resume_map(), expect["resume_map"])
+        if "outbox_frames" in expect:
+            _eq(f"step {i} outbox_frames", session.outbox_frames, expect["outbox_frames"])

@@ -1,0 +1,109 @@
+"""AgentSdkAdapter against a fake async client (no SDK, no network)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Dict, List
+
+import pytest
+
+from stapel_runner_protocol import (
+    AdapterError,
+    AdapterUnavailableError,
+    AgentSdkAdapter,
+    AgentSdkSession,
+    RoleSpec,
+)
+from stapel_runner_protocol.agent_sdk_adapter import turn_text, turn_usage
+
+
+@dataclass
+class TextBlock:
+    text: str
+
+
+@dataclass
+class AssistantMessage:
+    content: List[Any]
+
+
+@dataclass
+class ResultMessage:
+    usage: Dict[str, int]
+    total_cost_usd: float = 0.01
+
+
+@dataclass
+class FakeClient:
+    role: RoleSpec
+    log: List[str] = field(default_factory=list)
+    fail_connect: bool = False
+
+    async def connect(self) -> None:
+        if self.fail_connect:
+            raise RuntimeError("no network")
+        self.log.append("connect")
+
+    async def query(self, prompt: str) -> None:
+        self.log.append(f"query:{prompt}")
+
+    async def receive_response(self) -> AsyncIterator[Any]:
+        yield AssistantMessage([TextBlock("Hello "), object()])
+        yield AssistantMessage([TextBlock("world")])
+        yield ResultMessage({"input_tokens": 3, "cache_read_input_tokens": 100,
+                             "cache_creation_input_tokens": 20, "output_tokens": 7})
+        yield AssistantMessage([TextBlock("after the result: not part of the turn")])
+
+    async def disconnect(self) -> None:
+        self.log.append("disconnect")
+
+
+def test_persistent_session_turns() -> None:
+    clients: List[FakeClient] = []
+
+    def factory(role: RoleSpec) -> FakeClient:
+        clients.append(FakeClient(role))
+        return clients[-1]
+
+    adapter = AgentSdkAdapter(client_factory=factory)
+    role = RoleSpec.from_invocation({"model": "m"}, role="coder")
+    session = adapter.open_session(role)
+    assert isinstance(session, AgentSdkSession)
+    for prompt in ("a", "b"):
+        r = session.turn(prompt)
+        assert r.text == "Hello world"
+        assert (r.usage.cache_read, r.usage.cache_write, r.usage.fresh_input, r.usage.output) == (
+            100, 20, 3, 7)
+    session.close()
+    session.close()
+    assert clients[0].log == ["connect", "query:a", "query:b", "disconnect"]
+    assert clients[0].role.model == "m"
+    with pytest.raises(AdapterError) as info:
+        session.turn("c")
+    assert info.value.code == "session_closed"
+    assert adapter.oneshot(role, "x").text == "Hello world"
+    adapter.close()
+
+
+def test_connect_failure() -> None:
+    adapter = AgentSdkAdapter(client_factory=lambda role: FakeClient(role, fail_connect=True))
+    with pytest.raises(AdapterError) as info:
+        adapter.open_session(RoleSpec())
+    assert info.value.code == "connect_failed"
+
+
+def test_helpers() -> None:
+    assert turn_text([AssistantMessage([TextBlock("x")]), "not a message"]) == "x"
+    assert turn_usage([]).total_tokens == 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("claude_agent_sdk") is not None,
+                    reason="the SDK is installed")
+def test_missing_sdk_only_when_used() -> None:
+    adapter = AgentSdkAdapter()  # constructing is fine
+    assert "claude_agent_sdk" not in sys.modules
+    with pytest.raises(AdapterUnavailableError) as info:
+        adapter.open_session(RoleSpec())
+    assert info.value.code == "adapter_unavailable"

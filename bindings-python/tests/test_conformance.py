@@ -1,0 +1,172 @@
+"""Runs the conformance vectors (``conformance/vectors/<area>/*.json``) through the
+public Python API and reports ``conformance[python]: N vectors passed``.
+
+Every vector file is collected and runs as one test. A vector of an area this package
+has no runner for fails (counted separately as "not supported"): a binding that skips a
+vector fails (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+
+from conformance_adapter import run_adapter
+from conformance_contract import run_contract
+from conformance_local import run_local
+from conformance_reducer import run_reducer
+from conformance_sequencing import run_sequencing
+from conformance_session import run_session
+from conftest import CONFORMANCE, conformance_dir, json_equal
+from stapel_runner_protocol import (
+    LineError,
+    LineFramer,
+    ProtocolStateError,
+    RunnerProtocolError,
+    SchemaValidationError,
+    decode,
+    encode,
+)
+
+ROOT = conformance_dir() / "vectors"
+FILES = sorted(ROOT.glob("*/*.json"))
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _text_or_hex(step_input: Dict[str, Any], key: str) -> Optional[bytes]:
+    if key in step_input:
+        return str(step_input[key]).encode("utf-8")
+    if f"{key}_hex" in step_input:
+        return bytes.fromhex(step_input[f"{key}_hex"])
+    return None
+
+
+def _check(what: str, got: Any, want: Any) -> None:
+    assert json_equal(got, want), f"{what}: got {got!r}, want {want!r}"
+
+
+# --- area wire -------------------------------------------------------------------------
+
+
+def _error_json(e: RunnerProtocolError) -> Dict[str, Any]:
+    violations = getattr(e, "violations", [])
+    return {
+        "code": e.code,
+        "violations": [{"location": v.location, "rule": v.rule} for v in violations],
+    }
+
+
+def run_wire(vector: Dict[str, Any]) -> None:
+    for i, step in enumerate(vector["steps"]):
+        inp, expect = step["input"], step.get("expect", {})
+        validate = bool(inp.get("validate", False))
+        raw = _text_or_hex(inp, "decode")
+        try:
+            if raw is not None:
+                msg = decode(raw, validate=validate)
+            elif "encode" in inp:
+                msg = decode(inp["encode"], validate=validate)
+            else:
+                raise AssertionError(f"step {i}: unknown input {inp}")
+        except RunnerProtocolError as e:
+            assert "error" in expect, f"step {i}: unexpected error {e.code}: {e}"
+            got = _error_json(e)
+            _check(f"step {i} error code", got["code"], expect["error"]["code"])
+            if "violations" in expect["error"]:
+                _check(f"step {i} violations", got["violations"], expect["error"]["violations"])
+            continue
+        assert "error" not in expect, f"step {i}: expected {expect['error']}, decoded {encode(msg)}"
+        if "type" in expect:
+            _check(f"step {i} type", msg.ARTIFACT, expect["type"])
+        if "message" in expect:
+            _check(f"step {i} message", msg.to_dict(), expect["message"])
+        if "encoded" in expect:
+            assert encode(msg) == expect["encoded"], f"step {i} encoded: {encode(msg)}"
+
+
+# --- area framing ----------------------------------------------------------------------
+
+
+def _item_json(item: Any) -> Dict[str, Any]:
+    if isinstance(item, LineError):
+        return {"error": item.code, "line_number": item.line_number}
+    return {"line": item}
+
+
+def run_framing(vector: Dict[str, Any]) -> None:
+    config = vector.get("config", {})
+    framer = LineFramer(
+        config.get("max_line_bytes", 65536),
+        skip_empty_lines=config.get("skip_empty_lines", True),
+    )
+    for i, step in enumerate(vector["steps"]):
+        inp, expect = step["input"], step.get("expect", {})
+        output: List[Dict[str, Any]] = []
+        error: Optional[str] = None
+        data = _text_or_hex(inp, "push")
+        if data is not None:
+            size = int(inp.get("chunk_size") or 0)
+            chunks = [data[j : j + size] for j in range(0, len(data), size)] if size > 0 else [data]
+            for chunk in chunks:
+                try:
+                    framer.push(chunk)
+                except ProtocolStateError as e:
+                    error = e.code
+                output.extend(_item_json(x) for x in framer)
+        elif inp.get("finish"):
+            framer.finish()
+            output.extend(_item_json(x) for x in framer)
+        else:
+            raise AssertionError(f"step {i}: unknown input {inp}")
+        _check(f"step {i} output", output, expect.get("output", []))
+        _check(f"step {i} error", error, expect.get("error"))
+        if "buffered_bytes" in expect:
+            _check(f"step {i} buffered_bytes", framer.buffered_bytes, expect["buffered_bytes"])
+
+
+RUNNERS: Dict[str, Callable[[Dict[str, Any]], None]] = {
+    "wire": run_wire,
+    "framing": run_framing,
+}
+
+RUNNERS["sequencing"] = run_sequencing
+RUNNERS["adapter"] = run_adapter
+RUNNERS["session"] = run_session
+RUNNERS["reducer"] = run_reducer
+RUNNERS["local"] = run_local
+RUNNERS["contract"] = run_contract
+
+
+def test_vectors_exist() -> None:
+    assert FILES, f"no conformance vectors under {ROOT}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=_rel)
+def test_vector(path: Path) -> None:
+    rel = _rel(path)
+    vector = json.loads(path.read_text(encoding="utf-8"))
+    area = vector.get("area")
+    assert area == rel.split("/")[0], f"area {area!r} does not match the folder"
+    assert vector.get("steps"), "vector has no steps"
+    runner = RUNNERS.get(area)
+    if runner is None:
+        CONFORMANCE["unsupported"].append(rel)
+        pytest.fail(f"area {area!r} is not supported by the Python package")
+    try:
+        runner(vector)
+    except BaseException:
+        CONFORMANCE["failed"].append(rel)
+        raise
+    CONFORMANCE["passed"].append(rel)
+
+
+def test_schema_violation_error_is_public() -> None:
+    # The runner above relies on these attributes of the public error class.
+    e = SchemaValidationError("x")
+    assert e.code == "schema_violation" and e.violations == [] and e.errors == []

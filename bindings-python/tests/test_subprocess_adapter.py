@@ -1,0 +1,141 @@
+"""SubprocessAdapter / SubprocessSession against real child processes and a fake one."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from stapel_runner_protocol import AdapterError, RoleSpec, SubprocessAdapter, SubprocessSession
+from stapel_runner_protocol.subprocess_adapter import SubprocessSession as _Session
+
+HARNESS = textwrap.dedent(
+    """
+    import json, os, sys
+    for line in sys.stdin:
+        msg = json.loads(line)
+        prompt = msg["prompt"]
+        if prompt == "env":
+            text = ",".join(sorted(os.environ))
+        elif prompt == "fail":
+            print(json.dumps({"type": "error", "message": "nope"}), flush=True)
+            continue
+        elif prompt == "die":
+            sys.exit(3)
+        elif prompt == "huge":
+            print("x" * 5000, flush=True)
+            continue
+        elif prompt == "spawn-child":
+            import subprocess
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+            text = str(child.pid)
+        else:
+            text = "done: " + prompt
+        print(json.dumps({"type": "progress", "step": 1}), flush=True)
+        print(json.dumps({"type": "result", "text": text,
+                          "usage": {"input_tokens": 30, "output_tokens": 12}}), flush=True)
+    """
+)
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> List[str]:
+    script = tmp_path / "harness.py"
+    script.write_text(HARNESS)
+    return [sys.executable, str(script)]
+
+
+def test_real_child_turns(harness: List[str]) -> None:
+    progress: List[Dict[str, Any]] = []
+    adapter = SubprocessAdapter(command=harness, on_progress=progress.append,
+                                env={"EXTRA": "1"}, max_line_bytes=1024)
+    role = RoleSpec.from_invocation({"llm_base_url": "http://gw.invalid"})
+    with adapter.open_session(role) as session:
+        r = session.turn("hello")
+        assert (r.text, r.usage.total_tokens, r.usage.fresh_input) == ("done: hello", 42, 30)
+        assert progress == [{"type": "progress", "step": 1}]
+        env = session.turn("env").text.split(",")
+        assert set(env) <= {"PATH", "EXTRA", "ANTHROPIC_BASE_URL", "LC_CTYPE", "PWD"}
+        assert {"PATH", "EXTRA", "ANTHROPIC_BASE_URL"} <= set(env)
+        with pytest.raises(AdapterError) as info:
+            session.turn("fail")
+        assert info.value.code == "harness_error" and info.value.details["message"] == "nope"
+        assert session.turn("again").text == "done: again"  # still usable
+        with pytest.raises(AdapterError) as info:
+            session.turn("huge")
+        assert info.value.code == "line_too_long"
+        with pytest.raises(AdapterError) as info:
+            session.turn("x")
+        assert info.value.code == "session_closed"
+    assert isinstance(session, SubprocessSession)
+    assert session.process.poll() is not None
+    adapter.close()
+    adapter.close()
+
+
+def test_child_exit_is_unexpected_eof(harness: List[str]) -> None:
+    session = SubprocessAdapter(command=harness).open_session(RoleSpec())
+    with pytest.raises(AdapterError) as info:
+        session.turn("die")
+    assert info.value.code == "unexpected_eof"
+    session.close()
+
+
+def test_close_ends_the_whole_group(harness: List[str]) -> None:
+    session = SubprocessAdapter(command=harness, grace_s=0.5).open_session(RoleSpec())
+    child = int(session.turn("spawn-child").text)
+    os.kill(child, 0)  # alive
+    session.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the harness's child survived close()")
+    session.close()  # idempotent
+
+
+def test_oneshot_and_missing_command(harness: List[str]) -> None:
+    result = SubprocessAdapter(command=lambda role: harness).oneshot(RoleSpec(), "once")
+    assert result["text"] == "done: once"
+    with pytest.raises(AdapterError):
+        SubprocessAdapter(command=[]).open_session(RoleSpec())
+    with pytest.raises(AdapterError) as info:
+        SubprocessAdapter(command=["/nonexistent/harness"]).open_session(RoleSpec())
+    assert info.value.code == "spawn_failed"
+
+
+class FakeProcess:
+    """A text-mode fake child answering every turn from a script."""
+
+    def __init__(self, replies: List[str]) -> None:
+        self.stdin = io.StringIO()
+        self.stdout = io.StringIO("".join(replies))
+        self.terminated = False
+
+    def terminate(self) -> None:
+        self.terminated = True
+
+
+def test_injected_spawn_with_a_fake_child() -> None:
+    fake = FakeProcess(['{"type":"note"}\n',
+                        '{"type":"result","text":"ok","usage":{"cache_read":1,"cache_write":0,'
+                        '"fresh_input":2,"output":3,"thinking":4}}\n'])
+    adapter = SubprocessAdapter(spawn=lambda role: fake)
+    session = adapter.open_session(RoleSpec())
+    assert isinstance(session, _Session)
+    r = session.turn("go")
+    assert (r.text, r.usage.thinking, r.usage.total_tokens) == ("ok", 4, 10)
+    assert fake.stdin.getvalue() == '{"type":"turn","prompt":"go"}\n'
+    with pytest.raises(AdapterError) as info:
+        session.turn("again")  # the fake has nothing more to say
+    assert info.value.code == "unexpected_eof"
