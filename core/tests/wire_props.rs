@@ -184,6 +184,7 @@ proptest! {
         let frame = encode(&m);
         let back = decode(frame.as_bytes(), false).map_err(|e| TestCaseError::fail(format!("{e}: {frame}")))?;
         prop_assert_eq!(&back, &m);
+        prop_assert_eq!(&decode_str(&frame, false).map_err(|e| TestCaseError::fail(e.to_string()))?, &m);
         prop_assert_eq!(encode(&back), frame);
     }
 
@@ -191,6 +192,14 @@ proptest! {
     fn object_form_round_trips(m in message()) {
         let back = from_object(to_object(&m), false).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(back, m);
+    }
+
+    #[test]
+    fn object_form_is_exactly_the_encoded_form(m in message()) {
+        // Same keys in the same order with the same values as the encoded frame.
+        let parsed = parse_value(encode(&m).as_bytes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let direct = serde_json::Value::Object(to_object(&m));
+        prop_assert_eq!(serde_json::to_string(&direct).unwrap(), serde_json::to_string(&parsed).unwrap());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::artifacts::{TaskReport, TaskSpec, UsageSplit};
 use super::check::{finish, Checker, Loc};
 use super::error::{DecodeError, Rule, SchemaError, Violation};
-use super::json::{parse_top, type_name, Key, TopLevel};
+use super::json::{parse_top, parse_top_str, type_name, Key, TopLevel};
 use super::messages::*;
 use super::SCHEMA_VERSION;
 
@@ -29,6 +29,18 @@ use super::SCHEMA_VERSION;
 /// [`DecodeError`], with a stable [`code`](DecodeError::code).
 pub fn decode(frame: &[u8], validate: bool) -> Result<Message, DecodeError> {
     match parse_top(frame)? {
+        TopLevel::Object(members) => from_members(members, validate),
+        TopLevel::Other(found) => Err(DecodeError::NotObject { found }),
+    }
+}
+
+/// [`decode`] for a frame that is already a `&str` (a framer line, a WebSocket text
+/// message, a Python `str`): the same rules, without checking UTF-8 again.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_str(frame: &str, validate: bool) -> Result<Message, DecodeError> {
+    match parse_top_str(frame)? {
         TopLevel::Object(members) => from_members(members, validate),
         TopLevel::Other(found) => Err(DecodeError::NotObject { found }),
     }
@@ -630,8 +642,66 @@ pub fn encode(msg: &Message) -> String {
 pub fn encode_into(msg: &Message, buf: &mut Vec<u8>) {
     let mut w = Writer { buf, first: true };
     w.buf.push(b'{');
-    let mt = msg.message_type();
-    w.key("schema_version");
+    for_each_field(msg, |key, field| {
+        w.key(key);
+        match field {
+            Field::Str(s) => w.str(s),
+            Field::U64(v) => w.u64(v),
+            Field::Object(m) => w.value(m),
+            Field::StrList(l) => w.value(l),
+            Field::Resume(r) => w.value(r),
+            Field::Nonce(n) => w.nonce(n),
+            Field::SentAt(SentAt::Text(s)) => w.str(s),
+            Field::SentAt(SentAt::Number(n)) => w.value(n),
+            Field::Extra(v) => w.value(v),
+        }
+    });
+    w.buf.push(b'}');
+}
+
+/// The message as a JSON object, exactly as [`encode`] would emit it (same keys, same
+/// order, same omissions), built directly without encoding.
+pub fn to_object(msg: &Message) -> Map<String, Value> {
+    let mut out = Map::with_capacity(8);
+    for_each_field(msg, |key, field| {
+        let value = match field {
+            Field::Str(s) => Value::String(s.to_owned()),
+            Field::U64(v) => Value::from(v),
+            Field::Object(m) => Value::Object(m.clone()),
+            Field::StrList(l) => Value::Array(l.iter().cloned().map(Value::String).collect()),
+            Field::Resume(r) => Value::Object(
+                r.iter()
+                    .map(|(k, v)| (k.clone(), Value::from(*v)))
+                    .collect(),
+            ),
+            Field::Nonce(Nonce::Text(s)) => Value::String(s.clone()),
+            Field::Nonce(Nonce::Integer(i)) => Value::from(*i),
+            Field::SentAt(SentAt::Text(s)) => Value::String(s.clone()),
+            Field::SentAt(SentAt::Number(n)) => Value::Number(n.clone()),
+            Field::Extra(v) => v.clone(),
+        };
+        out.insert(key.to_owned(), value);
+    });
+    out
+}
+
+/// One top-level field of a message, borrowed.
+enum Field<'a> {
+    Str(&'a str),
+    U64(u64),
+    Object(&'a Map<String, Value>),
+    StrList(&'a [String]),
+    Resume(&'a IndexMap<String, u64>),
+    Nonce(&'a Nonce),
+    SentAt(&'a SentAt),
+    Extra(&'a Value),
+}
+
+/// Visit the fields `encode` emits, in encoding order: declared keys in the fixed
+/// per-type order (optional ones omitted when null, `[]` or `{}`), then `extra` in its
+/// order, skipping keys that collide with a declared field. The one place that decides
+/// what a frame contains.
+fn for_each_field<'a>(msg: &'a Message, mut f: impl FnMut(&'a str, Field<'a>)) {
     let (sv, extra) = match msg {
         Message::Hello(m) => (m.schema_version, &m.extra),
         Message::TaskAssign(m) => (m.schema_version, &m.extra),
@@ -641,105 +711,66 @@ pub fn encode_into(msg: &Message, buf: &mut Vec<u8>) {
         Message::Ping(m) => (m.schema_version, &m.extra),
         Message::Pong(m) => (m.schema_version, &m.extra),
     };
-    w.u64(sv);
-    w.key("type");
-    w.str(mt.as_str());
+    let mt = msg.message_type();
+    f("schema_version", Field::U64(sv));
+    f("type", Field::Str(mt.as_str()));
     match msg {
         Message::Hello(m) => {
-            w.key("protocol_version");
-            w.u64(m.protocol_version);
-            w.key("project_id");
-            w.str(&m.project_id);
-            w.key("runner_version");
-            w.str(&m.runner_version);
+            f("protocol_version", Field::U64(m.protocol_version));
+            f("project_id", Field::Str(&m.project_id));
+            f("runner_version", Field::Str(&m.runner_version));
             if !m.capabilities.is_empty() {
-                w.key("capabilities");
-                w.value(&m.capabilities);
+                f("capabilities", Field::StrList(&m.capabilities));
             }
             if !m.resume.is_empty() {
-                w.key("resume");
-                w.value(&m.resume);
+                f("resume", Field::Resume(&m.resume));
             }
         }
         Message::TaskAssign(m) => {
-            w.key("task_id");
-            w.str(&m.task_id);
-            w.key("task");
-            w.value(&m.task);
-            w.key("role");
-            w.str(&m.role);
-            w.key("invocation");
-            w.value(&m.invocation);
-            w.key("seq");
-            w.u64(m.seq);
-            w.key("attempt");
-            w.u64(m.attempt);
+            f("task_id", Field::Str(&m.task_id));
+            f("task", Field::Object(&m.task));
+            f("role", Field::Str(&m.role));
+            f("invocation", Field::Object(&m.invocation));
+            f("seq", Field::U64(m.seq));
+            f("attempt", Field::U64(m.attempt));
         }
         Message::TaskProgress(m) => {
-            w.key("task_id");
-            w.str(&m.task_id);
-            w.key("seq");
-            w.u64(m.seq);
-            w.key("kind");
-            w.str(&m.kind);
-            w.key("attempt");
-            w.u64(m.attempt);
-            w.key("payload");
-            w.value(&m.payload);
+            f("task_id", Field::Str(&m.task_id));
+            f("seq", Field::U64(m.seq));
+            f("kind", Field::Str(&m.kind));
+            f("attempt", Field::U64(m.attempt));
+            f("payload", Field::Object(&m.payload));
         }
         Message::TaskReport(m) => {
-            w.key("task_id");
-            w.str(&m.task_id);
-            w.key("report");
-            w.value(&m.report);
-            w.key("seq");
-            w.u64(m.seq);
-            w.key("attempt");
-            w.u64(m.attempt);
+            f("task_id", Field::Str(&m.task_id));
+            f("report", Field::Object(&m.report));
+            f("seq", Field::U64(m.seq));
+            f("attempt", Field::U64(m.attempt));
         }
         Message::TaskCancel(m) => {
-            w.key("task_id");
-            w.str(&m.task_id);
-            w.key("reason");
-            w.str(&m.reason);
-            w.key("seq");
-            w.u64(m.seq);
+            f("task_id", Field::Str(&m.task_id));
+            f("reason", Field::Str(&m.reason));
+            f("seq", Field::U64(m.seq));
         }
         Message::Ping(m) => {
             if let Some(n) = &m.nonce {
-                w.key("nonce");
-                w.nonce(n);
+                f("nonce", Field::Nonce(n));
             }
             if let Some(t) = &m.sent_at {
-                w.key("sent_at");
-                match t {
-                    SentAt::Text(s) => w.str(s),
-                    SentAt::Number(n) => w.value(n),
-                }
+                f("sent_at", Field::SentAt(t));
             }
         }
         Message::Pong(m) => {
             if let Some(n) = &m.nonce {
-                w.key("nonce");
-                w.nonce(n);
+                f("nonce", Field::Nonce(n));
             }
         }
     }
     let keys = mt.keys();
     for (k, v) in extra {
         if !keys.contains(&k.as_str()) {
-            w.key(k);
-            w.value(v);
+            f(k, Field::Extra(v));
         }
-    }
-    w.buf.push(b'}');
-}
-
-/// The message as a JSON object, exactly as [`encode`] would emit it.
-pub fn to_object(msg: &Message) -> Map<String, Value> {
-    match super::json::parse_value(encode(msg).as_bytes()) {
-        Ok(Value::Object(m)) => m,
-        _ => Map::new(),
     }
 }
 

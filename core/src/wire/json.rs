@@ -252,7 +252,12 @@ fn as_text(bytes: &[u8]) -> Result<&str, DecodeError> {
 
 /// Parse one complete JSON document (trailing whitespace allowed, nothing else).
 pub(crate) fn parse_top(bytes: &[u8]) -> Result<TopLevel, DecodeError> {
-    let mut de = serde_json::Deserializer::from_str(as_text(bytes)?);
+    parse_top_str(as_text(bytes)?)
+}
+
+/// [`parse_top`] for text already known to be UTF-8.
+pub(crate) fn parse_top_str(text: &str) -> Result<TopLevel, DecodeError> {
+    let mut de = serde_json::Deserializer::from_str(text);
     let top = Seed.deserialize(&mut de).map_err(map_err)?;
     de.end().map_err(map_err)?;
     Ok(top)

@@ -44,7 +44,7 @@ mod messages;
 pub use artifacts::{
     Budget, ControlOutcome, Criterion, TaskReport, TaskSpec, UsageSplit, USAGE_COMPONENTS,
 };
-pub use codec::{decode, encode, encode_into, from_object, from_value, to_object};
+pub use codec::{decode, decode_str, encode, encode_into, from_object, from_value, to_object};
 pub use error::{DecodeError, Rule, SchemaError, Violation};
 pub use json::parse_value;
 pub use messages::{
