@@ -575,13 +575,20 @@ fn backpressure_blocks_until_acknowledged() {
     cfg.ping_interval_ms = 5_000;
     let mut d = Driver::new(cfg);
     d.pair.connect();
+    // The hello and the barrier ping reach the hub; its pong confirms the fresh runner.
+    while !d.pair.to_hub.in_flight.is_empty() {
+        d.pair.deliver(true, Fate::Deliver);
+    }
+    while !d.pair.to_runner.in_flight.is_empty() {
+        d.pair.deliver(false, Fate::Deliver);
+    }
     for _ in 0..5 {
         d.progress(0, false);
     }
     // Three accepted, two waiting.
     assert_eq!(d.pair.runner.state().outbox_frames(), 3);
     assert_eq!(d.pair.runner_pending.len(), 2);
-    // Deliver the hello and the three frames; no ack yet (delay 500 ms).
+    // Deliver the three frames; no ack yet (delay 500 ms).
     while !d.pair.to_hub.in_flight.is_empty() {
         d.pair.deliver(true, Fate::Deliver);
     }

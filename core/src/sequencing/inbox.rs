@@ -83,7 +83,7 @@ impl InboxTracker {
         let slots = self.slots();
         let w = self.watermark;
         (1..=slots)
-            .map(move |d| w + d)
+            .filter_map(move |d| w.checked_add(d))
             .filter(move |s| self.ahead_count > 0 && self.is_set(*s))
     }
 

@@ -41,7 +41,8 @@
 //!   `backpressure` and hands the message back untouched;
 //! * a peer whose declared position is older than the kept log gets an explicit
 //!   [`Resync`] naming the missing seqs — never a silent partial replay;
-//! * at most `max_streams` streams per direction, then `too_many_streams`.
+//! * at most `max_streams` streams per direction, then `too_many_streams`;
+//! * at most `max_tombstones` forgotten tasks remembered (oldest evicted first).
 //!
 //! # Persistence
 //!
@@ -76,6 +77,8 @@ pub const DEFAULT_MAX_OUTBOX_FRAMES: usize = 4096;
 pub const DEFAULT_MAX_OUTBOX_BYTES: usize = 16 * 1024 * 1024;
 /// Default bound on streams per direction.
 pub const DEFAULT_MAX_STREAMS: usize = 10_000;
+/// Default bound on tombstones of forgotten tasks.
+pub const DEFAULT_MAX_TOMBSTONES: usize = 10_000;
 
 /// `true` for the four types that carry a `seq` in a per-task stream (the seed's
 /// `is_sequenced`).
@@ -134,6 +137,10 @@ pub struct SequencingConfig {
     /// Most streams per direction (outbound and inbound are counted separately). Default
     /// [`DEFAULT_MAX_STREAMS`] (10,000).
     pub max_streams: usize,
+    /// Most tombstones of forgotten tasks
+    /// ([`ConnectionState::forget_task`]); the oldest is evicted beyond it (0 keeps
+    /// none). Default [`DEFAULT_MAX_TOMBSTONES`] (10,000).
+    pub max_tombstones: usize,
 }
 
 impl Default for SequencingConfig {
@@ -143,6 +150,7 @@ impl Default for SequencingConfig {
             max_outbox_frames: DEFAULT_MAX_OUTBOX_FRAMES,
             max_outbox_bytes: DEFAULT_MAX_OUTBOX_BYTES,
             max_streams: DEFAULT_MAX_STREAMS,
+            max_tombstones: DEFAULT_MAX_TOMBSTONES,
         }
     }
 }
@@ -155,6 +163,7 @@ impl SequencingConfig {
             "max_outbox_frames": self.max_outbox_frames,
             "max_outbox_bytes": self.max_outbox_bytes,
             "max_streams": self.max_streams,
+            "max_tombstones": self.max_tombstones,
         })
     }
 
@@ -182,6 +191,9 @@ impl SequencingConfig {
         }
         if let Some(v) = get("max_streams")? {
             c.max_streams = usize::try_from(v).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = get("max_tombstones")? {
+            c.max_tombstones = usize::try_from(v).unwrap_or(usize::MAX);
         }
         Ok(c)
     }

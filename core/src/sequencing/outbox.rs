@@ -15,17 +15,37 @@ pub struct KeptFrame {
 /// The outbound log of one stream: the seq the next emitted frame gets and the frames
 /// not yet acknowledged by the peer, ascending by seq. Bounds are enforced per
 /// connection by [`ConnectionState`](super::ConnectionState).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Frames at or above [`unconfirmed_from`](Self::unconfirmed_from) were stamped by a
+/// state that did not yet know the peer's position on this stream (a fresh or restored
+/// state): the peer may already have seen *other* frames under those seqs, so they are
+/// re-stamped after the peer's position once it is known, instead of being trimmed.
+#[derive(Debug, Clone)]
 pub struct OutboxLog {
     next_seq: u64,
     kept: VecDeque<KeptFrame>,
+    unconfirmed: Option<u64>,
 }
+
+/// Equality compares what a snapshot persists: the next seq, the kept frames and the
+/// first provisional seq (an unconfirmed log without provisional frames equals a
+/// confirmed one).
+impl PartialEq for OutboxLog {
+    fn eq(&self, other: &Self) -> bool {
+        self.next_seq == other.next_seq
+            && self.kept == other.kept
+            && self.unconfirmed_from() == other.unconfirmed_from()
+    }
+}
+
+impl Eq for OutboxLog {}
 
 impl Default for OutboxLog {
     fn default() -> Self {
         Self {
             next_seq: 1,
             kept: VecDeque::new(),
+            unconfirmed: None,
         }
     }
 }
@@ -51,6 +71,17 @@ impl OutboxLog {
         self.kept.iter()
     }
 
+    /// The first seq stamped without knowing the peer's position (`next_seq` when every
+    /// kept frame is confirmed).
+    pub fn unconfirmed_from(&self) -> u64 {
+        self.unconfirmed.unwrap_or(self.next_seq).min(self.next_seq)
+    }
+
+    /// `true` while the peer's position on this stream is not known to this state.
+    pub fn is_confirmed(&self) -> bool {
+        self.unconfirmed.is_none()
+    }
+
     /// The lowest seq this log can still send: the first kept frame, or the next seq
     /// when nothing is kept.
     pub fn first_available(&self) -> u64 {
@@ -62,8 +93,47 @@ impl OutboxLog {
         self.kept.iter().map(|f| f.frame.len()).sum()
     }
 
-    pub(crate) fn from_parts(next_seq: u64, kept: VecDeque<KeptFrame>) -> Self {
-        Self { next_seq, kept }
+    pub(crate) fn from_parts(
+        next_seq: u64,
+        kept: VecDeque<KeptFrame>,
+        unconfirmed: Option<u64>,
+    ) -> Self {
+        Self {
+            next_seq,
+            kept,
+            unconfirmed,
+        }
+    }
+
+    /// A log that has not yet learnt the peer's position: everything it stamps from now
+    /// on is provisional.
+    pub(crate) fn unconfirmed() -> Self {
+        Self {
+            unconfirmed: Some(1),
+            ..Self::default()
+        }
+    }
+
+    /// Mark the frames stamped from now on as provisional (a restored state).
+    pub(crate) fn mark_unconfirmed(&mut self) {
+        if self.unconfirmed.is_none() {
+            self.unconfirmed = Some(self.next_seq);
+        }
+    }
+
+    /// The peer's position is known: every kept frame is numbered consistently with it.
+    pub(crate) fn confirm(&mut self) {
+        self.unconfirmed = None;
+    }
+
+    /// The frames kept, mutably (re-stamping).
+    pub(crate) fn kept_mut(&mut self) -> &mut VecDeque<KeptFrame> {
+        &mut self.kept
+    }
+
+    /// Set the next seq outright (re-stamping).
+    pub(crate) fn set_next_seq(&mut self, next_seq: u64) {
+        self.next_seq = next_seq;
     }
 
     pub(crate) fn push(&mut self, frame: String) {

@@ -9,9 +9,9 @@ use serde_json::Value;
 use super::error::SnapshotError;
 use super::inbox::InboxTracker;
 use super::outbox::{KeptFrame, OutboxLog};
-use super::state::{ConnectionState, TaskChannel};
+use super::state::{ConnectionState, TaskChannel, Tombstone};
 use super::{Role, SequencingConfig};
-use crate::wire;
+use crate::wire::{self, MessageType};
 
 /// First bytes of every snapshot: `stapel-seq-snapshot/`, followed by the decimal format
 /// version and a `\n`, then the JSON body.
@@ -26,6 +26,16 @@ struct Body {
     role: String,
     config: Value,
     tasks: Vec<TaskDto>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    forgotten: Vec<TombDto>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TombDto {
+    task_id: String,
+    outbound: Vec<(Option<u64>, u64)>,
+    inbound: Vec<(Option<u64>, u64)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -42,6 +52,8 @@ struct OutDto {
     attempt: Option<u64>,
     next_seq: u64,
     frames: Vec<(u64, String)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unconfirmed_from: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -70,8 +82,13 @@ impl ConnectionState {
     ///  "config":{"inbound_window":…,"max_outbox_frames":…,"max_outbox_bytes":…,"max_streams":…},
     ///  "tasks":[{"task_id":"T-1",
     ///            "outbound":[{"attempt":null|N,"next_seq":N,"frames":[[seq,"<frame>"],…]}],
-    ///            "inbound":[{"attempt":null|N,"watermark":N,"ahead":[seq,…]}]}]}
+    ///            "inbound":[{"attempt":null|N,"watermark":N,"ahead":[seq,…]}]}],
+    ///  "forgotten":[{"task_id":"T-0","outbound":[[null|N,last_seq],…],"inbound":[[null|N,watermark],…]}]}
     /// ```
+    ///
+    /// An outbound stream carries `"unconfirmed_from":N` only when it holds provisional
+    /// frames (seqs `N..next_seq`, see "Provisional numbering"); `forgotten` (tombstones,
+    /// oldest first) is omitted when empty.
     ///
     /// Tasks and streams appear in the state's order; kept frames are the exact encoded
     /// frames. [`restore`](Self::restore) rejects any other version.
@@ -88,6 +105,8 @@ impl ConnectionState {
                         attempt: *a,
                         next_seq: log.next_seq(),
                         frames: log.kept().map(|f| (f.seq, f.frame.clone())).collect(),
+                        unconfirmed_from: (log.unconfirmed_from() < log.next_seq())
+                            .then(|| log.unconfirmed_from()),
                     })
                     .collect(),
                 inbound: c
@@ -101,10 +120,20 @@ impl ConnectionState {
                     .collect(),
             })
             .collect();
+        let forgotten = self
+            .forgotten
+            .iter()
+            .map(|(task, t)| TombDto {
+                task_id: task.clone(),
+                outbound: t.outbound.clone(),
+                inbound: t.inbound.clone(),
+            })
+            .collect();
         let body = Body {
             role: self.role.as_str().into(),
             config: self.config.to_value(),
             tasks,
+            forgotten,
         };
         let mut out = Vec::with_capacity(256);
         out.extend_from_slice(SNAPSHOT_MAGIC);
@@ -121,8 +150,15 @@ impl ConnectionState {
     /// `not_a_snapshot` (bad magic), `unsupported_snapshot_version`, `corrupt_snapshot`
     /// (malformed JSON, unknown fields, or an inconsistent stream: duplicate task or
     /// stream, kept seqs not ascending or not below `next_seq`, a kept frame that does
-    /// not decode to its stream and seq, an `ahead` seq outside
-    /// `(watermark, watermark + inbound_window]`).
+    /// not decode to its stream and seq or is of a type or attempt that does not belong to
+    /// the stream (by role and direction), an `ahead` seq outside
+    /// `(watermark, watermark + inbound_window]`, a seq above 2^53 − 1 (`next_seq` above
+    /// 2^53), more streams, kept frames or tombstones than the configured bounds allow,
+    /// or kept bytes above `max_outbox_bytes` plus 16 bytes per kept frame).
+    ///
+    /// Provisional frames stay provisional (see "Provisional numbering"); to treat a
+    /// possibly stale snapshot safely, call [`mark_unconfirmed`](Self::mark_unconfirmed)
+    /// before emitting (the session machines do).
     pub fn restore(bytes: &[u8]) -> Result<Self, SnapshotError> {
         let rest = bytes
             .strip_prefix(SNAPSHOT_MAGIC)
@@ -155,9 +191,17 @@ impl ConnectionState {
                         t.task_id
                     )));
                 }
-                if o.next_seq == 0 {
-                    return Err(corrupt("next_seq must be at least 1"));
+                if o.next_seq == 0 || o.next_seq > wire::MAX_SAFE_INTEGER + 1 {
+                    return Err(corrupt("next_seq must be in 1..=2^53"));
                 }
+                let want_attempt = (role == Role::Runner) == o.attempt.is_some();
+                if !want_attempt || o.attempt.is_some_and(|a| a > wire::MAX_SAFE_INTEGER) {
+                    return Err(corrupt(format!(
+                        "outbound stream {:?} attempt {:?} is not a {role} stream",
+                        t.task_id, o.attempt
+                    )));
+                }
+
                 let mut kept = VecDeque::with_capacity(o.frames.len());
                 let mut prev = 0;
                 for (seq, frame) in o.frames {
@@ -176,14 +220,37 @@ impl ConnectionState {
                             t.task_id
                         )));
                     }
+                    let is_command = matches!(
+                        msg.message_type(),
+                        MessageType::TaskAssign | MessageType::TaskCancel
+                    );
+                    let frame_attempt = (!is_command).then(|| msg.attempt().unwrap_or(0));
+                    if !msg.message_type().is_sequenced()
+                        || is_command != (role == Role::Hub)
+                        || frame_attempt != o.attempt
+                    {
+                        return Err(corrupt(format!(
+                            "kept frame {seq} of {:?} ({}) does not belong to a {role} stream of attempt {:?}",
+                            t.task_id,
+                            msg.message_type(),
+                            o.attempt
+                        )));
+                    }
                     state.kept_frames += 1;
                     state.kept_bytes += frame.len();
                     kept.push_back(KeptFrame { seq, frame });
                 }
                 state.outbound_streams += 1;
-                channel
-                    .outbound
-                    .push((o.attempt, OutboxLog::from_parts(o.next_seq, kept)));
+                if o.unconfirmed_from.is_some_and(|u| u == 0 || u > o.next_seq) {
+                    return Err(corrupt("unconfirmed_from must be in 1..=next_seq"));
+                }
+                if o.unconfirmed_from.is_some() {
+                    state.confirmed = false;
+                }
+                channel.outbound.push((
+                    o.attempt,
+                    OutboxLog::from_parts(o.next_seq, kept, o.unconfirmed_from),
+                ));
             }
             for i in t.inbound {
                 if channel.inbound.iter().any(|(a, _)| *a == i.attempt) {
@@ -193,6 +260,21 @@ impl ConnectionState {
                     )));
                 }
                 let window = state.config.inbound_window;
+                let want_attempt = (role == Role::Hub) == i.attempt.is_some();
+                if !want_attempt || i.attempt.is_some_and(|a| a > wire::MAX_SAFE_INTEGER) {
+                    return Err(corrupt(format!(
+                        "inbound stream {:?} attempt {:?} is not a {role} stream",
+                        t.task_id, i.attempt
+                    )));
+                }
+                if i.watermark > wire::MAX_SAFE_INTEGER
+                    || i.ahead.iter().any(|s| *s > wire::MAX_SAFE_INTEGER)
+                {
+                    return Err(corrupt(format!(
+                        "inbound seq of {:?} above 2^53 - 1",
+                        t.task_id
+                    )));
+                }
                 if let Some(bad) = i
                     .ahead
                     .iter()
@@ -211,6 +293,48 @@ impl ConnectionState {
             }
             if tasks.insert(t.task_id.clone(), channel).is_some() {
                 return Err(corrupt(format!("duplicate task {:?}", t.task_id)));
+            }
+        }
+        let c = &state.config;
+        // Re-stamping may lengthen a kept frame by the digits of its new seq.
+        let byte_slack = state.kept_frames.saturating_mul(16);
+        if state.outbound_streams > c.max_streams
+            || state.inbound_streams > c.max_streams
+            || state.kept_frames > c.max_outbox_frames
+            || state.kept_bytes > c.max_outbox_bytes.saturating_add(byte_slack)
+            || body.forgotten.len() > c.max_tombstones
+        {
+            return Err(corrupt("the snapshot exceeds its configured bounds"));
+        }
+        for t in body.forgotten {
+            if t.task_id.is_empty() || tasks.contains_key(&t.task_id) {
+                return Err(corrupt(format!(
+                    "tombstone {:?} is empty or names a live task",
+                    t.task_id
+                )));
+            }
+            let bad_out = t.outbound.iter().any(|(a, s)| {
+                *s > wire::MAX_SAFE_INTEGER
+                    || a.is_some_and(|a| a > wire::MAX_SAFE_INTEGER)
+                    || (role == Role::Runner) != a.is_some()
+            });
+            let bad_in = t.inbound.iter().any(|(a, s)| {
+                *s > wire::MAX_SAFE_INTEGER
+                    || a.is_some_and(|a| a > wire::MAX_SAFE_INTEGER)
+                    || (role == Role::Hub) != a.is_some()
+            });
+            if bad_out || bad_in {
+                return Err(corrupt(format!(
+                    "tombstone {:?} is inconsistent",
+                    t.task_id
+                )));
+            }
+            let tomb = Tombstone {
+                outbound: t.outbound,
+                inbound: t.inbound,
+            };
+            if state.forgotten.insert(t.task_id.clone(), tomb).is_some() {
+                return Err(corrupt(format!("duplicate tombstone {:?}", t.task_id)));
             }
         }
         state.tasks = tasks;

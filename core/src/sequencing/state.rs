@@ -151,7 +151,34 @@ impl Replay {
 ///   [`replay_from`](Self::replay_from);
 /// * housekeeping: [`forget_task`](Self::forget_task), [`snapshot`](Self::snapshot),
 ///   [`restore`](Self::restore), [`memory_footprint`](Self::memory_footprint).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// # Provisional numbering
+///
+/// A state that was lost or restored from an older snapshot does not know how far the
+/// peer got on its outbound streams: the peer may have seen seqs this state never
+/// emitted. After [`mark_unconfirmed`](Self::mark_unconfirmed) (the session machines call
+/// it for every state they are given), frames stamped before the peer's position is known
+/// are *provisional* ([`OutboxLog::unconfirmed_from`]) and must not be transmitted yet.
+/// When the peer declares a position at or above the first provisional seq
+/// ([`ack`](Self::ack), [`replay_for`](Self::replay_for),
+/// [`replay_positions`](Self::replay_positions)), the provisional frames are re-stamped
+/// after that position (in order, contiguously) instead of being trimmed, so none is
+/// lost or taken for a duplicate; [`confirm_all`](Self::confirm_all) ends the provisional
+/// period once every position is known. A declaration beyond the last emitted seq of a
+/// stream without provisional frames re-stamps every kept frame after it (the state is
+/// older than the peer's; keeping every frame is preferred over guessing which were
+/// seen). A state from [`new`](Self::new) has no provisional frames (the seed's model:
+/// what is emitted is final).
+///
+/// # Forgotten tasks
+///
+/// [`forget_task`](Self::forget_task) drops a task's streams but keeps a *tombstone*
+/// (per stream: last seq emitted, last seq received contiguously), bounded by
+/// `max_tombstones` (oldest evicted first): late or replayed frames of a forgotten stream
+/// are duplicates, acknowledgements and `replay_from` declarations for it create no
+/// state, and emitting on it (or receiving a seq above its tombstone) revives the task
+/// with its numbering intact.
+#[derive(Debug, Clone)]
 pub struct ConnectionState {
     pub(crate) role: Role,
     pub(crate) config: SequencingConfig,
@@ -160,6 +187,105 @@ pub struct ConnectionState {
     pub(crate) inbound_streams: usize,
     pub(crate) kept_frames: usize,
     pub(crate) kept_bytes: usize,
+    pub(crate) forgotten: IndexMap<String, Tombstone>,
+    /// The peer's positions are known (not persisted: a restored state starts
+    /// unconfirmed).
+    pub(crate) confirmed: bool,
+}
+
+/// Equality compares what a snapshot persists (the in-memory "positions confirmed"
+/// flag is left out).
+impl PartialEq for ConnectionState {
+    fn eq(&self, other: &Self) -> bool {
+        self.role == other.role
+            && self.config == other.config
+            && self.tasks == other.tasks
+            && self.outbound_streams == other.outbound_streams
+            && self.inbound_streams == other.inbound_streams
+            && self.kept_frames == other.kept_frames
+            && self.kept_bytes == other.kept_bytes
+            && self.forgotten == other.forgotten
+    }
+}
+
+impl Eq for ConnectionState {}
+
+/// What is remembered of a forgotten task: per outbound stream the last seq emitted, per
+/// inbound stream the last seq received contiguously.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Tombstone {
+    pub(crate) outbound: Vec<(Option<u64>, u64)>,
+    pub(crate) inbound: Vec<(Option<u64>, u64)>,
+}
+
+impl Tombstone {
+    fn inbound(&self, attempt: Option<u64>) -> Option<u64> {
+        self.inbound
+            .iter()
+            .find(|(a, _)| *a == attempt)
+            .map(|(_, w)| *w)
+    }
+}
+
+/// Give a kept frame a new seq: decode its exact bytes, set the seq, re-encode (unknown
+/// fields are kept in place). Kept frames always decode (checked on emit and restore);
+/// should one not, its bytes are kept as they are.
+fn restamp(frame: &KeptFrame, seq: u64) -> KeptFrame {
+    match wire::decode(frame.frame.as_bytes(), false) {
+        Ok(mut m) => {
+            m.set_seq(seq);
+            KeptFrame {
+                seq,
+                frame: wire::encode(&m),
+            }
+        }
+        Err(_) => KeptFrame {
+            seq,
+            frame: frame.frame.clone(),
+        },
+    }
+}
+
+/// Apply a peer's declared position `d` (it has everything up to `d`) to an outbound
+/// log: seen frames are trimmed, provisional frames that collide with seqs the peer has
+/// seen are re-stamped after `d`, and the log is confirmed. Returns `true` when the peer
+/// was ahead of this log (a collision, or `d` beyond the last emitted seq).
+fn reconcile(log: &mut OutboxLog, d: u64) -> bool {
+    let next = log.next_seq();
+    let m = if log.is_confirmed() {
+        if d >= next {
+            // The peer is ahead of everything emitted on a stream whose position was
+            // known: never lose a kept frame — re-stamp them all after `d`.
+            log.first_available()
+        } else {
+            u64::MAX
+        }
+    } else {
+        log.unconfirmed_from()
+    };
+    let ahead = d >= m;
+    if ahead {
+        let provisional = log.kept().filter(|f| f.seq >= m).count() as u64;
+        if d.saturating_add(provisional) > wire::MAX_SAFE_INTEGER {
+            // Re-stamping would leave the seq space: ignore the declaration.
+            return false;
+        }
+        let kept = log.kept_mut();
+        // Frames below the provisional range were seen (they are at or below `d`).
+        while kept.front().is_some_and(|f| f.seq < m) {
+            kept.pop_front();
+        }
+        let mut s = d;
+        for f in kept.iter_mut() {
+            s = s.saturating_add(1);
+            *f = restamp(f, s);
+        }
+        log.set_next_seq(s.saturating_add(1));
+    } else {
+        log.trim_through(d);
+    }
+    log.confirm();
+    ahead
 }
 
 /// Push without the default growth to 4 elements: most tasks have one stream per
@@ -200,6 +326,118 @@ impl ConnectionState {
             inbound_streams: 0,
             kept_frames: 0,
             kept_bytes: 0,
+            forgotten: IndexMap::new(),
+            confirmed: true,
+        }
+    }
+
+    /// Recount the kept frames and bytes (after re-stamping or trimming many logs).
+    fn recount(&mut self) {
+        let (mut n, mut b) = (0, 0);
+        for c in self.tasks.values() {
+            for (_, log) in &c.outbound {
+                n += log.kept().len();
+                b += log.kept_bytes();
+            }
+        }
+        self.kept_frames = n;
+        self.kept_bytes = b;
+    }
+
+    /// `true` once the peer's positions are known ([`confirm_all`](Self::confirm_all)):
+    /// frames stamped from then on are final.
+    pub fn is_confirmed(&self) -> bool {
+        self.confirmed
+    }
+
+    /// The peer's position is known for every stream (the hub: after applying a complete
+    /// `hello.resume`; the runner: once the hub's post-`hello` acknowledgements have
+    /// arrived). Provisional frames still kept are final from now on (the peer has seen
+    /// none of their seqs), and streams created later are numbered from 1 as final.
+    pub fn confirm_all(&mut self) {
+        for c in self.tasks.values_mut() {
+            for (_, log) in &mut c.outbound {
+                log.confirm();
+            }
+        }
+        self.confirmed = true;
+    }
+
+    /// Treat every frame stamped from now on as provisional until the peer's positions
+    /// are known again: for a state that may be older than the peer's (fresh after a
+    /// loss, or restored). The session machines call it on every state they are given,
+    /// and transmit provisional frames only once confirmed.
+    pub fn mark_unconfirmed(&mut self) {
+        for c in self.tasks.values_mut() {
+            for (_, log) in &mut c.outbound {
+                log.mark_unconfirmed();
+            }
+        }
+        self.confirmed = false;
+    }
+
+    /// `true` when no frame of the task is kept for replay: every frame emitted on it was
+    /// acknowledged by the peer (also `true` for unknown and forgotten tasks). Once the
+    /// task's terminal frame (its report, or the last command) is acknowledged, the task
+    /// can be [forgotten](Self::forget_task) safely.
+    pub fn is_fully_acknowledged(&self, task_id: &str) -> bool {
+        self.tasks
+            .get(task_id)
+            .is_none_or(|c| c.outbound.iter().all(|(_, log)| log.kept().len() == 0))
+    }
+
+    /// `true` when the task was forgotten and its tombstone is still kept.
+    pub fn is_forgotten(&self, task_id: &str) -> bool {
+        self.forgotten.contains_key(task_id)
+    }
+
+    /// Number of tombstones kept (forgotten tasks, at most `max_tombstones`).
+    pub fn forgotten_count(&self) -> usize {
+        self.forgotten.len()
+    }
+
+    /// Bring a forgotten task back (its numbering continues): `false` when that would
+    /// exceed `max_streams`.
+    fn revive(&mut self, task_id: &str) -> bool {
+        let Some(t) = self.forgotten.get(task_id) else {
+            return true;
+        };
+        if self.outbound_streams + t.outbound.len() > self.config.max_streams
+            || self.inbound_streams + t.inbound.len() > self.config.max_streams
+        {
+            return false;
+        }
+        let Some(t) = self.forgotten.shift_remove(task_id) else {
+            return true;
+        };
+        let window = self.config.inbound_window;
+        let confirmed = self.confirmed;
+        let channel = self.tasks.entry(task_id.to_owned()).or_default();
+        for (a, last) in t.outbound {
+            let mut log = OutboxLog::new();
+            log.advance_to(last.saturating_add(1));
+            if !confirmed {
+                log.mark_unconfirmed();
+            }
+            channel.outbound.push((a, log));
+            self.outbound_streams += 1;
+        }
+        for (a, w) in t.inbound {
+            channel
+                .inbound
+                .push((a, InboxTracker::from_parts(w, [], window)));
+            self.inbound_streams += 1;
+        }
+        true
+    }
+
+    /// An empty outbound log for a new stream: provisional until the peer's positions
+    /// are known.
+    fn new_log(&self) -> OutboxLog {
+        if self.confirmed {
+            OutboxLog::new()
+        } else {
+            OutboxLog::unconfirmed()
         }
     }
 
@@ -280,6 +518,17 @@ impl ConnectionState {
             error,
             message: Box::new(message),
         };
+        if let Some(t) = msg.task_id() {
+            if self.forgotten.contains_key(t) && !self.revive(t) {
+                return Err(fail(
+                    SequencingError::TooManyStreams {
+                        max: self.config.max_streams,
+                        inbound: false,
+                    },
+                    msg,
+                ));
+            }
+        }
         let (task_id, attempt, exists, seq) = match self.key(&msg, true) {
             Err(e) => return Err(fail(e, msg)),
             Ok(k) => {
@@ -328,11 +577,12 @@ impl ConnectionState {
         }
         self.kept_frames += 1;
         self.kept_bytes += frame.len();
+        let fresh = self.new_log();
         let channel = self.tasks.entry(task_id).or_default();
         match channel.out_mut(attempt) {
             Some(log) => log.push(frame),
             None => {
-                let mut log = OutboxLog::new();
+                let mut log = fresh;
                 log.push(frame);
                 push_exact(&mut channel.outbound, (attempt, log));
                 self.outbound_streams += 1;
@@ -372,8 +622,18 @@ impl ConnectionState {
     pub fn classify(&self, msg: &Message) -> Result<Arrival, SequencingError> {
         let k = self.key(msg, false)?;
         let seq = msg.seq().unwrap_or(0);
+        if let Some(a) = self.tombstone_arrival(&k, seq) {
+            return Ok(a);
+        }
         let tracker = self.tasks.get(k.task_id).and_then(|c| c.inb(k.attempt));
-        let fresh = InboxTracker::new();
+        let fresh = match self
+            .forgotten
+            .get(k.task_id)
+            .and_then(|t| t.inbound(k.attempt))
+        {
+            Some(w) => InboxTracker::from_parts(w, [], self.config.inbound_window),
+            None => InboxTracker::new(),
+        };
         let t = tracker.unwrap_or(&fresh);
         let arrival = t
             .classify(seq, self.config.inbound_window)
@@ -397,6 +657,10 @@ impl ConnectionState {
     pub fn receive(&mut self, msg: &Message) -> Result<Arrival, SequencingError> {
         let k = self.key(msg, false)?;
         let seq = msg.seq().unwrap_or(0);
+        if let Some(a) = self.tombstone_arrival(&k, seq) {
+            return Ok(a);
+        }
+        self.revive_for_receive(&k)?;
         let window = self.config.inbound_window;
         if let Some(channel) = self.tasks.get_mut(k.task_id) {
             if let Some(t) = channel.inb_mut(k.attempt) {
@@ -438,6 +702,23 @@ impl ConnectionState {
     pub fn accept_in_order(&mut self, msg: &Message) -> Result<Arrival, SequencingError> {
         let k = self.key(msg, false)?;
         let seq = msg.seq().unwrap_or(0);
+        if let Some(a) = self.tombstone_arrival(&k, seq) {
+            return Ok(a);
+        }
+        if self.forgotten.contains_key(k.task_id) {
+            // Only an in-order seq revives the task; anything else is classified
+            // against the tombstone without reviving it.
+            let w = self
+                .forgotten
+                .get(k.task_id)
+                .and_then(|t| t.inbound(k.attempt));
+            let t = InboxTracker::from_parts(w.unwrap_or(0), [], self.config.inbound_window);
+            match t.classify(seq, self.config.inbound_window) {
+                Ok(Arrival::InOrder) => self.revive_for_receive(&k)?,
+                Ok(a) => return Ok(a),
+                Err(r) => return Err(self.refusal(r, msg, &k, &t)),
+            }
+        }
         let window = self.config.inbound_window;
         if let Some(t) = self
             .tasks
@@ -466,6 +747,28 @@ impl ConnectionState {
             }
             Err(r) => Err(self.refusal(r, msg, &k, &InboxTracker::new())),
         }
+    }
+
+    /// A frame of a forgotten stream at or below its tombstone: a duplicate.
+    fn tombstone_arrival(&self, k: &Key<'_>, seq: u64) -> Option<Arrival> {
+        let w = self.forgotten.get(k.task_id)?.inbound(k.attempt)?;
+        (seq >= 1 && seq <= w).then_some(Arrival::Duplicate)
+    }
+
+    fn revive_for_receive(&mut self, k: &Key<'_>) -> Result<(), SequencingError> {
+        if self.forgotten.contains_key(k.task_id) && !self.revive(k.task_id) {
+            return Err(SequencingError::TooManyStreams {
+                max: self.config.max_streams,
+                inbound: true,
+            });
+        }
+        Ok(())
+    }
+
+    /// The watermark to acknowledge for an inbound stream, tombstones included.
+    pub(crate) fn ack_watermark(&self, task_id: &str, attempt: Option<u64>) -> Option<u64> {
+        self.inbound_watermark(task_id, attempt)
+            .or_else(|| self.forgotten.get(task_id)?.inbound(attempt))
     }
 
     fn refusal(
@@ -564,14 +867,20 @@ impl ConnectionState {
     /// The peer acknowledged everything up to `seq` on an outbound stream: drop those
     /// kept frames. Returns the number of frames dropped.
     ///
-    /// An acknowledgement beyond the last emitted seq means the peer has seen seqs this
-    /// state never emitted — the state is older than the peer's (restored from an old
-    /// snapshot, or lost): everything kept is dropped and numbering continues after
-    /// `seq`, so that new frames are not taken for duplicates. For the same reason an
+    /// An acknowledgement at or above the stream's first provisional seq (see
+    /// "Provisional numbering" above), or beyond the last emitted seq, means the peer has
+    /// seen seqs this state re-used (it is older than the peer's: restored from an old
+    /// snapshot, or lost): the provisional frames are **re-stamped** after `seq`, in
+    /// order, and numbering continues after them — nothing kept is lost, and the caller
+    /// re-sends them ([`unacked`](Self::unacked)); 0 is returned. For the same reason an
     /// acknowledgement (`seq > 0`) of an unknown stream creates it with its next seq at
-    /// `seq + 1` (unless `max_streams` is reached). [`last_emitted`](Self::last_emitted)
-    /// tells beforehand whether an acknowledgement is ahead.
+    /// `seq + 1` (unless `max_streams` is reached); one of a forgotten task, or above
+    /// 2^53 − 1, is ignored. [`is_ahead`](Self::is_ahead) tells beforehand whether an
+    /// acknowledgement is ahead.
     pub fn ack(&mut self, task_id: &str, attempt: Option<u64>, seq: u64) -> usize {
+        if seq > crate::wire::MAX_SAFE_INTEGER || self.forgotten.contains_key(task_id) {
+            return 0;
+        }
         let Some(log) = self.tasks.get_mut(task_id).and_then(|c| c.out_mut(attempt)) else {
             if seq > 0
                 && seq < crate::wire::MAX_SAFE_INTEGER
@@ -587,13 +896,43 @@ impl ConnectionState {
             }
             return 0;
         };
-        let (n, b) = log.trim_through(seq);
-        if seq > log.last_seq() {
-            log.advance_to(seq.saturating_add(1));
+        let before = log.kept().len();
+        let bytes_before = log.kept_bytes();
+        let ahead = reconcile(log, seq);
+        let after = log.kept().len();
+        let bytes_after = log.kept_bytes();
+        self.kept_frames = self.kept_frames - before + after;
+        self.kept_bytes = self.kept_bytes - bytes_before + bytes_after;
+        if ahead {
+            0
+        } else {
+            before - after
         }
+    }
+
+    /// The application knows the peer holds everything up to `seq` on one of this end's
+    /// outbound streams (e.g. a runner's checkpoint against a hub that sends no
+    /// acknowledgements): drop the kept frames at or below `seq`. Unlike
+    /// [`ack`](Self::ack) it never re-stamps, moves numbering or creates a stream.
+    /// Returns the number of frames dropped.
+    pub fn trim_through(&mut self, task_id: &str, attempt: Option<u64>, seq: u64) -> usize {
+        let Some(log) = self.tasks.get_mut(task_id).and_then(|c| c.out_mut(attempt)) else {
+            return 0;
+        };
+        let (n, b) = log.trim_through(seq);
         self.kept_frames -= n;
         self.kept_bytes -= b;
         n
+    }
+
+    /// `true` when a declared position `seq` of an outbound stream is ahead of this
+    /// state (it collides with provisional frames or lies beyond the last emitted seq).
+    pub fn is_ahead(&self, task_id: &str, attempt: Option<u64>, seq: u64) -> bool {
+        match self.outbound_log(task_id, attempt) {
+            None => false,
+            Some(log) if log.is_confirmed() => seq > log.last_seq(),
+            Some(log) => seq >= log.unconfirmed_from(),
+        }
     }
 
     /// The last seq emitted on an outbound stream (0 when the stream is unknown).
@@ -606,7 +945,7 @@ impl ConnectionState {
     /// `first_available`. When this end has not received everything below it, the
     /// watermark jumps to `first_available − 1` and the missing range `(from, to)` is
     /// returned; otherwise nothing changes and `None` is returned. An unknown stream is
-    /// created only when there is a gap.
+    /// created only when there is a gap; a forgotten task is left alone (`None`).
     ///
     /// # Errors
     /// `too_many_streams` (remote) when a stream would be created past the bound.
@@ -616,6 +955,9 @@ impl ConnectionState {
         attempt: Option<u64>,
         first_available: u64,
     ) -> Result<Option<(u64, u64)>, SequencingError> {
+        if self.forgotten.contains_key(task_id) {
+            return Ok(None);
+        }
         if let Some(t) = self.tasks.get_mut(task_id).and_then(|c| c.inb_mut(attempt)) {
             return Ok(t.skip_to(first_available));
         }
@@ -647,20 +989,27 @@ impl ConnectionState {
     /// whose streams are per attempt, the value applies to the task's highest attempt;
     /// other streams count as undeclared (their whole kept tail is replayed, no resync).
     /// Task ids this state does not know are listed in [`Replay::unknown`] and create no
-    /// state.
+    /// state; forgotten tasks are ignored; a value above 2^53 − 1 counts as absent.
+    /// Provisional frames that collide with a declared position are re-stamped after it
+    /// and replayed (the stream is listed in [`Replay::peer_ahead`]).
     pub fn replay_for(&mut self, resume: &IndexMap<String, u64>) -> Replay {
         let mut declared = Vec::new();
         for (task, channel) in &self.tasks {
             match self.role {
                 Role::Hub => {
                     if channel.out(None).is_some() {
-                        let seq = resume.get(task).copied().unwrap_or(0);
+                        // An entry above 2^53 − 1 is invalid and counts as absent.
+                        let seq = resume
+                            .get(task)
+                            .copied()
+                            .filter(|s| *s <= wire::MAX_SAFE_INTEGER)
+                            .unwrap_or(0);
                         declared.push(Position::new(task.clone(), None, seq));
                     }
                 }
                 Role::Runner => {
                     if let (Some(seq), Some((a, _))) = (
-                        resume.get(task),
+                        resume.get(task).filter(|s| **s <= wire::MAX_SAFE_INTEGER),
                         channel.outbound.iter().max_by_key(|(a, _)| *a),
                     ) {
                         declared.push(Position::new(task.clone(), *a, *seq));
@@ -671,7 +1020,7 @@ impl ConnectionState {
         let mut replay = self.replay_positions(&declared);
         for task in resume.keys() {
             let known = self.tasks.get(task).is_some_and(|c| !c.outbound.is_empty());
-            if !known {
+            if !known && !self.forgotten.contains_key(task) && !replay.unknown.contains(task) {
                 replay.unknown.push(task.clone());
             }
         }
@@ -681,8 +1030,13 @@ impl ConnectionState {
     /// What to re-send given exact per-stream declarations. A declared stream drops its
     /// kept frames at or below the position, reports a [`Resync`] when its kept log
     /// starts above `position + 1`, and replays the rest; a stream with no declaration
-    /// replays its whole kept tail. Declarations for unknown streams are ignored (listed
-    /// in [`Replay::unknown`] by task id); no state is created.
+    /// replays its whole kept tail. A declaration at or above the stream's first
+    /// provisional seq, or beyond its last emitted seq, lists the stream in
+    /// [`Replay::peer_ahead`] and re-stamps its provisional frames after the declared
+    /// position (they are replayed with their new seqs; nothing is dropped unseen).
+    /// Declarations for unknown streams are ignored (listed in [`Replay::unknown`] by
+    /// task id; forgotten tasks are not listed); declarations above 2^53 − 1 are
+    /// ignored. No state is created.
     pub fn replay_positions(&mut self, declared: &[Position]) -> Replay {
         let mut replay = Replay::default();
         for p in declared {
@@ -690,41 +1044,36 @@ impl ConnectionState {
                 .tasks
                 .get(&p.task_id)
                 .is_some_and(|c| c.out(p.attempt).is_some());
-            if !known && !replay.unknown.contains(&p.task_id) {
+            if !known
+                && !self.forgotten.contains_key(&p.task_id)
+                && !replay.unknown.contains(&p.task_id)
+            {
                 replay.unknown.push(p.task_id.clone());
             }
         }
         let index: HashMap<(&str, Option<u64>), u64> = declared
             .iter()
+            .filter(|p| p.seq <= wire::MAX_SAFE_INTEGER)
             .map(|p| ((p.task_id.as_str(), p.attempt), p.seq))
             .collect();
-        let (mut frames_dropped, mut bytes_dropped) = (0, 0);
         for (task, channel) in &mut self.tasks {
             for (attempt, log) in &mut channel.outbound {
-                let d = index.get(&(task.as_str(), *attempt)).copied();
-                if let Some(d) = d {
-                    if d > log.last_seq() {
-                        let (n, b) = log.trim_through(u64::MAX);
-                        frames_dropped += n;
-                        bytes_dropped += b;
-                        log.advance_to(d.saturating_add(1));
+                if let Some(&d) = index.get(&(task.as_str(), *attempt)) {
+                    if reconcile(log, d) {
                         replay
                             .peer_ahead
                             .push(Position::new(task.clone(), *attempt, d));
-                        continue;
-                    }
-                    let (n, b) = log.trim_through(d);
-                    frames_dropped += n;
-                    bytes_dropped += b;
-                    let first = log.first_available();
-                    if first > d + 1 {
-                        replay.resync.push(Resync {
-                            task_id: task.clone(),
-                            attempt: *attempt,
-                            declared: d,
-                            missing_from: d + 1,
-                            missing_to: first - 1,
-                        });
+                    } else {
+                        let first = log.first_available();
+                        if first > d + 1 {
+                            replay.resync.push(Resync {
+                                task_id: task.clone(),
+                                attempt: *attempt,
+                                declared: d,
+                                missing_from: d + 1,
+                                missing_to: first - 1,
+                            });
+                        }
                     }
                 }
                 if log.kept().len() > 0 {
@@ -736,15 +1085,18 @@ impl ConnectionState {
                 }
             }
         }
-        self.kept_frames -= frames_dropped;
-        self.kept_bytes -= bytes_dropped;
+        self.recount();
         replay
     }
 
-    /// Drop every stream of a task in both directions (e.g. after its final report was
-    /// applied and acknowledged). Frames of the task received later start a fresh
-    /// stream, so forget a task only when the peer cannot send it anything more.
-    /// Returns `true` when the task was known.
+    /// Drop every stream of a task in both directions and keep a tombstone of it (see
+    /// "Forgotten tasks" above). Safe once [`is_fully_acknowledged`](Self::is_fully_acknowledged)
+    /// holds and the task's last inbound frame was applied: kept (unacknowledged) frames
+    /// are dropped with the task. Late or replayed frames of the task are then
+    /// duplicates; forgotten streams are left out of `resume_map`, `ack_positions` and
+    /// `replay_from`. At most `max_tombstones` are kept; beyond that the oldest is
+    /// evicted, and an evicted task is unknown again (its frames would start a fresh
+    /// stream). Returns `true` when the task was known.
     pub fn forget_task(&mut self, task_id: &str) -> bool {
         let Some(channel) = self.tasks.shift_remove(task_id) else {
             return false;
@@ -754,6 +1106,24 @@ impl ConnectionState {
         for (_, log) in &channel.outbound {
             self.kept_frames -= log.kept().len();
             self.kept_bytes -= log.kept_bytes();
+        }
+        let tomb = Tombstone {
+            outbound: channel
+                .outbound
+                .iter()
+                .map(|(a, l)| (*a, l.last_seq()))
+                .collect(),
+            inbound: channel
+                .inbound
+                .iter()
+                .map(|(a, t)| (*a, t.watermark()))
+                .collect(),
+        };
+        if self.config.max_tombstones > 0 {
+            while self.forgotten.len() >= self.config.max_tombstones {
+                self.forgotten.shift_remove_index(0);
+            }
+            self.forgotten.insert(task_id.to_owned(), tomb);
         }
         true
     }
@@ -776,6 +1146,11 @@ impl ConnectionState {
             for (_, t) in &channel.inbound {
                 total += t.heap_bytes();
             }
+        }
+        total += self.forgotten.capacity() * (size_of::<(u64, String, Tombstone)>() + 8 + 1);
+        for (task, t) in &self.forgotten {
+            total += task.capacity()
+                + (t.outbound.capacity() + t.inbound.capacity()) * size_of::<(Option<u64>, u64)>();
         }
         total
     }

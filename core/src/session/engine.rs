@@ -26,19 +26,75 @@ pub(crate) enum Phase {
 }
 
 /// Parse a list of positions whose streams must (`with_attempt`) or must not carry an
-/// attempt.
-fn positions(v: &Value, with_attempt: bool, role: Role) -> Result<Vec<Position>, String> {
-    let list = Position::list_from_value(v)?;
-    match list.iter().find(|p| p.attempt.is_some() != with_attempt) {
-        Some(p) => Err(format!(
-            "stream {:?} attempt {:?} is not a stream of the {role}",
-            p.task_id, p.attempt
-        )),
-        None => Ok(list),
+/// attempt. Bad entries are skipped one by one: the valid positions, and a description of
+/// the skipped entries (if any). A value that is not an array yields no position.
+fn positions(v: &Value, with_attempt: bool, role: Role) -> (Vec<Position>, Option<String>) {
+    let Some(items) = v.as_array() else {
+        return (Vec::new(), Some("positions must be an array".into()));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    let (mut bad, mut first) = (0usize, None);
+    for (i, item) in items.iter().enumerate() {
+        let p = Position::from_value(item).and_then(|p| {
+            if p.attempt.is_some() == with_attempt {
+                Ok(p)
+            } else {
+                Err(format!(
+                    "stream {:?} attempt {:?} is not a stream of the {role}",
+                    p.task_id, p.attempt
+                ))
+            }
+        });
+        match p {
+            Ok(p) => out.push(p),
+            Err(e) => {
+                bad += 1;
+                if first.is_none() {
+                    first = Some(format!("entry {i}: {e}"));
+                }
+            }
+        }
     }
+    let report = first.map(|f| format!("{bad} entries skipped, first: {f}"));
+    (out, report)
 }
 
-type Held = HashMap<String, Vec<(Option<u64>, BTreeMap<u64, Message>)>>;
+/// Split positions into lists whose encoded size stays within `budget` bytes and
+/// `max_entries` entries (an entry larger than the budget travels alone).
+pub(crate) fn chunk_positions(
+    list: &[Position],
+    budget: usize,
+    max_entries: usize,
+) -> Vec<Vec<Position>> {
+    let mut chunks = Vec::new();
+    let mut cur: Vec<Position> = Vec::new();
+    let mut used = 2;
+    for p in list {
+        let size = position_bytes(p) + 1;
+        if !cur.is_empty() && (used + size > budget || cur.len() >= max_entries.max(1)) {
+            chunks.push(std::mem::take(&mut cur));
+            used = 2;
+        }
+        used += size;
+        cur.push(p.clone());
+    }
+    if !cur.is_empty() {
+        chunks.push(cur);
+    }
+    chunks
+}
+
+/// Encoded size of one position in a list.
+fn position_bytes(p: &Position) -> usize {
+    serde_json::to_string(&p.to_value()).map_or(0, |s| s.len())
+}
+
+/// Bytes of envelope a control frame may need besides its lists (type, nonce, field
+/// names, markers).
+pub(crate) const CONTROL_OVERHEAD: usize = 160;
+
+/// (message, encoded size) held per stream, by seq.
+type Held = HashMap<String, Vec<(Option<u64>, BTreeMap<u64, (Message, usize)>)>>;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Engine {
@@ -57,6 +113,12 @@ pub(crate) struct Engine {
     now: u64,
     next_ping: Option<u64>,
     nonce: i64,
+    /// Bytes of the frames held.
+    held_bytes: usize,
+    /// Runner: nonce of the post-hello barrier ping while its pong is awaited.
+    pub(crate) barrier: Option<i64>,
+    /// Hub: the runner's `hello.resume` while more of it is announced (`resume_more`).
+    pub(crate) resume_pending: Option<indexmap::IndexMap<String, u64>>,
     pub(crate) stats: SessionStats,
 }
 
@@ -76,6 +138,9 @@ impl Engine {
             now: 0,
             next_ping: None,
             nonce: 0,
+            held_bytes: 0,
+            barrier: None,
+            resume_pending: None,
             stats: SessionStats::default(),
         }
     }
@@ -128,16 +193,23 @@ impl Engine {
         Ok(())
     }
 
+    /// The transport is gone: queued frames and close requests belong to the dead
+    /// connection and are dropped (events stay for the application).
     pub(crate) fn disconnect(&mut self) {
         self.phase = Phase::Down;
         self.clear_held();
         self.next_ping = None;
         self.ack_due = None;
+        self.barrier = None;
+        self.resume_pending = None;
+        self.out
+            .retain(|o| !matches!(o, Output::Transmit(_) | Output::Close(_)));
     }
 
     fn clear_held(&mut self) {
         self.held.clear();
         self.stats.held_now = 0;
+        self.held_bytes = 0;
     }
 
     /// Feed JSONL bytes. Complete lines are decoded and handled lazily, one at a time,
@@ -188,11 +260,11 @@ impl Engine {
 
     fn on_line(&mut self, now: u64, line: &[u8]) {
         if let Some(msg) = self.decode(line) {
-            self.on_message(now, msg);
+            self.on_message(now, msg, line.len());
         }
     }
 
-    fn on_message(&mut self, now: u64, msg: Message) {
+    fn on_message(&mut self, now: u64, msg: Message, size: usize) {
         let awaiting = self.phase == Phase::AwaitingHello;
         match msg {
             Message::Hello(h) => {
@@ -202,13 +274,32 @@ impl Engine {
                     self.peer_error("unexpected_message", "unexpected hello");
                 }
             }
-            Message::Ping(p) => self.answer_ping(now, &p),
-            Message::Pong(p) => self.extensions(now, &p.extra),
+            Message::Ping(p) => {
+                if awaiting && p.extra.get("barrier") == Some(&Value::Bool(true)) {
+                    // The runner's post-hello barrier, but its hello never arrived: the
+                    // barrier's pong would confirm positions nobody declared.
+                    self.close(CloseReason::HelloRequired);
+                } else if self.state.role() == Role::Hub && self.phase == Phase::Open {
+                    self.extensions(now, &p.extra);
+                    self.hub_resume_chunk(now, &p.extra);
+                    self.answer_ping_after_extensions(&p);
+                } else {
+                    self.answer_ping(now, &p);
+                }
+            }
+            Message::Pong(p) => {
+                self.extensions(now, &p.extra);
+                if self.barrier.is_some()
+                    && matches!(p.nonce, Some(wire::Nonce::Integer(n)) if Some(n) == self.barrier)
+                {
+                    self.finish_barrier();
+                }
+            }
             m => {
                 if awaiting {
                     self.close(CloseReason::HelloRequired);
                 } else {
-                    self.sequenced(now, m);
+                    self.sequenced(now, m, size);
                 }
             }
         }
@@ -250,7 +341,7 @@ impl Engine {
     }
 
     /// A sequenced frame arrived: deliver it in order, hold it, or drop it.
-    pub(crate) fn sequenced(&mut self, now: u64, msg: Message) {
+    pub(crate) fn sequenced(&mut self, now: u64, msg: Message, size: usize) {
         match self.state.accept_in_order(&msg) {
             Ok(Arrival::InOrder) => {
                 if self.stats.held_now == 0 {
@@ -262,8 +353,18 @@ impl Engine {
                     self.drain_held(now, &task, attempt);
                 }
             }
-            Ok(Arrival::Duplicate) => self.stats.duplicates += 1,
-            Ok(Arrival::Ahead) => self.hold(msg),
+            Ok(Arrival::Duplicate) => {
+                self.stats.duplicates += 1;
+                // A forgotten stream re-sent by a peer that missed our acknowledgement:
+                // acknowledge it again so the peer stops re-sending.
+                let task = msg.task_id().unwrap_or_default();
+                if self.state.is_forgotten(task) {
+                    let attempt = self.inbound_attempt(&msg);
+                    let task = task.to_owned();
+                    self.mark_dirty(now, &task, attempt);
+                }
+            }
+            Ok(Arrival::Ahead) => self.hold(msg, size),
             Err(e) => self.peer_error(e.code(), e.to_string()),
         }
     }
@@ -289,8 +390,10 @@ impl Engine {
         self.event(Event::Received(msg));
     }
 
-    fn hold(&mut self, msg: Message) {
-        if self.stats.held_now >= self.cfg.max_held_frames {
+    fn hold(&mut self, msg: Message, size: usize) {
+        if self.stats.held_now >= self.cfg.max_held_frames
+            || self.held_bytes.saturating_add(size) > self.cfg.max_held_bytes
+        {
             self.stats.held_dropped += 1;
             return;
         }
@@ -310,9 +413,10 @@ impl Engine {
         match streams[idx].1.entry(seq) {
             std::collections::btree_map::Entry::Occupied(_) => self.stats.duplicates += 1,
             std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(msg);
+                v.insert((msg, size));
                 self.stats.held += 1;
                 self.stats.held_now += 1;
+                self.held_bytes += size;
             }
         }
     }
@@ -339,8 +443,9 @@ impl Engine {
             if seq > watermark + 1 {
                 return;
             }
-            let msg = entry.remove();
+            let (msg, size) = entry.remove();
             self.stats.held_now -= 1;
+            self.held_bytes -= size;
             if seq <= watermark {
                 self.stats.duplicates += 1;
                 continue;
@@ -353,56 +458,122 @@ impl Engine {
         }
     }
 
-    /// Apply the `ack` and `replay_from` extension fields of a ping, pong or hello.
+    /// Apply the `ack` and `replay_from` extension fields of a ping, pong or hello. A bad
+    /// entry is skipped (and reported as `invalid_extension`); the others apply.
     pub(crate) fn extensions(&mut self, now: u64, extra: &serde_json::Map<String, Value>) {
         // Outbound streams of the hub are command streams (no attempt), those of the
         // runner carry an attempt; inbound streams the other way round.
         let hub = self.state.role() == Role::Hub;
         if let Some(v) = extra.get("ack") {
-            match positions(v, !hub, self.state.role()) {
-                Ok(list) => {
-                    for p in list {
-                        let last = self.state.last_emitted(&p.task_id, p.attempt);
-                        if p.seq > last {
-                            self.peer_error(
-                                "ack_ahead",
-                                format!(
-                                    "peer acknowledged seq {} of {:?} (attempt {:?}), beyond {last} emitted; numbering continues after it",
-                                    p.seq, p.task_id, p.attempt
-                                ),
-                            );
-                        }
-                        self.state.ack(&p.task_id, p.attempt, p.seq);
-                    }
-                }
-                Err(e) => self.peer_error("invalid_extension", format!("ack: {e}")),
+            let (list, bad) = positions(v, !hub, self.state.role());
+            if let Some(e) = bad {
+                self.peer_error("invalid_extension", format!("ack: {e}"));
+            }
+            for p in list {
+                self.apply_ack(&p);
             }
         }
         if let Some(v) = extra.get("replay_from") {
-            match positions(v, hub, self.state.role()) {
-                Ok(list) => {
-                    for p in list {
-                        match self.state.skip_to(&p.task_id, p.attempt, p.seq) {
-                            Ok(Some((from, to))) => {
-                                self.event(Event::InboundGap(Resync {
-                                    task_id: p.task_id.clone(),
-                                    attempt: p.attempt,
-                                    declared: from - 1,
-                                    missing_from: from,
-                                    missing_to: to,
-                                }));
-                                self.mark_dirty(now, &p.task_id, p.attempt);
-                                if self.stats.held_now > 0 {
-                                    self.drain_held(now, &p.task_id, p.attempt);
-                                }
-                            }
-                            Ok(None) => {}
-                            Err(e) => self.peer_error(e.code(), e.to_string()),
+            let (list, bad) = positions(v, hub, self.state.role());
+            if let Some(e) = bad {
+                self.peer_error("invalid_extension", format!("replay_from: {e}"));
+            }
+            for p in list {
+                match self.state.skip_to(&p.task_id, p.attempt, p.seq) {
+                    Ok(Some((from, to))) => {
+                        self.event(Event::InboundGap(Resync {
+                            task_id: p.task_id.clone(),
+                            attempt: p.attempt,
+                            declared: from - 1,
+                            missing_from: from,
+                            missing_to: to,
+                        }));
+                        self.mark_dirty(now, &p.task_id, p.attempt);
+                        if self.stats.held_now > 0 {
+                            self.drain_held(now, &p.task_id, p.attempt);
                         }
                     }
+                    Ok(None) => {}
+                    Err(e) => self.peer_error(e.code(), e.to_string()),
                 }
-                Err(e) => self.peer_error("invalid_extension", format!("replay_from: {e}")),
             }
+        }
+    }
+
+    /// `true` when frames of this end may be transmitted now (hub: the runner's resume
+    /// was applied; runner: connected).
+    pub(crate) fn may_transmit(&self) -> bool {
+        self.phase == Phase::Open && self.resume_pending.is_none()
+    }
+
+    /// Apply one acknowledgement. Provisional frames it reveals as colliding are
+    /// re-stamped by the state ([`ConnectionState::ack`]) and re-sent here; provisional
+    /// frames it confirms (held back by the runner's barrier) are sent now.
+    fn apply_ack(&mut self, p: &Position) {
+        if self.state.is_forgotten(&p.task_id) {
+            return;
+        }
+        let before = self
+            .state
+            .outbound_log(&p.task_id, p.attempt)
+            .map(|l| (l.is_confirmed(), l.unconfirmed_from()));
+        let ahead =
+            self.state.is_ahead(&p.task_id, p.attempt, p.seq) || (before.is_none() && p.seq > 0);
+        if ahead {
+            let last = self.state.last_emitted(&p.task_id, p.attempt);
+            self.peer_error(
+                "ack_ahead",
+                format!(
+                    "peer acknowledged seq {} of {:?} (attempt {:?}), beyond what this state knows it sent (last {last}); frames not yet seen are re-stamped after it",
+                    p.seq, p.task_id, p.attempt
+                ),
+            );
+        }
+        self.state.ack(&p.task_id, p.attempt, p.seq);
+        let Some((was_confirmed, from)) = before else {
+            return;
+        };
+        if !self.may_transmit() || (was_confirmed && !ahead) {
+            return;
+        }
+        // Re-stamped frames (all kept ones) or frames the barrier held back.
+        let threshold = if ahead { 0 } else { from };
+        let frames: Vec<String> = self
+            .state
+            .outbound_log(&p.task_id, p.attempt)
+            .map(|l| {
+                l.kept()
+                    .filter(|f| f.seq >= threshold)
+                    .map(|f| f.frame.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for f in frames {
+            self.transmit(f);
+        }
+    }
+
+    /// Runner: the pong of the post-hello barrier ping arrived, so every acknowledgement
+    /// the hub sent after the hello has been applied. Provisional frames still unconfirmed
+    /// are final (the hub had none of their seqs): confirm them and send them.
+    pub(crate) fn finish_barrier(&mut self) {
+        self.barrier = None;
+        let mut frames = Vec::new();
+        for (_, channel) in self.state.tasks() {
+            for (_, log) in channel.outbound() {
+                if !log.is_confirmed() {
+                    let from = log.unconfirmed_from();
+                    frames.extend(
+                        log.kept()
+                            .filter(|f| f.seq >= from)
+                            .map(|f| f.frame.clone()),
+                    );
+                }
+            }
+        }
+        self.state.confirm_all();
+        for f in frames {
+            self.transmit(f);
         }
     }
 
@@ -419,27 +590,41 @@ impl Engine {
     /// Answer a ping: a pong echoing its nonce, carrying pending acknowledgements.
     pub(crate) fn answer_ping(&mut self, now: u64, ping: &Ping) {
         self.extensions(now, &ping.extra);
-        let mut pong = Pong::answering(ping);
-        let acks = self.take_acks();
-        if let Some(first) = acks.first() {
-            pong.extra
-                .insert("ack".into(), Position::list_to_value(first));
-        }
-        self.transmit(wire::encode(&Message::Pong(pong)));
-        for chunk in acks.iter().skip(1) {
-            self.send_ping(Some(chunk), None);
-        }
+        self.answer_ping_after_extensions(ping);
     }
 
-    /// Pending acknowledgements, chunked; clears the pending set.
-    fn take_acks(&mut self) -> Vec<Vec<Position>> {
+    /// The pong (with as many pending acknowledgements as fit), then pings for the rest.
+    pub(crate) fn answer_ping_after_extensions(&mut self, ping: &Ping) {
+        let mut pong = Pong::answering(ping);
+        let acks = self.take_acks();
+        let base = wire::encode(&Message::Pong(pong.clone())).len() + CONTROL_OVERHEAD;
+        let budget = self.cfg.max_control_frame_bytes.saturating_sub(base);
+        let mut rest: &[Position] = &acks;
+        if budget > 0 {
+            if let Some(first) = chunk_positions(&acks, budget, self.cfg.max_ack_entries)
+                .into_iter()
+                .next()
+                .filter(|c| 2 + c.iter().map(|p| position_bytes(p) + 1).sum::<usize>() <= budget)
+            {
+                rest = &acks[first.len()..];
+                pong.extra
+                    .insert("ack".into(), Position::list_to_value(&first));
+            }
+        }
+        self.transmit(wire::encode(&Message::Pong(pong)));
+        let rest = rest.to_vec();
+        self.send_ack_pings(&rest, &[]);
+    }
+
+    /// Pending acknowledgements (tombstoned streams included); clears the pending set.
+    fn take_acks(&mut self) -> Vec<Position> {
         if self.dirty.is_empty() {
             return Vec::new();
         }
         let mut list = Vec::new();
         for (task, attempts) in self.dirty.drain() {
             for a in attempts {
-                if let Some(w) = self.state.inbound_watermark(&task, a) {
+                if let Some(w) = self.state.ack_watermark(&task, a) {
                     if w > 0 {
                         list.push(Position::new(task.clone(), a, w));
                     }
@@ -450,15 +635,38 @@ impl Engine {
         list.sort_by(|x, y| (&x.task_id, x.attempt).cmp(&(&y.task_id, y.attempt)));
         self.unacked_count = 0;
         self.ack_due = None;
-        list.chunks(self.cfg.max_ack_entries.max(1))
-            .map(<[Position]>::to_vec)
-            .collect()
+        list
+    }
+
+    /// The byte budget for the lists of one ping.
+    fn ping_budget(&self) -> usize {
+        self.cfg
+            .max_control_frame_bytes
+            .saturating_sub(CONTROL_OVERHEAD)
+            .max(1)
+    }
+
+    /// Send `ack` and `replay_from` lists over as many pings as their byte size needs
+    /// (`replay_from` first). Nothing is sent when both are empty.
+    pub(crate) fn send_ack_pings(&mut self, ack: &[Position], replay_from: &[Position]) {
+        let budget = self.ping_budget();
+        for chunk in chunk_positions(replay_from, budget, usize::MAX) {
+            self.send_ping(None, Some(&chunk));
+        }
+        for chunk in chunk_positions(ack, budget, self.cfg.max_ack_entries) {
+            self.send_ping(Some(&chunk), None);
+        }
+    }
+
+    /// The next ping nonce.
+    pub(crate) fn next_nonce(&mut self) -> i64 {
+        self.nonce += 1;
+        self.nonce
     }
 
     /// Send a ping (next nonce) with optional `ack` and `replay_from` lists.
     pub(crate) fn send_ping(&mut self, ack: Option<&[Position]>, replay_from: Option<&[Position]>) {
-        self.nonce += 1;
-        let mut ping = Ping::new(Some(self.nonce.into()));
+        let mut ping = Ping::new(Some(self.next_nonce().into()));
         if let Some(r) = replay_from.filter(|r| !r.is_empty()) {
             ping.extra
                 .insert("replay_from".into(), Position::list_to_value(r));
@@ -470,28 +678,27 @@ impl Engine {
     }
 
     /// Acknowledge every inbound stream (after a hello), with an optional resync notice.
+    /// Both lists fit in one ping when they can; otherwise they are split by byte size.
     pub(crate) fn send_full_ack(&mut self, replay_from: &[Position]) {
         self.dirty.clear();
         self.unacked_count = 0;
         self.ack_due = None;
         let all = self.state.ack_positions();
-        let chunks: Vec<&[Position]> = all.chunks(self.cfg.max_ack_entries.max(1)).collect();
-        if chunks.is_empty() {
-            if !replay_from.is_empty() {
-                self.send_ping(None, Some(replay_from));
-            }
-            return;
-        }
-        for (i, c) in chunks.iter().enumerate() {
-            let r = if i == 0 { Some(replay_from) } else { None };
-            self.send_ping(Some(c), r);
+        let budget = self.ping_budget();
+        let size = |l: &[Position]| 2 + l.iter().map(|p| position_bytes(p) + 1).sum::<usize>();
+        if !all.is_empty()
+            && all.len() <= self.cfg.max_ack_entries.max(1)
+            && size(&all) + size(replay_from) <= budget
+        {
+            self.send_ping(Some(&all), Some(replay_from));
+        } else {
+            self.send_ack_pings(&all, replay_from);
         }
     }
 
     fn flush_acks(&mut self) {
-        for chunk in self.take_acks() {
-            self.send_ping(Some(&chunk), None);
-        }
+        let acks = self.take_acks();
+        self.send_ack_pings(&acks, &[]);
     }
 
     fn maybe_flush_acks(&mut self, _now: u64) {
@@ -526,9 +733,7 @@ impl Engine {
                 if acks.is_empty() {
                     self.send_ping(None, None);
                 }
-                for chunk in acks {
-                    self.send_ping(Some(&chunk), None);
-                }
+                self.send_ack_pings(&acks, &[]);
                 self.next_ping = Some(now.saturating_add(self.cfg.ping_interval_ms));
             }
         }

@@ -1,7 +1,10 @@
 //! [`HubSession`]: the hub side of a runner connection.
 
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+
 use crate::sequencing::{ConnectionState, Position, Role};
-use crate::wire::Hello;
+use crate::wire::{self, Hello};
 
 use super::engine::{Engine, Phase};
 use super::{CloseReason, Event, Input, Output, SessionConfig, SessionError, SessionStats};
@@ -11,12 +14,16 @@ use super::{CloseReason, Event, Input, Output, SessionConfig, SessionError, Sess
 /// # Call order
 ///
 /// 1. [`handle_input`](Self::handle_input) with [`Input::Connected`]; the session
-///    waits for the runner's `hello`. A sequenced frame before it closes the
-///    connection with [`CloseReason::HelloRequired`]; a `protocol_version` outside
+///    waits for the runner's `hello`. A sequenced frame (or the runner's barrier ping,
+///    `"barrier": true`) before it closes the connection with
+///    [`CloseReason::HelloRequired`]; a `protocol_version` outside
 ///    `min_protocol_version..=max_protocol_version` with
 ///    [`CloseReason::UnsupportedProtocolVersion`].
 /// 2. On `hello` the session: applies the runner's `replay_from` extension (gaps become
-///    [`Event::InboundGap`]), emits [`Event::Hello`], acknowledges every runner stream
+///    [`Event::InboundGap`]), emits [`Event::Hello`], waits for the rest of the resume
+///    when the hello says `resume_more` (pings carrying `resume`, the last one
+///    `resume_end`), re-stamps commands stamped before the runner's positions were
+///    known that collide with them (`resume_ahead`), acknowledges every runner stream
 ///    it holds in a `ping` carrying `ack` (and `replay_from` for command streams the
 ///    runner can no longer get in full, each also reported as
 ///    [`Event::OutboundResync`]), then re-sends every kept command above `hello.resume`
@@ -45,11 +52,14 @@ impl HubSession {
     /// A session over an existing (e.g. restored) hub state. A state of the runner role
     /// is replaced by a fresh hub state.
     pub fn with_state(config: SessionConfig, state: ConnectionState) -> Self {
-        let state = if state.role() == Role::Hub {
+        let mut state = if state.role() == Role::Hub {
             state
         } else {
             ConnectionState::with_config(Role::Hub, config.sequencing.clone())
         };
+        // The state may be older than the peer's (lost, or a stale snapshot): frames
+        // stamped before the peer's positions are known are provisional.
+        state.mark_unconfirmed();
         Self {
             engine: Engine::new(state, config),
         }
@@ -76,7 +86,7 @@ impl HubSession {
             Input::Frame(f) => e.frame(now_ms, &f),
             Input::Send(msg) => match e.state.emit_encoded(msg) {
                 Ok((_, frame)) => {
-                    if e.phase == Phase::Open {
+                    if e.may_transmit() {
                         e.transmit(frame);
                     }
                     Ok(())
@@ -136,16 +146,76 @@ impl Engine {
         }
         self.phase = Phase::Open;
         let extra = hello.extra.clone();
-        let resume = hello.resume.clone();
+        let raw = hello.resume.clone();
+        let more = extra.get("resume_more").and_then(Value::as_bool) == Some(true);
         self.event(Event::Hello(hello));
+        let mut resume = IndexMap::new();
+        self.merge_resume(&mut resume, &raw);
         // Runner streams whose beginning the runner can no longer send.
         self.extensions(now, &extra);
-        let replay = self.state.replay_for(&resume);
+        if more {
+            // The rest of the resume follows in pings; commands wait for it.
+            self.resume_pending = Some(resume);
+        } else {
+            self.finish_resume(&resume);
+        }
+    }
+
+    /// Add resume entries, dropping (and reporting) values above 2^53 − 1 and entries
+    /// beyond `max_streams` distinct tasks.
+    fn merge_resume(&mut self, into: &mut IndexMap<String, u64>, from: &IndexMap<String, u64>) {
+        for (task, seq) in from {
+            if *seq > wire::MAX_SAFE_INTEGER {
+                self.peer_error(
+                    "invalid_resume",
+                    format!("resume value {seq} of task {task:?} is above 2^53 - 1; ignored"),
+                );
+            } else if into.len() < self.state.config().max_streams || into.contains_key(task) {
+                into.insert(task.clone(), *seq);
+            }
+        }
+    }
+
+    /// A ping continuing a `resume_more` hello: `resume` (object) adds entries,
+    /// `resume_end: true` completes it.
+    pub(crate) fn hub_resume_chunk(&mut self, _now: u64, extra: &Map<String, Value>) {
+        let Some(mut pending) = self.resume_pending.take() else {
+            return;
+        };
+        if let Some(v) = extra.get("resume") {
+            let parsed = v.as_object().map(|o| {
+                o.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+                    .collect::<IndexMap<String, u64>>()
+            });
+            match parsed {
+                Some(chunk) => {
+                    if v.as_object().is_some_and(|o| o.len() != chunk.len()) {
+                        self.peer_error(
+                            "invalid_extension",
+                            "resume: entries with a non-integer value skipped",
+                        );
+                    }
+                    self.merge_resume(&mut pending, &chunk);
+                }
+                None => self.peer_error("invalid_extension", "resume must be an object"),
+            }
+        }
+        if extra.get("resume_end").and_then(Value::as_bool) == Some(true) {
+            self.finish_resume(&pending);
+        } else {
+            self.resume_pending = Some(pending);
+        }
+    }
+
+    /// The runner's whole resume is known: acknowledge, report and replay.
+    fn finish_resume(&mut self, resume: &IndexMap<String, u64>) {
+        let replay = self.state.replay_for(resume);
         for p in &replay.peer_ahead {
             self.peer_error(
                 "resume_ahead",
                 format!(
-                    "runner declared {} for task {:?}, beyond anything sent; numbering continues after it",
+                    "runner declared {} for task {:?}, beyond what this hub's state knew it sent; its unseen commands are re-stamped after it",
                     p.seq, p.task_id
                 ),
             );
@@ -163,6 +233,7 @@ impl Engine {
                 self.state.ack(task, None, seq);
             }
         }
+        self.state.confirm_all();
         let mut notice = Vec::with_capacity(replay.resync.len());
         for r in &replay.resync {
             notice.push(Position::new(

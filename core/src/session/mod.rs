@@ -53,7 +53,12 @@
 //!   the gap and reports it ([`Event::InboundGap`]).
 //!
 //! The runner also puts `replay_from` (for every stream it has emitted on) into
-//! `hello`, as an extra field. See `docs/protocol.md` for the full protocol and
+//! `hello`, as an extra field. Control frames stay within
+//! [`SessionConfig::max_control_frame_bytes`]: lists are split over pings, and a
+//! `hello.resume` that does not fit is continued in pings (`"resume_more": true` on the
+//! hello, `"resume": {…}` on pings, `"resume_end": true` on the last). A runner whose
+//! state may be older than the hub's sends a barrier ping after its hello and holds
+//! provisional frames until its pong. See `docs/protocol.md` for the full protocol and
 //! sequence diagrams.
 
 mod engine;
@@ -79,6 +84,12 @@ pub const DEFAULT_ACK_DELAY_MS: u64 = 200;
 pub const DEFAULT_MAX_ACK_ENTRIES: usize = 1024;
 /// Default most frames held while waiting for a gap to fill, per session.
 pub const DEFAULT_MAX_HELD_FRAMES: usize = 1024;
+/// Default most encoded bytes held while waiting for a gap to fill, per session (16 MiB).
+pub const DEFAULT_MAX_HELD_BYTES: usize = 16 * 1024 * 1024;
+/// Default bound on the encoded size of the control frames a session builds (`hello`,
+/// `ping`, `pong` with their lists): 60 KiB, below the 64 KiB default line bound of the
+/// peer's framer.
+pub const DEFAULT_MAX_CONTROL_FRAME_BYTES: usize = 60 * 1024;
 
 /// Configuration of a session machine. Every field has a documented default.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,10 +118,20 @@ pub struct SessionConfig {
     /// Most positions in one `ack` list. Default [`DEFAULT_MAX_ACK_ENTRIES`] (values below
     /// 1 act as 1).
     pub max_ack_entries: usize,
+    /// Most encoded bytes of one control frame this session builds: `ack` and
+    /// `replay_from` lists are split over several pings, and a `hello.resume` that does
+    /// not fit is continued in pings (`resume_more` / `resume` / `resume_end`, see
+    /// `docs/protocol.md`). Keep it below the peer's line bound. Default
+    /// [`DEFAULT_MAX_CONTROL_FRAME_BYTES`] (60 KiB).
+    pub max_control_frame_bytes: usize,
     /// Most frames held (arrived ahead of a gap) per session; further ones are dropped
     /// unrecorded and come back with the next replay. Default
     /// [`DEFAULT_MAX_HELD_FRAMES`].
     pub max_held_frames: usize,
+    /// Most encoded bytes held (arrived ahead of a gap) per session; further frames are
+    /// dropped unrecorded, as with `max_held_frames`. Default [`DEFAULT_MAX_HELD_BYTES`]
+    /// (16 MiB).
+    pub max_held_bytes: usize,
     /// Lowest `hello.protocol_version` the hub accepts. Default 1.
     pub min_protocol_version: u64,
     /// Highest `hello.protocol_version` the hub accepts. Default
@@ -129,7 +150,9 @@ impl Default for SessionConfig {
             ack_every_frames: DEFAULT_ACK_EVERY_FRAMES,
             ack_delay_ms: DEFAULT_ACK_DELAY_MS,
             max_ack_entries: DEFAULT_MAX_ACK_ENTRIES,
+            max_control_frame_bytes: DEFAULT_MAX_CONTROL_FRAME_BYTES,
             max_held_frames: DEFAULT_MAX_HELD_FRAMES,
+            max_held_bytes: DEFAULT_MAX_HELD_BYTES,
             min_protocol_version: 1,
             max_protocol_version: crate::wire::PROTOCOL_VERSION,
         }
@@ -197,10 +220,12 @@ pub enum Event {
     /// The peer broke a rule; the offending frame or field was dropped. `code` is the
     /// stable code of the underlying error (a wire `DecodeError`, a framing error, a
     /// sequencing error) or one of `unexpected_message`, `invalid_extension`,
-    /// `resume_ahead` (hub: the runner declared a command position beyond anything this
-    /// hub sent), `ack_ahead` (the peer acknowledged seqs this end never emitted). In
-    /// both `*_ahead` cases this end's state is older than the peer's, and numbering
-    /// continues after the peer's position.
+    /// `resume_ahead` (hub: the runner declared a command position this hub's state did
+    /// not know it had sent), `ack_ahead` (the peer acknowledged seqs this end's state
+    /// did not know it had sent), `invalid_resume` (hub: a `hello.resume` value above
+    /// 2^53 − 1, ignored). In both `*_ahead` cases this end's state is older than the
+    /// peer's: frames the peer has not seen are re-stamped after its position and sent
+    /// (nothing is lost), and numbering continues after them.
     PeerError {
         /// Stable code.
         code: String,
@@ -221,8 +246,8 @@ pub enum CloseReason {
         /// The version the runner declared.
         version: u64,
     },
-    /// Hub: the runner sent a sequenced frame before its `hello`. Code
-    /// `hello_required`.
+    /// Hub: the runner sent a sequenced frame (or its post-hello barrier ping) before
+    /// its `hello`. Code `hello_required`.
     HelloRequired,
 }
 

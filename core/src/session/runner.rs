@@ -1,9 +1,12 @@
 //! [`RunnerSession`]: the runner side of a hub connection.
 
-use crate::sequencing::{ConnectionState, Position, Role};
-use crate::wire::{self, Hello, Message};
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
 
-use super::engine::{Engine, Phase};
+use crate::sequencing::{ConnectionState, Position, Role};
+use crate::wire::{self, Hello, Message, Ping};
+
+use super::engine::{Engine, Phase, CONTROL_OVERHEAD};
 use super::{Input, Output, SessionConfig, SessionError, SessionStats};
 
 /// The runner side of a hub↔runner connection (sans-IO).
@@ -14,18 +17,23 @@ use super::{Input, Output, SessionConfig, SessionError, SessionStats};
 ///    is up, then drain [`poll_output`](Self::poll_output) until [`Output::Timeout`].
 ///    The first transmitted frame is the `hello` (identity from the template given to
 ///    [`new`](Self::new), `resume` from the sequencing state, plus the `replay_from`
-///    extension), followed by every progress/report frame the hub has not
-///    acknowledged, in stream order.
+///    extension; what does not fit `max_control_frame_bytes` follows in pings), then —
+///    while the state is unconfirmed (fresh or restored: the hub may be ahead of it) — a
+///    barrier `ping`, then every progress/report frame the hub has not acknowledged, in
+///    stream order. Provisional frames (stamped before the hub's positions were known)
+///    are held until the hub's post-hello acknowledgements have been applied (the
+///    barrier's `pong`); an acknowledgement ahead of them re-stamps them after it.
 /// 2. Feed inbound traffic with [`Input::Bytes`] (JSONL) or [`Input::Frame`] (one
 ///    frame); each is decoded, duplicates are dropped, and new commands come out as
 ///    [`Event::Received`](super::Event::Received) in stream order.
 /// 3. Send progress and reports with [`Input::Send`]: stamped with the next seq of
 ///    their `(task_id, attempt)` stream, kept until acknowledged, transmitted now if
-///    connected, re-sent after a reconnect otherwise. When the kept log is full the
+///    connected (and not provisional), re-sent after a reconnect otherwise. When the kept log is full the
 ///    input fails with `backpressure` and the message is handed back.
 /// 4. At each `Timeout(Some(t))` deadline call `handle_input(t, Input::Tick)`
 ///    (keepalive pings, acknowledgements, dead-peer detection).
-/// 5. After [`Output::Close`] or a transport loss report [`Input::Disconnected`].
+/// 5. After [`Output::Close`] or a transport loss report [`Input::Disconnected`]
+///    (queued transmits and closes of the dead connection are dropped).
 ///
 /// Persist [`state`](Self::state)'s snapshot to survive a runner restart and resume
 /// with [`with_state`](Self::with_state).
@@ -47,11 +55,14 @@ impl RunnerSession {
     /// A session over an existing (e.g. restored) runner state. A state of the hub role
     /// is replaced by a fresh runner state.
     pub fn with_state(hello: Hello, config: SessionConfig, state: ConnectionState) -> Self {
-        let state = if state.role() == Role::Runner {
+        let mut state = if state.role() == Role::Runner {
             state
         } else {
             ConnectionState::with_config(Role::Runner, config.sequencing.clone())
         };
+        // The state may be older than the peer's (lost, or a stale snapshot): frames
+        // stamped before the peer's positions are known are provisional.
+        state.mark_unconfirmed();
         Self {
             engine: Engine::new(state, config),
             hello,
@@ -72,22 +83,7 @@ impl RunnerSession {
         let result = match input {
             Input::Connected => {
                 e.connect(now_ms, Phase::Open)?;
-                let mut hello = self.hello.clone();
-                hello.resume = e.state.resume_map();
-                let from: Vec<Position> = e.state.replay_from();
-                if from.is_empty() {
-                    hello.extra.shift_remove("replay_from");
-                } else {
-                    hello
-                        .extra
-                        .insert("replay_from".into(), Position::list_to_value(&from));
-                }
-                e.transmit(wire::encode(&Message::Hello(hello)));
-                let frames: Vec<String> =
-                    e.state.unacked().map(|(_, _, f)| f.frame.clone()).collect();
-                for f in frames {
-                    e.transmit(f);
-                }
+                e.runner_hello(&self.hello);
                 Ok(())
             }
             Input::Disconnected => {
@@ -97,8 +93,13 @@ impl RunnerSession {
             Input::Bytes(b) => e.bytes(now_ms, &b),
             Input::Frame(f) => e.frame(now_ms, &f),
             Input::Send(msg) => match e.state.emit_encoded(msg) {
-                Ok((_, frame)) => {
-                    if e.phase == Phase::Open {
+                Ok((m, frame)) => {
+                    // A provisional frame waits for the barrier (see `runner_hello`).
+                    let provisional = m
+                        .task_id()
+                        .and_then(|t| e.state.outbound_log(t, Some(m.attempt().unwrap_or(0))))
+                        .is_some_and(|l| m.seq().unwrap_or(0) >= l.unconfirmed_from());
+                    if e.phase == Phase::Open && !provisional {
                         e.transmit(frame);
                     }
                     Ok(())
@@ -141,4 +142,108 @@ impl RunnerSession {
     pub fn stats(&self) -> &SessionStats {
         &self.engine.stats
     }
+}
+
+impl Engine {
+    /// The frames a runner sends on connect: the `hello` (its `resume` continued in pings
+    /// when it does not fit in `max_control_frame_bytes`), `replay_from` (in the hello
+    /// when everything fits, else in pings), the barrier ping while the state is
+    /// unconfirmed, then every kept frame that is not provisional.
+    pub(crate) fn runner_hello(&mut self, template: &Hello) {
+        let mut hello = template.clone();
+        hello.resume = IndexMap::new();
+        hello.extra.shift_remove("replay_from");
+        hello.extra.shift_remove("resume_more");
+        let resume = self.state.resume_map();
+        let from: Vec<Position> = self.state.replay_from();
+        let max = self.cfg.max_control_frame_bytes;
+        let mut full = hello.clone();
+        full.resume = resume.clone();
+        if !from.is_empty() {
+            full.extra
+                .insert("replay_from".into(), Position::list_to_value(&from));
+        }
+        let encoded = wire::encode(&Message::Hello(full));
+        if encoded.len() <= max {
+            self.transmit(encoded);
+        } else {
+            // As much of the resume as fits; the rest follows in pings.
+            let base = wire::encode(&Message::Hello(hello.clone())).len() + CONTROL_OVERHEAD;
+            let mut used = base;
+            let mut entries = resume.iter();
+            let mut first = IndexMap::new();
+            let mut rest: Vec<(&String, &u64)> = Vec::new();
+            for (task, seq) in entries.by_ref() {
+                let size = entry_bytes(task, *seq);
+                if used + size > max && !first.is_empty() {
+                    rest.push((task, seq));
+                    break;
+                }
+                used += size;
+                first.insert(task.clone(), *seq);
+            }
+            rest.extend(entries);
+            hello.resume = first;
+            if !rest.is_empty() {
+                hello.extra.insert("resume_more".into(), Value::Bool(true));
+            }
+            self.transmit(wire::encode(&Message::Hello(hello)));
+            self.send_ack_pings(&[], &from);
+            if !rest.is_empty() {
+                let budget = max.saturating_sub(CONTROL_OVERHEAD).max(1);
+                let mut chunks: Vec<Map<String, Value>> = Vec::new();
+                let mut cur = Map::new();
+                let mut used = 2;
+                for (task, seq) in rest {
+                    let size = entry_bytes(task, *seq);
+                    if !cur.is_empty() && used + size > budget {
+                        chunks.push(std::mem::take(&mut cur));
+                        used = 2;
+                    }
+                    used += size;
+                    cur.insert(task.clone(), Value::from(*seq));
+                }
+                chunks.push(cur);
+                let n = chunks.len();
+                for (i, chunk) in chunks.into_iter().enumerate() {
+                    let mut ping = Ping::new(Some(self.next_nonce().into()));
+                    ping.extra.insert("resume".into(), Value::Object(chunk));
+                    if i + 1 == n {
+                        ping.extra.insert("resume_end".into(), Value::Bool(true));
+                    }
+                    self.transmit(wire::encode(&Message::Ping(ping)));
+                }
+            }
+        }
+        let frames: Vec<String> = if self.state.is_confirmed() {
+            self.state
+                .unacked()
+                .map(|(_, _, f)| f.frame.clone())
+                .collect()
+        } else {
+            // The hub's acknowledgements after this hello tell where its streams are;
+            // its pong to this ping comes after all of them.
+            let nonce = self.next_nonce();
+            self.barrier = Some(nonce);
+            let mut ping = Ping::new(Some(nonce.into()));
+            ping.extra.insert("barrier".into(), Value::Bool(true));
+            self.transmit(wire::encode(&Message::Ping(ping)));
+            let mut v = Vec::new();
+            for (_, c) in self.state.tasks() {
+                for (_, log) in c.outbound() {
+                    let from = log.unconfirmed_from();
+                    v.extend(log.kept().filter(|f| f.seq < from).map(|f| f.frame.clone()));
+                }
+            }
+            v
+        };
+        for f in frames {
+            self.transmit(f);
+        }
+    }
+}
+
+/// Encoded size of one `resume` entry (`"task":seq,`).
+fn entry_bytes(task: &str, seq: u64) -> usize {
+    serde_json::to_string(task).map_or(0, |s| s.len()) + 2 + seq.to_string().len()
 }

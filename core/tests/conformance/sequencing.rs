@@ -157,6 +157,25 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 .as_str()
                 .ok_or(format!("step {i}: forget_task needs a string"))?;
             same(i, "known", &json!(state.forget_task(t)), &expect["known"])?;
+        } else if input.get("mark_unconfirmed").is_some() {
+            state.mark_unconfirmed();
+        } else if input.get("confirm_all").is_some() {
+            state.confirm_all();
+        } else if let Some(v) = input.get("trim_through") {
+            let p = position(i, v)?;
+            let n = state.trim_through(&p.task_id, p.attempt, p.seq);
+            same(i, "dropped", &json!(n), &expect["dropped"])?;
+        } else if let Some(v) = input.get("is_fully_acknowledged") {
+            let t = v.as_str().ok_or(format!("step {i}: needs a task id"))?;
+            same(
+                i,
+                "value",
+                &json!(state.is_fully_acknowledged(t)),
+                &expect["value"],
+            )?;
+        } else if let Some(v) = input.get("is_forgotten") {
+            let t = v.as_str().ok_or(format!("step {i}: needs a task id"))?;
+            same(i, "value", &json!(state.is_forgotten(t)), &expect["value"])?;
         } else if input.get("snapshot_roundtrip").is_some() {
             let bytes = state.snapshot();
             let restored = ConnectionState::restore(&bytes)

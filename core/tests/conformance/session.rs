@@ -72,6 +72,12 @@ fn session_config(cfg: &Value) -> Result<SessionConfig, String> {
     if let Some(v) = u64_of(cfg, "max_held_frames")? {
         c.max_held_frames = v as usize;
     }
+    if let Some(v) = u64_of(cfg, "max_held_bytes")? {
+        c.max_held_bytes = v as usize;
+    }
+    if let Some(v) = u64_of(cfg, "max_control_frame_bytes")? {
+        c.max_control_frame_bytes = v as usize;
+    }
     if let Some(v) = u64_of(cfg, "min_protocol_version")? {
         c.min_protocol_version = v;
     }
@@ -124,6 +130,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
         _ => return Err("config.side must be \"hub\" or \"runner\"".into()),
     };
     let mut now = 0u64;
+    let mut saved: Option<Vec<u8>> = None;
     for (i, input, expect) in steps(vector) {
         if let Some(t) = input.get("now").and_then(Value::as_u64) {
             now = t;
@@ -142,11 +149,40 @@ pub fn run(vector: &Value) -> Result<(), String> {
             let msg = wire::from_value(m.clone(), false)
                 .map_err(|e| format!("step {i}: bad message: {e}"))?;
             side.handle(now, Input::Send(msg))
-        } else if input.get("restart").is_some() {
-            // Persist, drop and restore the sequencing state into a new session.
-            let bytes = side.state().snapshot();
-            let state = ConnectionState::restore(&bytes)
-                .map_err(|e| format!("step {i}: restore failed: {}", e.code()))?;
+        } else if input.get("save_snapshot").is_some() {
+            saved = Some(side.state().snapshot());
+            Ok(())
+        } else if let Some(t) = input.get("forget_task").and_then(Value::as_str) {
+            match &mut side {
+                Side::Hub(h) => h.state_mut().forget_task(t),
+                Side::Runner(r, _) => r.state_mut().forget_task(t),
+            };
+            Ok(())
+        } else if let Some(how) = input.get("restart") {
+            // Persist, drop and restore the sequencing state into a new session:
+            // `true` the current snapshot, "saved" the one from `save_snapshot`,
+            // "fresh" no state at all (a restart that lost it).
+            let state = match how.as_str() {
+                Some("fresh") => {
+                    let role = match side {
+                        Side::Hub(_) => stapel_runner_protocol::sequencing::Role::Hub,
+                        Side::Runner(..) => stapel_runner_protocol::sequencing::Role::Runner,
+                    };
+                    ConnectionState::with_config(role, config.sequencing.clone())
+                }
+                Some("saved") => {
+                    let bytes = saved
+                        .as_ref()
+                        .ok_or(format!("step {i}: restart \"saved\" without save_snapshot"))?;
+                    ConnectionState::restore(bytes)
+                        .map_err(|e| format!("step {i}: restore failed: {}", e.code()))?
+                }
+                _ => {
+                    let bytes = side.state().snapshot();
+                    ConnectionState::restore(&bytes)
+                        .map_err(|e| format!("step {i}: restore failed: {}", e.code()))?
+                }
+            };
             side = match side {
                 Side::Hub(_) => Side::Hub(HubSession::with_state(config.clone(), state)),
                 Side::Runner(_, h) => Side::Runner(
@@ -165,6 +201,10 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 return Err(format!("step {i}: expected error {want}, got success"))
             }
             (Err(e), None) => return Err(format!("step {i}: unexpected error {}", e.code())),
+        }
+        if input.get("poll") == Some(&Value::Bool(false)) {
+            // Outputs stay queued for a later step.
+            continue;
         }
         let mut outputs = Vec::new();
         loop {
