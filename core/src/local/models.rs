@@ -479,7 +479,7 @@ pub struct CommandReceipt {
     pub controller_seq: u64,
     /// The verdict.
     pub status: ReceiptStatus,
-    /// Human-readable explanation (the fixed texts listed in `conformance/docs/local.md`).
+    /// Human-readable explanation (the fixed texts listed in `conformance/README.md`).
     pub detail: String,
 }
 

@@ -601,7 +601,7 @@ impl SessionReducer {
         }
     }
 
-    /// The snapshot as JSON (shape documented in `conformance/docs/local.md`).
+    /// The snapshot as JSON (shape documented in `conformance/README.md`).
     pub fn snapshot(&self) -> Value {
         let pending: Vec<&Request> = self
             .requests

@@ -84,9 +84,30 @@ pub(crate) fn chunk_positions(
     chunks
 }
 
-/// Encoded size of one position in a list.
+/// Encoded size of one position in a list (`{"task_id":…,"attempt":N,"seq":N}`, compact),
+/// computed without encoding it: this runs for every position of every ack.
 fn position_bytes(p: &Position) -> usize {
-    serde_json::to_string(&p.to_value()).map_or(0, |s| s.len())
+    fn digits(mut n: u64) -> usize {
+        let mut d = 1;
+        while n >= 10 {
+            n /= 10;
+            d += 1;
+        }
+        d
+    }
+    // The encoded length of a JSON string: quotes plus each character as serde_json
+    // escapes it (`\"`, `\\`, the short control escapes, `\u00XX` for the others).
+    let text = 2 + p
+        .task_id
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum::<usize>();
+    let attempt = p.attempt.map_or(0, |a| r#","attempt":"#.len() + digits(a));
+    r#"{"task_id":"#.len() + text + attempt + r#","seq":"#.len() + digits(p.seq) + 1
 }
 
 /// Bytes of envelope a control frame may need besides its lists (type, nonce, field
@@ -236,7 +257,7 @@ impl Engine {
         };
         let now = self.now;
         match item {
-            Ok(line) => self.on_line(now, line.as_bytes()),
+            Ok(line) => self.on_line(now, &line),
             Err(e) => self.peer_error(e.code(), e.to_string()),
         }
         self.maybe_flush_acks(now);
@@ -252,13 +273,13 @@ impl Engine {
     /// One whole frame (a WebSocket text message).
     pub(crate) fn frame(&mut self, now: u64, frame: &str) -> Result<(), SessionError> {
         if self.frame_ok(now, frame)? {
-            self.on_line(now, frame.as_bytes());
+            self.on_line(now, frame);
             self.maybe_flush_acks(now);
         }
         Ok(())
     }
 
-    fn on_line(&mut self, now: u64, line: &[u8]) {
+    fn on_line(&mut self, now: u64, line: &str) {
         if let Some(msg) = self.decode(line) {
             self.on_message(now, msg, line.len());
         }
@@ -322,8 +343,9 @@ impl Engine {
         Ok(true)
     }
 
-    fn decode(&mut self, line: &[u8]) -> Option<Message> {
-        match wire::decode(line, self.cfg.validate) {
+    /// Decode one line; the framer (or the transport) already checked its UTF-8.
+    fn decode(&mut self, line: &str) -> Option<Message> {
+        match wire::decode_str(line, self.cfg.validate) {
             Ok(m) => Some(m),
             Err(e) => {
                 self.peer_error(e.code(), e.to_string());
@@ -772,5 +794,37 @@ impl Engine {
 
     pub(crate) fn has_output(&self) -> bool {
         !self.out.is_empty() || (self.is_up() && self.framer.ready_len() > 0)
+    }
+}
+
+#[cfg(test)]
+mod position_size_tests {
+    use super::*;
+
+    #[test]
+    fn computed_size_equals_encoded_size() {
+        let ids = [
+            "T-1",
+            "",
+            "tâsk/☃",
+            "q\"uote\\back",
+            "ctl\n\t\u{1}\u{1f}\u{7f}",
+            "😀x",
+        ];
+        for id in ids {
+            for attempt in [
+                None,
+                Some(0),
+                Some(9),
+                Some(10),
+                Some(9_007_199_254_740_991),
+            ] {
+                for seq in [0, 1, 99, 100, u64::MAX] {
+                    let p = Position::new(id, attempt, seq);
+                    let encoded = serde_json::to_string(&p.to_value()).unwrap();
+                    assert_eq!(position_bytes(&p), encoded.len(), "{encoded}");
+                }
+            }
+        }
     }
 }

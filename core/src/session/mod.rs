@@ -77,7 +77,7 @@ pub const DEFAULT_PING_INTERVAL_MS: u64 = 15_000;
 /// Default dead-peer timeout: 45 s without any inbound bytes.
 pub const DEFAULT_PEER_TIMEOUT_MS: u64 = 45_000;
 /// Default number of newly applied frames that triggers an immediate acknowledgement.
-pub const DEFAULT_ACK_EVERY_FRAMES: u64 = 256;
+pub const DEFAULT_ACK_EVERY_FRAMES: u64 = 1024;
 /// Default longest delay between applying a frame and acknowledging it: 200 ms.
 pub const DEFAULT_ACK_DELAY_MS: u64 = 200;
 /// Default most positions in one `ack` list (longer lists are split over several pings).

@@ -1,5 +1,5 @@
 //! Area `adapter`: RoleSpec, TurnResult, usage mapping and the subprocess JSONL turn
-//! machine (seed 000's harness-adapter seam). Vocabulary: `conformance/docs/contract.md`.
+//! machine (seed 000's harness-adapter seam). Vocabulary: `conformance/README.md`.
 
 use serde_json::{json, Value};
 use stapel_runner_protocol::adapter::{

@@ -1,5 +1,5 @@
 //! Area `contract`: strict contract-1.0 models, profile resolution, the gateway lifecycle
-//! machine and evidence redaction (seed 001). Vocabulary: `conformance/docs/contract.md`.
+//! machine and evidence redaction (seed 001). Vocabulary: `conformance/README.md`.
 
 use serde_json::{json, Value};
 use stapel_runner_protocol::contract::{

@@ -1,5 +1,5 @@
 //! Area `local`: the local-run machine of seed 002, driven by controller and harness
-//! bytes, process facts and timeouts. Vocabulary: `conformance/docs/local.md`.
+//! bytes, process facts and timeouts. Vocabulary: `conformance/README.md`.
 
 use serde_json::{json, Map, Value};
 use stapel_runner_protocol::local::{Input, LocalConfig, LocalRun, Output};

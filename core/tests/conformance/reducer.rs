@@ -1,4 +1,4 @@
-//! Area `reducer`: the session reducer. Vocabulary: `conformance/docs/local.md`.
+//! Area `reducer`: the session reducer. Vocabulary: `conformance/README.md`.
 
 use serde_json::{json, Value};
 use stapel_runner_protocol::reducer::{ReducerConfig, SessionReducer};
