@@ -67,7 +67,7 @@ impl PyLocalRun {
 
 #[pymethods]
 impl PyLocalRun {
-    /// `config`: a dict of the core's `LocalConfig` fields (see conformance/docs/local.md).
+    /// `config`: a dict of the core's `LocalConfig` fields (see conformance/README.md).
     #[new]
     #[pyo3(signature = (config = None))]
     fn new(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {

@@ -135,6 +135,19 @@ impl PyOutboxLog {
     fn kept_bytes(&self) -> usize {
         self.inner.kept_bytes()
     }
+    /// The first seq stamped before the peer's position on this stream was known
+    /// (provisional: re-stamped after the peer's position once it is); `next_seq` when
+    /// no kept frame is provisional.
+    #[getter]
+    fn unconfirmed_from(&self) -> u64 {
+        self.inner.unconfirmed_from()
+    }
+    /// `True` while the peer's position on this stream is known (nothing stamped from
+    /// now on is provisional).
+    #[getter]
+    fn is_confirmed(&self) -> bool {
+        self.inner.is_confirmed()
+    }
     /// The kept frames as `(seq, frame)` pairs, ascending.
     fn frames(&self) -> Vec<(u64, String)> {
         self.inner
@@ -146,7 +159,7 @@ impl PyOutboxLog {
     fn since<'py>(&self, py: Python<'py>, last_seq: u64) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for f in self.inner.kept().filter(|f| f.seq > last_seq) {
-            if let Ok(m) = wire::decode(f.frame.as_bytes(), false) {
+            if let Ok(m) = wire::decode_str(&f.frame, false) {
                 list.append(message_to_py(py, m)?)?;
             }
         }
@@ -247,7 +260,8 @@ impl PyTaskChannel {
 /// inbound duplicates, and answers resume/replay after a reconnect.
 ///
 /// `role` is `"hub"` or `"runner"`. Bounds (keywords): `inbound_window` (1024),
-/// `max_outbox_frames` (4096), `max_outbox_bytes` (16 MiB), `max_streams` (10000).
+/// `max_outbox_frames` (4096), `max_outbox_bytes` (16 MiB), `max_streams` (10000),
+/// `max_tombstones` (10000 forgotten tasks remembered, oldest evicted first).
 /// Errors are `ProtocolStateError` with the core's code (`not_sequenced`,
 /// `role_cannot_emit`, `wrong_direction`, `backpressure`, …).
 #[pyclass(module = "stapel_runner_protocol.state", name = "ConnectionState")]
@@ -275,13 +289,14 @@ fn arrival_str(a: Arrival) -> &'static str {
 impl PyConnectionState {
     #[new]
     #[pyo3(signature = (role, *, inbound_window = None, max_outbox_frames = None,
-                        max_outbox_bytes = None, max_streams = None))]
+                        max_outbox_bytes = None, max_streams = None, max_tombstones = None))]
     fn new(
         role: &str,
         inbound_window: Option<u64>,
         max_outbox_frames: Option<usize>,
         max_outbox_bytes: Option<usize>,
         max_streams: Option<usize>,
+        max_tombstones: Option<usize>,
     ) -> PyResult<Self> {
         let role = Role::from_name(role).ok_or_else(|| {
             PyValueError::new_err(format!("role must be \"hub\" or \"runner\", not {role:?}"))
@@ -298,6 +313,9 @@ impl PyConnectionState {
         }
         if let Some(v) = max_streams {
             config.max_streams = v;
+        }
+        if let Some(v) = max_tombstones {
+            config.max_tombstones = v;
         }
         Ok(Self {
             inner: ConnectionState::with_config(role, config),
@@ -433,9 +451,71 @@ impl PyConnectionState {
 
     /// The peer acknowledged everything up to `seq` on an outbound stream: drop those
     /// kept frames; returns how many were dropped.
+    ///
+    /// An acknowledgement at or above the stream's first provisional seq, or beyond its
+    /// last emitted seq, means this state is older than the peer's: the provisional (or,
+    /// without provisional frames, all) kept frames after `seq` are re-stamped after it
+    /// and numbering continues after them (0 is returned; re-send them, see `unacked`).
+    /// An acknowledgement (`seq > 0`) of an unknown stream creates it with numbering at
+    /// `seq + 1`; one of a forgotten task, or above 2^53 - 1, is ignored.
     #[pyo3(signature = (task_id, attempt, seq))]
     fn ack(&mut self, task_id: &str, attempt: Option<u64>, seq: u64) -> usize {
         self.inner.ack(task_id, attempt, seq)
+    }
+
+    /// The peer is known to hold everything up to `seq` on an outbound stream (e.g. a
+    /// checkpoint against a hub that sends no acknowledgements): drop the kept frames at
+    /// or below `seq`. Unlike `ack` it never re-stamps, moves numbering or creates a
+    /// stream. Returns how many were dropped.
+    #[pyo3(signature = (task_id, attempt, seq))]
+    fn trim_through(&mut self, task_id: &str, attempt: Option<u64>, seq: u64) -> usize {
+        self.inner.trim_through(task_id, attempt, seq)
+    }
+
+    /// `True` when a declared position `seq` of an outbound stream is ahead of this state
+    /// (it collides with provisional frames or lies beyond the last emitted seq).
+    #[pyo3(signature = (task_id, attempt, seq))]
+    fn is_ahead(&self, task_id: &str, attempt: Option<u64>, seq: u64) -> bool {
+        self.inner.is_ahead(task_id, attempt, seq)
+    }
+
+    /// Treat every frame emitted from now on as provisional until the peer's positions
+    /// are known (`confirm_all`): for a state that may be older than the peer's (fresh
+    /// after a loss, or restored). The session machines call it on every state they are
+    /// given.
+    fn mark_unconfirmed(&mut self) {
+        self.inner.mark_unconfirmed();
+    }
+
+    /// The peer's position is known for every stream: provisional frames still kept are
+    /// final from now on.
+    fn confirm_all(&mut self) {
+        self.inner.confirm_all();
+    }
+
+    /// `True` once the peer's positions are known (`confirm_all`): frames emitted from
+    /// then on are final.
+    #[getter]
+    fn is_confirmed(&self) -> bool {
+        self.inner.is_confirmed()
+    }
+
+    /// `True` when no frame of the task is kept for replay: everything emitted on it was
+    /// acknowledged (also `True` for unknown and forgotten tasks). Once the task's
+    /// terminal frame is acknowledged it can be forgotten safely.
+    fn is_fully_acknowledged(&self, task_id: &str) -> bool {
+        self.inner.is_fully_acknowledged(task_id)
+    }
+
+    /// `True` when the task was forgotten and its tombstone is still kept.
+    fn is_forgotten(&self, task_id: &str) -> bool {
+        self.inner.is_forgotten(task_id)
+    }
+
+    /// Number of tombstones kept (forgotten tasks, at most `max_tombstones`).
+    #[getter]
+    fn forgotten_count(&self) -> usize {
+        self.inner.forgotten_count()
     }
 
     /// The sender of an inbound stream can no longer send seqs below `first_available`:
@@ -471,7 +551,12 @@ impl PyConnectionState {
             .collect()
     }
 
-    /// Drop every stream of a task; `True` when it was known.
+    /// Drop every stream of a task in both directions and keep a tombstone of it: its
+    /// late or replayed frames at or below the tombstone are duplicates, acks,
+    /// `skip_to` and declarations for it create no state, and a frame above it or an
+    /// emit revives it with its numbering. At most `max_tombstones` are kept (the oldest
+    /// is evicted and unknown again). Safe once `is_fully_acknowledged(task_id)` holds
+    /// and its last inbound frame was applied. `True` when the task was known.
     fn forget_task(&mut self, task_id: &str) -> bool {
         self.inner.forget_task(task_id)
     }

@@ -41,6 +41,12 @@ impl Machine {
             Machine::Runner(r) => r.state(),
         }
     }
+    fn state_mut(&mut self) -> &mut ConnectionState {
+        match self {
+            Machine::Hub(h) => h.state_mut(),
+            Machine::Runner(r) => r.state_mut(),
+        }
+    }
     fn is_connected(&self) -> bool {
         match self {
             Machine::Hub(h) => h.is_connected(),
@@ -103,7 +109,9 @@ fn config(
     ack_every_frames: Option<u64>,
     ack_delay_ms: Option<u64>,
     max_ack_entries: Option<usize>,
+    max_control_frame_bytes: Option<usize>,
     max_held_frames: Option<usize>,
+    max_held_bytes: Option<usize>,
     min_protocol_version: Option<u64>,
     max_protocol_version: Option<u64>,
     max_line_bytes: Option<usize>,
@@ -126,8 +134,14 @@ fn config(
     if let Some(v) = max_ack_entries {
         c.max_ack_entries = v;
     }
+    if let Some(v) = max_control_frame_bytes {
+        c.max_control_frame_bytes = v;
+    }
     if let Some(v) = max_held_frames {
         c.max_held_frames = v;
+    }
+    if let Some(v) = max_held_bytes {
+        c.max_held_bytes = v;
     }
     if let Some(v) = min_protocol_version {
         c.min_protocol_version = v;
@@ -155,6 +169,14 @@ fn config(
 /// `("received", message)`, `("inbound_gap", resync)`, `("outbound_resync", resync)`,
 /// `("peer_error", {"code", "detail"})`. Local misuse raises `ProtocolStateError`
 /// (`not_connected`, `already_connected`, or the sequencing code of a refused `send`).
+/// `disconnected` drops the outputs still queued.
+///
+/// The machine calls `mark_unconfirmed()` on the state it is given (fresh or restored
+/// may be older than the peer's): a runner sends a barrier `ping` after its `hello` and
+/// holds provisional frames until that ping's `pong`; provisional frames whose seqs the
+/// peer already holds are re-stamped after its position, never lost. Control frames (`hello`, `ping`, `pong`)
+/// stay within `max_control_frame_bytes`: long lists are split over pings and a long
+/// `hello.resume` is continued in pings.
 #[pyclass(
     module = "stapel_runner_protocol.session",
     name = "SessionMachine",
@@ -195,7 +217,8 @@ impl PySession {
     }
 
     /// Send a sequenced message: it is stamped (its `seq` is set on the object), kept
-    /// for replay and transmitted when the connection is ready.
+    /// for replay and transmitted when the connection is ready (a provisional frame once
+    /// the post-hello barrier is answered).
     fn send(&mut self, py: Python<'_>, now_ms: u64, message: &Bound<'_, PyAny>) -> PyResult<()> {
         if message.cast::<PyDict>().is_ok() {
             return Err(PyTypeError::new_err(format!(
@@ -265,6 +288,33 @@ impl PySession {
     fn outbox_frames(&self) -> usize {
         self.inner.state().outbox_frames()
     }
+
+    /// Forget a finished task in the session's own state (`state` is a copy):
+    /// `ConnectionState.forget_task` — its streams are dropped and a tombstone is kept,
+    /// so late or replayed frames of it are duplicates. Safe once
+    /// `is_fully_acknowledged(task_id)` holds and its last inbound frame was applied.
+    /// `True` when the task was known.
+    fn forget_task(&mut self, task_id: &str) -> bool {
+        self.inner.state_mut().forget_task(task_id)
+    }
+
+    /// Drop the kept frames at or below `seq` of one of this end's outbound streams in
+    /// the session's own state (`ConnectionState.trim_through`), e.g. at a checkpoint
+    /// against a peer that sends no acknowledgements. Returns how many were dropped.
+    #[pyo3(signature = (task_id, attempt, seq))]
+    fn trim_through(&mut self, task_id: &str, attempt: Option<u64>, seq: u64) -> usize {
+        self.inner.state_mut().trim_through(task_id, attempt, seq)
+    }
+
+    /// `state.is_fully_acknowledged(task_id)` without copying the state.
+    fn is_fully_acknowledged(&self, task_id: &str) -> bool {
+        self.inner.state().is_fully_acknowledged(task_id)
+    }
+
+    /// `state.is_forgotten(task_id)` without copying the state.
+    fn is_forgotten(&self, task_id: &str) -> bool {
+        self.inner.state().is_forgotten(task_id)
+    }
 }
 
 /// The hub side of one hub↔runner connection (see `SessionMachine` for the call order).
@@ -276,7 +326,8 @@ impl PyHubSession {
     #[new]
     #[pyo3(signature = (*, state = None, validate = true, ping_interval_ms = None,
                         peer_timeout_ms = None, ack_every_frames = None, ack_delay_ms = None,
-                        max_ack_entries = None, max_held_frames = None,
+                        max_ack_entries = None, max_control_frame_bytes = None,
+                        max_held_frames = None, max_held_bytes = None,
                         min_protocol_version = None, max_protocol_version = None,
                         max_line_bytes = None, sequencing = None))]
     #[allow(clippy::too_many_arguments)]
@@ -288,7 +339,9 @@ impl PyHubSession {
         ack_every_frames: Option<u64>,
         ack_delay_ms: Option<u64>,
         max_ack_entries: Option<usize>,
+        max_control_frame_bytes: Option<usize>,
         max_held_frames: Option<usize>,
+        max_held_bytes: Option<usize>,
         min_protocol_version: Option<u64>,
         max_protocol_version: Option<u64>,
         max_line_bytes: Option<usize>,
@@ -301,7 +354,9 @@ impl PyHubSession {
             ack_every_frames,
             ack_delay_ms,
             max_ack_entries,
+            max_control_frame_bytes,
             max_held_frames,
+            max_held_bytes,
             min_protocol_version,
             max_protocol_version,
             max_line_bytes,
@@ -328,7 +383,8 @@ impl PyRunnerSession {
     #[new]
     #[pyo3(signature = (hello, *, state = None, validate = true, ping_interval_ms = None,
                         peer_timeout_ms = None, ack_every_frames = None, ack_delay_ms = None,
-                        max_ack_entries = None, max_held_frames = None,
+                        max_ack_entries = None, max_control_frame_bytes = None,
+                        max_held_frames = None, max_held_bytes = None,
                         min_protocol_version = None, max_protocol_version = None,
                         max_line_bytes = None, sequencing = None))]
     #[allow(clippy::too_many_arguments)]
@@ -341,7 +397,9 @@ impl PyRunnerSession {
         ack_every_frames: Option<u64>,
         ack_delay_ms: Option<u64>,
         max_ack_entries: Option<usize>,
+        max_control_frame_bytes: Option<usize>,
         max_held_frames: Option<usize>,
+        max_held_bytes: Option<usize>,
         min_protocol_version: Option<u64>,
         max_protocol_version: Option<u64>,
         max_line_bytes: Option<usize>,
@@ -358,7 +416,9 @@ impl PyRunnerSession {
             ack_every_frames,
             ack_delay_ms,
             max_ack_entries,
+            max_control_frame_bytes,
             max_held_frames,
+            max_held_bytes,
             min_protocol_version,
             max_protocol_version,
             max_line_bytes,

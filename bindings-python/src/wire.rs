@@ -26,7 +26,8 @@ pub fn decode<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bound<
     let py = frame.py();
     let result = if let Ok(s) = frame.cast::<PyString>() {
         match s.to_cow() {
-            Ok(text) => wire::decode(text.as_bytes(), validate),
+            // Already UTF-8: no second check in the core.
+            Ok(text) => wire::decode_str(&text, validate),
             Err(_) => {
                 return Err(raise(
                     py,

@@ -1,5 +1,5 @@
 """Area ``contract``: models, resolution, safety helpers and the gateway through the
-public Python API (see conformance/docs/contract.md)."""
+public Python API (see conformance/README.md)."""
 
 from __future__ import annotations
 

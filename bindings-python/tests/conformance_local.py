@@ -1,4 +1,4 @@
-"""Area ``local``: LocalRun through the public Python API (see conformance/docs/local.md)."""
+"""Area ``local``: LocalRun through the public Python API (see conformance/README.md)."""
 
 from __future__ import annotations
 

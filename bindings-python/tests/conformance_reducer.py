@@ -1,5 +1,5 @@
 """Area ``reducer``: SessionReducer through the public Python API (see
-conformance/docs/local.md)."""
+conformance/README.md)."""
 
 from __future__ import annotations
 

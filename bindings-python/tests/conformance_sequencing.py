@@ -1,5 +1,5 @@
 """Area ``sequencing``: one ConnectionState per vector, driven through the public API
-(see conformance/docs/sequencing.md)."""
+(see conformance/README.md)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,21 @@ def run_sequencing(vector: Dict[str, Any]) -> None:
             p = inp["ack"]
             _eq(f"step {i} dropped", state.ack(p["task_id"], p.get("attempt"), p["seq"]),
                 expect["dropped"])
+        elif "trim_through" in inp:
+            p = inp["trim_through"]
+            _eq(f"step {i} dropped",
+                state.trim_through(p["task_id"], p.get("attempt"), p["seq"]), expect["dropped"])
+        elif "mark_unconfirmed" in inp:
+            state.mark_unconfirmed()
+            assert not state.is_confirmed, f"step {i}: still confirmed after mark_unconfirmed"
+        elif "confirm_all" in inp:
+            state.confirm_all()
+            assert state.is_confirmed, f"step {i}: not confirmed after confirm_all"
+        elif "is_fully_acknowledged" in inp:
+            _eq(f"step {i} value", state.is_fully_acknowledged(inp["is_fully_acknowledged"]),
+                expect["value"])
+        elif "is_forgotten" in inp:
+            _eq(f"step {i} value", state.is_forgotten(inp["is_forgotten"]), expect["value"])
         elif "skip_to" in inp:
             p = inp["skip_to"]
             try:

@@ -1,16 +1,17 @@
 """Area ``session``: HubSession / RunnerSession through the public Python API (see
-conformance/docs/sequencing.md)."""
+conformance/README.md)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Optional, Union
 
 from conftest import json_equal
 from stapel_runner_protocol import ConnectionState, Hello, ProtocolStateError, decode, encode
 from stapel_runner_protocol.session import HubSession, RunnerSession
 
 _CONFIG_KEYS = ("validate", "ping_interval_ms", "peer_timeout_ms", "ack_every_frames",
-                "ack_delay_ms", "max_ack_entries", "max_held_frames", "min_protocol_version",
+                "ack_delay_ms", "max_ack_entries", "max_control_frame_bytes",
+                "max_held_frames", "max_held_bytes", "min_protocol_version",
                 "max_protocol_version", "max_line_bytes", "sequencing")
 
 
@@ -32,6 +33,8 @@ def _output_json(kind: str, value: Any) -> Dict[str, Any]:
 
 def run_session(vector: Dict[str, Any]) -> None:
     cfg = vector["config"]
+    unknown = set(cfg) - set(_CONFIG_KEYS) - {"side", "hello"}
+    assert not unknown, f"config keys this runner does not know: {sorted(unknown)}"
     kwargs: Dict[str, Any] = {k: cfg[k] for k in _CONFIG_KEYS if k in cfg}
     session: Union[HubSession, RunnerSession]
     hello: Any = None
@@ -43,6 +46,7 @@ def run_session(vector: Dict[str, Any]) -> None:
         assert isinstance(hello, Hello)
         session = RunnerSession(hello, **kwargs)
     now = 0
+    saved: Optional[bytes] = None
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
         now = int(inp.get("now", now))
@@ -62,8 +66,23 @@ def run_session(vector: Dict[str, Any]) -> None:
                 session.bytes(now, data)
             elif "send" in inp:
                 session.send(now, decode(inp["send"]))  # type: ignore[arg-type]
+            elif "save_snapshot" in inp:
+                saved = session.state.snapshot()
+            elif "forget_task" in inp:
+                session.forget_task(inp["forget_task"])
             elif "restart" in inp:
-                state = ConnectionState.restore(session.state.snapshot())
+                how = inp["restart"]
+                if how is True:
+                    # Persist, drop and restore the state into a new session.
+                    state = ConnectionState.restore(session.state.snapshot())
+                elif how == "saved":
+                    assert saved is not None, f"step {i}: restart \"saved\" without save_snapshot"
+                    state = ConnectionState.restore(saved)
+                elif how == "fresh":
+                    # A restart that lost its state.
+                    state = ConnectionState(cfg["side"], **cfg.get("sequencing", {}))
+                else:
+                    raise AssertionError(f"step {i}: unknown restart {how!r}")
                 if isinstance(session, HubSession):
                     session = HubSession(state=state, **kwargs)
                 else:
@@ -77,9 +96,14 @@ def run_session(vector: Dict[str, Any]) -> None:
         else:
             assert "error" in expect, f"step {i}: unexpected error {code}"
             _eq(f"step {i} error", code, expect["error"])
-        outputs: List[Dict[str, Any]] = [_output_json(k, v) for k, v in session.drain_outputs()]
-        if "outputs" in expect:
-            _eq(f"step {i} outputs", outputs, expect["outputs"])
+        if inp.get("poll") is False:
+            # Outputs stay queued for a later step (e.g. to be dropped by `disconnected`).
+            assert "outputs" not in expect, f"step {i}: outputs expected without polling"
+        else:
+            outputs: List[Dict[str, Any]] = [_output_json(k, v)
+                                             for k, v in session.drain_outputs()]
+            if "outputs" in expect:
+                _eq(f"step {i} outputs", outputs, expect["outputs"])
         if "resume_map" in expect:
             _eq(f"step {i} resume_map", session.resume_map(), expect["resume_map"])
         if "outbox_frames" in expect:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import doctest
+import json
 import pickle
 
 import pytest
@@ -169,3 +170,59 @@ def test_emit_keeps_decoded_containers() -> None:
     with pytest.raises(ProtocolStateError):
         runner.emit(again)  # backpressure: the message comes back unchanged
     assert (again.seq, again.payload) == (0, {"b": 2})
+
+
+def test_trim_through_never_restamps_or_creates() -> None:
+    hub = ConnectionState("hub")
+    for r in "abc":
+        hub.emit(TaskCancel(task_id="T-1", reason=r))
+    assert not hub.is_ahead("T-1", None, 3) and hub.is_ahead("T-1", None, 4)
+    assert hub.trim_through("T-1", None, 2) == 2 and hub.outbox_frames == 1
+    assert hub.trim_through("T-1", None, 9) == 1 and hub.outbox_frames == 0
+    assert hub.emit(TaskCancel(task_id="T-1", reason="d")).seq == 4  # numbering kept
+    assert hub.trim_through("T-2", None, 5) == 0 and hub.stream_counts() == (1, 0)
+    # An ack beyond the last emitted seq is a peer ahead of this state: it moves
+    # numbering (and creates an unknown stream), unlike trim_through.
+    assert hub.ack("T-2", None, 5) == 0 and hub.stream_counts() == (2, 0)
+    assert hub.emit(TaskCancel(task_id="T-2", reason="e")).seq == 6
+
+
+def test_provisional_frames_are_restamped_then_confirmed() -> None:
+    runner = ConnectionState("runner")
+    assert runner.is_confirmed
+    runner.mark_unconfirmed()
+    assert not runner.is_confirmed
+    for kind in ("a", "b"):
+        runner.emit(TaskProgress(task_id="T", kind=kind, attempt=1))
+    log = runner.channel("T").outbound[1]
+    assert (log.unconfirmed_from, log.is_confirmed, log.next_seq) == (1, False, 3)
+    # The peer has seen seq 1 (from a state this one lost): both provisional frames are
+    # re-stamped after it, none is dropped.
+    assert runner.is_ahead("T", 1, 1)
+    assert runner.ack("T", 1, 1) == 0
+    kept = [(s, json.loads(f)["seq"], json.loads(f)["kind"]) for (_, _, s, f) in runner.unacked()]
+    assert kept == [(2, 2, "a"), (3, 3, "b")]
+    runner.confirm_all()
+    log = runner.channel("T").outbound[1]
+    assert runner.is_confirmed and log.is_confirmed and log.unconfirmed_from == log.next_seq == 4
+    assert runner.ack("T", 1, 3) == 2 and runner.is_fully_acknowledged("T")
+
+
+def test_forget_task_keeps_bounded_tombstones() -> None:
+    runner = ConnectionState("runner", max_tombstones=1)
+    assert runner.config["max_tombstones"] == 1
+    runner.receive(TaskCancel(task_id="T-1", reason="r", seq=1))
+    runner.emit(TaskProgress(task_id="T-1", kind="k", attempt=1))
+    assert not runner.is_fully_acknowledged("T-1")
+    assert runner.forget_task("T-1") and runner.is_forgotten("T-1")
+    assert runner.forgotten_count == 1 and runner.is_fully_acknowledged("T-1")
+    assert runner.outbox_frames == 0 and runner.resume_map() == {}
+    # A late or replayed frame of the forgotten task is a duplicate.
+    assert runner.receive_arrival(TaskCancel(task_id="T-1", reason="r", seq=1)) == "duplicate"
+    assert not runner.forget_task("T-9") and runner.forgotten_count == 1
+    runner.receive(TaskCancel(task_id="T-2", reason="r", seq=1))
+    assert runner.forget_task("T-2")  # evicts the oldest tombstone
+    assert runner.is_forgotten("T-2") and not runner.is_forgotten("T-1")
+    assert runner.forgotten_count == 1
+    back = ConnectionState.restore(runner.snapshot())
+    assert back == runner and back.is_forgotten("T-2")

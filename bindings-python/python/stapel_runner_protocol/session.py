@@ -2,7 +2,10 @@
 ``RunnerSession``) over :class:`~stapel_runner_protocol.ConnectionState`: hello with
 resume, replay, duplicate suppression, in-order delivery, acknowledgements, keepalive
 and the dead-peer timeout. A transport (WebSocket, JSONL pipe) moves the frames; time is
-the ``now_ms`` the host passes in.
+the ``now_ms`` the host passes in. Over a fresh or restored state a runner follows its
+hello with a barrier ping and holds provisional frames until the pong; the session's
+own state is reached through ``forget_task``, ``trim_through``,
+``is_fully_acknowledged`` and ``is_forgotten`` (``state`` is a copy).
 
 >>> from stapel_runner_protocol import Hello, TaskCancel
 >>> hub, runner = HubSession(), RunnerSession(Hello(project_id="p-1", runner_version="0.1.0"))

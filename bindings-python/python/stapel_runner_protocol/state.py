@@ -18,9 +18,30 @@
 >>> hub.replay_for(runner.resume_map())
 {'T-1': [TaskCancel(task_id='T-1', reason='b', seq=2, schema_version=1, extra={})]}
 
-Every bound (inbound window, kept frames and bytes, streams) is a keyword of
-:class:`ConnectionState`; the state persists with ``snapshot()`` /
-``ConnectionState.restore(data)``. :class:`TaskChannel`, :class:`OutboxLog` and
+Every bound (inbound window, kept frames and bytes, streams, tombstones) is a keyword
+of :class:`ConnectionState`; the state persists with ``snapshot()`` /
+``ConnectionState.restore(data)``.
+
+* A finished task is dropped with ``forget_task(task_id)`` once
+  ``is_fully_acknowledged(task_id)``; a bounded tombstone (``max_tombstones``,
+  ``is_forgotten``) keeps its late or replayed frames duplicates.
+* ``trim_through(task_id, attempt, seq)`` drops kept frames the peer is known to hold
+  (e.g. a checkpoint) without re-stamping or moving numbering, unlike ``ack``.
+* Provisional numbering: after ``mark_unconfirmed()`` (a fresh or restored state that may
+  be older than the peer's) emitted frames are provisional; an ``ack`` or declaration at
+  or above them (``is_ahead``) re-stamps them after the peer's position instead of
+  dropping them, and ``confirm_all()`` makes them final. The session machines do this
+  themselves.
+
+>>> runner = ConnectionState("runner", max_tombstones=100)
+>>> from stapel_runner_protocol import TaskProgress
+>>> p = runner.emit(TaskProgress(task_id="T-1", kind="state", attempt=1))
+>>> runner.is_fully_acknowledged("T-1"), runner.trim_through("T-1", 1, p.seq)
+(False, 1)
+>>> runner.is_fully_acknowledged("T-1") and runner.forget_task("T-1"), runner.is_forgotten("T-1")
+(True, True)
+
+:class:`TaskChannel`, :class:`OutboxLog` and
 :class:`InboxTracker` are read-only views of a state's streams
 (``state.channel(task_id)``, ``state.channels``).
 """

@@ -77,7 +77,7 @@ impl OutboxLog {
         self.unconfirmed.unwrap_or(self.next_seq).min(self.next_seq)
     }
 
-    /// `true` while the peer's position on this stream is not known to this state.
+    /// `true` once the peer's position on this stream is known (no provisional frames).
     pub fn is_confirmed(&self) -> bool {
         self.unconfirmed.is_none()
     }
