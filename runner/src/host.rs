@@ -35,11 +35,11 @@ use crate::supervisor::{self, GroupGuard, SpawnSpec};
 /// Size of one read from a pipe. The machine's framer bounds what it keeps.
 const READ_CHUNK: usize = 64 * 1024;
 /// Capacity of the event channel between reader tasks and the machine.
-const EVENT_QUEUE: usize = 64;
+const EVENT_QUEUE: usize = 4;
 /// Lines queued for the harness stdin before the harness counts as not reading.
 pub const HARNESS_STDIN_QUEUE: usize = 1024;
 /// Lines queued for the runner's stdout (the controller) before writes wait.
-const STDOUT_QUEUE: usize = 1024;
+const STDOUT_QUEUE: usize = 256;
 /// After the harness leader exits, the longest the pipes are drained while they keep
 /// producing bytes (a straggler may hold them open and keep writing).
 const DRAIN_HARD_CAP: Duration = Duration::from_secs(5);
