@@ -92,8 +92,12 @@ fn command(seq: u64, kind: &str, payload: &str) -> String {
     ) + "\n"
 }
 
-/// `stapel-runner serve` fed `input`, then stdin closed after `close_after`.
-fn serve(args: &[&str], input: &str, close_after: Duration, env: &[(&str, &str)]) -> Run {
+/// `stapel-runner serve` fed `input`; stdin (the controller) is closed `then` after the
+/// first stdout line containing `marker` (or after 30 s if it never comes), and the rest of
+/// the stream is read to the runner's exit. Waiting for a marker rather than a fixed time
+/// keeps these real-process tests independent of the machine's load.
+fn serve(args: &[&str], input: &str, marker: &str, then: Duration, env: &[(&str, &str)]) -> Run {
+    use std::io::BufRead;
     let mut child = Command::new(RUNNER)
         .arg("serve")
         .args(args)
@@ -104,18 +108,45 @@ fn serve(args: &[&str], input: &str, close_after: Duration, env: &[(&str, &str)]
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(input.as_bytes()).unwrap();
-    std::thread::sleep(close_after);
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut stdin = Some(stdin);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(line) => {
+                let hit = line.contains(marker);
+                lines.push(line);
+                if hit && stdin.is_some() {
+                    std::thread::sleep(then);
+                    drop(stdin.take());
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if Instant::now() > deadline {
+                    drop(stdin.take());
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
     drop(stdin);
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    reader.join().unwrap();
     let status = child.wait().unwrap();
     Run {
-        lines: parse(&out),
+        lines: lines
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("non-JSON line {l:?}: {e}")))
+            .collect(),
         code: status.code(),
     }
 }
@@ -277,7 +308,7 @@ fn duplicate_turn_start_gets_one_duplicate_receipt() {
     for a in harness_args {
         args.extend(["--harness-arg", a]);
     }
-    let run = serve(&args, &input, Duration::from_millis(1500), &[]);
+    let run = serve(&args, &input, "\"run.terminal\"", Duration::ZERO, &[]);
     assert_eq!(run.receipts("duplicate"), 1);
     assert_eq!(run.count("turn.started"), 1);
     assert_eq!(run.count("run.result.proposed"), 1);
@@ -316,7 +347,13 @@ fn controller_eof_mid_turn_terms_then_kills_the_group() {
     ]
     .concat();
     let started = Instant::now();
-    let run = serve(&args, &input, Duration::from_millis(300), &[]);
+    let run = serve(
+        &args,
+        &input,
+        "\"harness.ready\"",
+        Duration::from_millis(100),
+        &[],
+    );
     let exit = &run.first("harness.exited")["payload"]["processExit"];
     assert_eq!(exit["signal"], 9, "the group needed a KILL: {exit}");
     let t = terminal(&run);
@@ -335,10 +372,12 @@ fn setsid_escaped_grandchild_is_killed_at_teardown() {
         .map(String::as_str)
         .chain(["--grace-ms", "100"])
         .collect();
+    // Close after `ready` plus time for the harness to start its escapee.
     let run = serve(
         &args,
         &command(1, "run.prepare", "{}"),
-        Duration::from_millis(400),
+        "\"harness.ready\"",
+        Duration::from_millis(300),
         &[],
     );
     let logs = run.first("harness.exited")["payload"]["logs"]["lines"].to_string();
@@ -369,7 +408,8 @@ fn credentials_in_the_runner_environment_do_not_reach_the_harness() {
     let run = serve(
         &args,
         &command(1, "run.prepare", "{}"),
-        Duration::from_millis(300),
+        "\"harness.exited\"",
+        Duration::ZERO,
         &secrets,
     );
     let logs = run.first("harness.exited")["payload"]["logs"]["lines"].to_string();
