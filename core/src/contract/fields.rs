@@ -7,16 +7,7 @@ use super::error::ContractError;
 use super::safety::{concat, find_sensitive, join};
 use crate::wire::MAX_SAFE_INTEGER;
 
-pub(crate) fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
+pub(crate) use crate::wire::type_name;
 
 /// One object being read as a contract model.
 pub(crate) struct Obj<'a> {
