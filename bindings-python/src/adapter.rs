@@ -142,7 +142,7 @@ pub fn usage_from_mapping<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, 
 #[pyfunction]
 pub fn check_usage_split(data: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = data.py();
-    UsageSplit::from_value(&py_to_value(data)?)
+    UsageSplit::from_value(&crate::json::py_to_jvalue(data)?)
         .map(|_| ())
         .map_err(|e| schema_error(py, &e))
 }

@@ -9,9 +9,9 @@
 use indexmap::IndexMap;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
-use serde_json::{Map, Value};
+use stapel_runner_protocol::json::{Object, Value};
 
-use crate::json::{map_to_py, py_to_map, py_to_value, strings_to_py};
+use crate::json::{object_to_py, py_to_jvalue, py_to_object, strings_to_py};
 
 /// A container type a field can hold natively.
 pub trait Native: Sized + Default + Clone + PartialEq {
@@ -24,13 +24,13 @@ pub trait Native: Sized + Default + Clone + PartialEq {
     fn to_json(&self) -> Value;
 }
 
-impl Native for Map<String, Value> {
+impl Native for Object {
     fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(map_to_py(py, self)?.into_any())
+        Ok(object_to_py(py, self)?.into_any())
     }
     fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Option<Self>> {
         if obj.cast::<PyDict>().is_ok() {
-            py_to_map(obj).map(Some)
+            py_to_object(obj).map(Some)
         } else {
             Ok(None)
         }
@@ -205,7 +205,7 @@ impl<T: Native> Slot<T> {
     pub fn json(&self, py: Python<'_>) -> PyResult<Value> {
         match self {
             Slot::Native(v) => Ok(v.to_json()),
-            Slot::Py(p) => py_to_value(p.bind(py)),
+            Slot::Py(p) => py_to_jvalue(p.bind(py)),
         }
     }
 

@@ -1,4 +1,8 @@
-//! Conversions between JSON values (`serde_json`) and Python objects.
+//! Conversions between JSON values and Python objects.
+//!
+//! The core's wire messages carry [`stapel_runner_protocol::json`] values (the `j*` /
+//! `object` functions here convert those directly); the other machines speak
+//! `serde_json`, converted through the same code (`value_to_py`, `py_to_value`, ...).
 //!
 //! JSON → Python builds `dict`/`list`/`str`/`int`/`float`/`bool`/`None` directly, without a
 //! detour through text. Python → JSON accepts those types (and their subclasses, and
@@ -8,13 +12,47 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Number};
+use stapel_runner_protocol::json::{CompactString, Object, Value};
 
 /// Deepest nesting accepted when converting Python objects to JSON (as the core's parser).
 pub const MAX_DEPTH: usize = 128;
 
+/// A `serde_json` value as a new Python object.
+pub fn value_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    jvalue_to_py(py, &Value::from(v))
+}
+
+/// A `serde_json` object as a new Python `dict` (key order kept).
+pub fn map_to_py<'py>(
+    py: Python<'py>,
+    m: &Map<String, serde_json::Value>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in m {
+        d.set_item(PyString::new(py, k), value_to_py(py, v)?)?;
+    }
+    Ok(d)
+}
+
+/// A Python object as a `serde_json` value (see [`py_to_jvalue`]).
+///
+/// # Errors
+/// As [`py_to_jvalue`].
+pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    py_to_jvalue(obj).map(Into::into)
+}
+
+/// A Python `dict` as a `serde_json` object (see [`py_to_object`]).
+///
+/// # Errors
+/// As [`py_to_object`].
+pub fn py_to_map(obj: &Bound<'_, PyAny>) -> PyResult<Map<String, serde_json::Value>> {
+    py_to_object(obj).map(Into::into)
+}
+
 /// A JSON value as a new Python object.
-pub fn value_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+pub fn jvalue_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     Ok(match v {
         Value::Null => py.None().into_bound(py),
         Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
@@ -23,11 +61,11 @@ pub fn value_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny
         Value::Array(items) => {
             let list = PyList::empty(py);
             for item in items {
-                list.append(value_to_py(py, item)?)?;
+                list.append(jvalue_to_py(py, item)?)?;
             }
             list.into_any()
         }
-        Value::Object(m) => map_to_py(py, m)?.into_any(),
+        Value::Object(m) => object_to_py(py, m)?.into_any(),
     })
 }
 
@@ -43,10 +81,10 @@ pub fn number_to_py<'py>(py: Python<'py>, n: &Number) -> PyResult<Bound<'py, PyA
 }
 
 /// A JSON object as a new Python `dict` (key order kept).
-pub fn map_to_py<'py>(py: Python<'py>, m: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
+pub fn object_to_py<'py>(py: Python<'py>, m: &Object) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in m {
-        d.set_item(PyString::new(py, k), value_to_py(py, v)?)?;
+        d.set_item(PyString::new(py, k), jvalue_to_py(py, v)?)?;
     }
     Ok(d)
 }
@@ -61,17 +99,17 @@ pub fn strings_to_py<'py>(py: Python<'py>, items: &[String]) -> PyResult<Bound<'
 /// # Errors
 /// `TypeError` for objects JSON cannot hold (and non-`str` dict keys), `ValueError` for
 /// NaN/infinity and for nesting deeper than [`MAX_DEPTH`].
-pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+pub fn py_to_jvalue(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
     to_value(obj, 0)
 }
 
 /// A Python `dict` as a JSON object.
 ///
 /// # Errors
-/// As [`py_to_value`]; `TypeError` when `obj` is not a dict.
-pub fn py_to_map(obj: &Bound<'_, PyAny>) -> PyResult<Map<String, Value>> {
+/// As [`py_to_jvalue`]; `TypeError` when `obj` is not a dict.
+pub fn py_to_object(obj: &Bound<'_, PyAny>) -> PyResult<Object> {
     match obj.cast::<PyDict>() {
-        Ok(d) => dict_to_map(d, 0),
+        Ok(d) => dict_to_object(d, 0),
         Err(_) => Err(PyTypeError::new_err(format!(
             "expected a dict, got {}",
             type_name(obj)
@@ -87,11 +125,11 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "object".into())
 }
 
-fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Map<String, Value>> {
-    let mut m = Map::with_capacity(d.len());
+fn dict_to_object(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Object> {
+    let mut m = Vec::with_capacity(d.len());
     for (k, v) in d.iter() {
         let key = match k.cast::<PyString>() {
-            Ok(s) => s.to_cow()?.into_owned(),
+            Ok(s) => CompactString::from(s.to_cow()?),
             Err(_) => {
                 return Err(PyTypeError::new_err(format!(
                     "JSON object keys must be str, not {}",
@@ -99,9 +137,10 @@ fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Map<String, Valu
                 )))
             }
         };
-        m.insert(key, to_value(&v, depth + 1)?);
+        m.push((key, to_value(&v, depth + 1)?));
     }
-    Ok(m)
+    // A dict's keys are unique; two distinct `str` keys are distinct JSON keys.
+    Object::from_unique(m).map_err(|k| PyValueError::new_err(format!("duplicate key {k:?}")))
 }
 
 fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
@@ -111,7 +150,7 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
         )));
     }
     if let Ok(s) = obj.cast_exact::<PyString>() {
-        return Ok(Value::String(s.to_cow()?.into_owned()));
+        return Ok(Value::String(CompactString::from(s.to_cow()?)));
     }
     if obj.is_none() {
         return Ok(Value::Null);
@@ -138,10 +177,10 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
             .ok_or_else(|| PyValueError::new_err("NaN and infinity are not JSON"));
     }
     if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(Value::String(s.to_cow()?.into_owned()));
+        return Ok(Value::String(CompactString::from(s.to_cow()?)));
     }
     if let Ok(d) = obj.cast::<PyDict>() {
-        return Ok(Value::Object(dict_to_map(d, depth)?));
+        return Ok(Value::Object(dict_to_object(d, depth)?));
     }
     if let Ok(l) = obj.cast::<PyList>() {
         let mut out = Vec::with_capacity(l.len());

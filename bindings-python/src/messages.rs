@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
-use serde_json::{Map, Number, Value};
+use stapel_runner_protocol::json::{Number, Object, Value};
 use stapel_runner_protocol::wire::{
     self, Hello, Message, MessageType, Nonce, Ping, Pong, SentAt, TaskAssign, TaskCancel,
     TaskProgress, TaskReportMessage,
@@ -14,12 +14,12 @@ use stapel_runner_protocol::wire::{
 
 use crate::errors::{decode_error, schema_error};
 use crate::fields::Slot;
-use crate::json::{map_to_py, number_to_py, py_to_map, type_name};
+use crate::json::{number_to_py, object_to_py, py_to_object, type_name};
 
-type Obj = Slot<Map<String, Value>>;
+type Obj = Slot<Object>;
 
 /// The error the core reports for fields of the wrong shape (e.g. `capabilities = [1]`).
-fn shape_error(py: Python<'_>, object: Map<String, Value>) -> PyErr {
+fn shape_error(py: Python<'_>, object: Object) -> PyErr {
     match wire::from_object(object, false) {
         Err(e) => decode_error(py, &e),
         Ok(_) => PyTypeError::new_err("message fields have types the message cannot hold"),
@@ -27,11 +27,13 @@ fn shape_error(py: Python<'_>, object: Map<String, Value>) -> PyErr {
 }
 
 /// Append `extra` (a dict) to a message's JSON object, skipping declared keys.
-fn push_extra(py: Python<'_>, out: &mut Map<String, Value>, extra: &Obj) -> PyResult<()> {
+fn push_extra(py: Python<'_>, out: &mut Object, extra: &Obj) -> PyResult<()> {
     match extra.json(py)? {
         Value::Object(m) => {
             for (k, v) in m {
-                out.entry(k).or_insert(v);
+                if !out.contains_key(&k) {
+                    out.insert(k, v);
+                }
             }
             Ok(())
         }
@@ -116,8 +118,8 @@ fn from_dict_as<'py>(
     mt: MessageType,
     validate: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut object = py_to_map(data)?;
-    object.insert("type".into(), Value::String(mt.as_str().into()));
+    let mut object = py_to_object(data)?;
+    object.insert("type", mt.as_str());
     match wire::from_object(object, validate) {
         Ok(m) => message_to_py(py, m),
         Err(e) => Err(decode_error(py, &e)),
@@ -166,7 +168,7 @@ pub fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Message> {
         return m.borrow().to_message(py);
     }
     if obj.cast::<PyDict>().is_ok() {
-        return wire::from_object(py_to_map(obj)?, false).map_err(|e| decode_error(py, &e));
+        return wire::from_object(py_to_object(obj)?, false).map_err(|e| decode_error(py, &e));
     }
     Err(PyTypeError::new_err(format!(
         "expected a protocol message or a dict, got {}",
@@ -240,7 +242,7 @@ fn eq_messages(a: PyResult<Message>, other: &Bound<'_, PyAny>) -> PyResult<Py<Py
 }
 
 fn to_dict_of<'py>(py: Python<'py>, m: PyResult<Message>) -> PyResult<Bound<'py, PyDict>> {
-    map_to_py(py, &wire::to_object(&m?))
+    object_to_py(py, &wire::to_object(&m?))
 }
 
 fn validate_message(py: Python<'_>, m: PyResult<Message>) -> PyResult<()> {
@@ -368,15 +370,15 @@ impl PyHello {
             extra: Slot::Native(m.extra),
         }
     }
-    fn to_json(&self, py: Python<'_>) -> PyResult<Map<String, Value>> {
-        let mut o = Map::new();
-        o.insert("schema_version".into(), self.schema_version.into());
-        o.insert("type".into(), "hello".into());
-        o.insert("protocol_version".into(), self.protocol_version.into());
-        o.insert("project_id".into(), self.project_id.clone().into());
-        o.insert("runner_version".into(), self.runner_version.clone().into());
-        o.insert("capabilities".into(), self.capabilities.json(py)?);
-        o.insert("resume".into(), self.resume.json(py)?);
+    fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
+        let mut o = Object::new();
+        o.insert("schema_version", self.schema_version);
+        o.insert("type", "hello");
+        o.insert("protocol_version", self.protocol_version);
+        o.insert("project_id", self.project_id.as_str());
+        o.insert("runner_version", self.runner_version.as_str());
+        o.insert("capabilities", self.capabilities.json(py)?);
+        o.insert("resume", self.resume.json(py)?);
         push_extra(py, &mut o, &self.extra)?;
         Ok(o)
     }
@@ -529,16 +531,16 @@ impl PyTaskAssign {
             extra: Slot::Native(m.extra),
         }
     }
-    fn to_json(&self, py: Python<'_>) -> PyResult<Map<String, Value>> {
-        let mut o = Map::new();
-        o.insert("schema_version".into(), self.schema_version.into());
-        o.insert("type".into(), "task.assign".into());
-        o.insert("task_id".into(), self.task_id.clone().into());
-        o.insert("task".into(), self.task.json(py)?);
-        o.insert("role".into(), self.role.clone().into());
-        o.insert("invocation".into(), self.invocation.json(py)?);
-        o.insert("seq".into(), self.seq.into());
-        o.insert("attempt".into(), self.attempt.into());
+    fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
+        let mut o = Object::new();
+        o.insert("schema_version", self.schema_version);
+        o.insert("type", "task.assign");
+        o.insert("task_id", self.task_id.as_str());
+        o.insert("task", self.task.json(py)?);
+        o.insert("role", self.role.as_str());
+        o.insert("invocation", self.invocation.json(py)?);
+        o.insert("seq", self.seq);
+        o.insert("attempt", self.attempt);
         push_extra(py, &mut o, &self.extra)?;
         Ok(o)
     }
@@ -627,9 +629,9 @@ message_methods!(PyTaskAssign, MessageType::TaskAssign, "task.assign", {
             Some(t) => t,
             None => return Err(shape_error(py, self.to_json(py)?)),
         };
-        let probe = TaskAssign::new(task, "", Map::new());
+        let probe = TaskAssign::new(task, "", Object::new());
         probe.task_spec().map_err(|e| schema_error(py, &e))?;
-        let d = map_to_py(py, &probe.task)?;
+        let d = object_to_py(py, &probe.task)?;
         py.import("stapel_taskspecs")?
             .getattr("TaskSpec")?
             .call_method1("from_dict", (d,))
@@ -704,15 +706,15 @@ impl PyTaskProgress {
             extra: Slot::Native(m.extra),
         }
     }
-    fn to_json(&self, py: Python<'_>) -> PyResult<Map<String, Value>> {
-        let mut o = Map::new();
-        o.insert("schema_version".into(), self.schema_version.into());
-        o.insert("type".into(), "task.progress".into());
-        o.insert("task_id".into(), self.task_id.clone().into());
-        o.insert("seq".into(), self.seq.into());
-        o.insert("kind".into(), self.kind.clone().into());
-        o.insert("attempt".into(), self.attempt.into());
-        o.insert("payload".into(), self.payload.json(py)?);
+    fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
+        let mut o = Object::new();
+        o.insert("schema_version", self.schema_version);
+        o.insert("type", "task.progress");
+        o.insert("task_id", self.task_id.as_str());
+        o.insert("seq", self.seq);
+        o.insert("kind", self.kind.as_str());
+        o.insert("attempt", self.attempt);
+        o.insert("payload", self.payload.json(py)?);
         push_extra(py, &mut o, &self.extra)?;
         Ok(o)
     }
@@ -844,14 +846,14 @@ impl PyTaskReportMessage {
             extra: Slot::Native(m.extra),
         }
     }
-    fn to_json(&self, py: Python<'_>) -> PyResult<Map<String, Value>> {
-        let mut o = Map::new();
-        o.insert("schema_version".into(), self.schema_version.into());
-        o.insert("type".into(), "task.report".into());
-        o.insert("task_id".into(), self.task_id.clone().into());
-        o.insert("report".into(), self.report.json(py)?);
-        o.insert("seq".into(), self.seq.into());
-        o.insert("attempt".into(), self.attempt.into());
+    fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
+        let mut o = Object::new();
+        o.insert("schema_version", self.schema_version);
+        o.insert("type", "task.report");
+        o.insert("task_id", self.task_id.as_str());
+        o.insert("report", self.report.json(py)?);
+        o.insert("seq", self.seq);
+        o.insert("attempt", self.attempt);
         push_extra(py, &mut o, &self.extra)?;
         Ok(o)
     }
@@ -925,7 +927,7 @@ message_methods!(
             };
             let probe = TaskReportMessage::new(report);
             probe.task_report().map_err(|e| schema_error(py, &e))?;
-            let d = map_to_py(py, &probe.report)?;
+            let d = object_to_py(py, &probe.report)?;
             py.import("stapel_taskspecs")?
                 .getattr("TaskReport")?
                 .call_method1("from_dict", (d,))
@@ -991,13 +993,13 @@ impl PyTaskCancel {
             extra: Slot::Native(m.extra),
         }
     }
-    fn to_json(&self, py: Python<'_>) -> PyResult<Map<String, Value>> {
-        let mut o = Map::new();
-        o.insert("schema_version".into(), self.schema_version.into());
-        o.insert("type".into(), "task.cancel".into());
-        o.insert("task_id".into(), self.task_id.clone().into());
-        o.insert("reason".into(), self.reason.clone().into());
-        o.insert("seq".into(), self.seq.into());
+    fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
+        let mut o = Object::new();
+        o.insert("schema_version", self.schema_version);
+        o.insert("type", "task.cancel");
+        o.insert("task_id", self.task_id.as_str());
+        o.insert("reason", self.reason.as_str());
+        o.insert("seq", self.seq);
         push_extra(py, &mut o, &self.extra)?;
         Ok(o)
     }

@@ -12,7 +12,7 @@ use stapel_runner_protocol::wire::{self, Message};
 
 use crate::errors::raise;
 use crate::fields::Native;
-use crate::json::{type_name, value_to_py};
+use crate::json::type_name;
 use crate::messages::{message_from_py, message_to_py, set_seq, with_message};
 
 fn state_error(py: Python<'_>, message: String, code: &str) -> PyErr {
@@ -36,7 +36,7 @@ fn sequenced_message(obj: &Bound<'_, PyAny>) -> PyResult<Message> {
 }
 
 fn position_to_py<'py>(py: Python<'py>, p: &Position) -> PyResult<Bound<'py, PyAny>> {
-    value_to_py(py, &p.to_value())
+    crate::json::jvalue_to_py(py, &p.to_value())
 }
 
 fn positions_to_py<'py>(py: Python<'py>, ps: &[Position]) -> PyResult<Bound<'py, PyList>> {
@@ -103,7 +103,7 @@ fn parse_resume(obj: Option<&Bound<'_, PyAny>>) -> PyResult<IndexMap<String, u64
 }
 
 fn parse_positions(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Position>> {
-    let v = crate::json::py_to_value(obj)?;
+    let v = crate::json::py_to_jvalue(obj)?;
     Position::list_from_value(&v).map_err(PyValueError::new_err)
 }
 
@@ -331,7 +331,7 @@ impl PyConnectionState {
     /// The bounds in force, as a dict.
     #[getter]
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        value_to_py(py, &self.inner.config().to_value())
+        crate::json::value_to_py(py, &self.inner.config().to_value())
     }
 
     /// Stamp the next seq of the message's stream on `message` (in place), keep its

@@ -4,11 +4,11 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
-use serde_json::Value;
+use stapel_runner_protocol::json::Value;
 use stapel_runner_protocol::wire::{self, DecodeError, MessageType};
 
 use crate::errors::{decode_error, raise};
-use crate::json::{py_to_map, py_to_value, type_name};
+use crate::json::{py_to_jvalue, py_to_object, type_name};
 use crate::messages::{message_from_py, message_to_py, with_message};
 
 /// Encode a message (or a dict, built with the tolerant rules) as one compact JSON frame:
@@ -42,7 +42,7 @@ pub fn decode<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bound<
     } else if let Ok(b) = frame.cast::<PyByteArray>() {
         wire::decode(&b.to_vec(), validate)
     } else if frame.cast::<PyDict>().is_ok() {
-        wire::from_object(py_to_map(frame)?, validate)
+        wire::from_object(py_to_object(frame)?, validate)
     } else {
         return Err(PyTypeError::new_err(format!(
             "frame must be str, bytes, bytearray or dict, not {}",
@@ -83,9 +83,9 @@ fn check(instance: &Bound<'_, PyAny>, name: &str) -> PyResult<Result<(), DecodeE
             return Ok(m.validate().map_err(DecodeError::from));
         }
     }
-    let object = match py_to_value(instance)? {
+    let object = match py_to_jvalue(instance)? {
         Value::Object(mut m) => {
-            m.insert("type".into(), Value::String(mt.as_str().into()));
+            m.insert("type", mt.as_str());
             m
         }
         other => return Ok(wire::from_value(other, true).map(|_| ())),

@@ -43,8 +43,8 @@ fn frames() -> Vec<String> {
         let mut p = TaskProgress::usage(format!("T-{t:05}"), &usage);
         p.seq = seqs[t];
         p.attempt = 1;
-        p.payload.insert("model".into(), "claude-sonnet-4-5".into());
-        p.payload.insert("turn".into(), (i as u64 / 7).into());
+        p.payload.insert("model", "claude-sonnet-4-5");
+        p.payload.insert("turn", i as u64 / 7);
         out.push(wire::encode(&Message::TaskProgress(p)));
     }
     out

@@ -9,6 +9,8 @@
 //! * [`wire`] — the seven hub-protocol messages of seed 000, their embedded
 //!   `stapel-taskspecs` artifacts (TaskSpec, TaskReport, UsageSplit), validation and the
 //!   deterministic, byte-stable codec;
+//! * [`json`] — the ordered JSON value type of the messages' open objects (`payload`,
+//!   `task`, `extra`, …): members in arrival order, inline short strings, no hashing;
 //! * [`framing`] — the bounded JSONL line framer used by every newline-delimited stream;
 //! * [`local`] — the local-runner protocol of seed 002 (commands, canonical events, supervision as actions, terminal reconciliation);
 //! * [`reducer`] — folds canonical local-runner events into a session snapshot.
@@ -22,6 +24,7 @@
 pub mod adapter;
 pub mod contract;
 pub mod framing;
+pub mod json;
 pub mod local;
 pub mod reducer;
 pub mod sequencing;

@@ -8,7 +8,6 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use serde_json::Map;
 use stapel_runner_protocol::sequencing::{ConnectionState, Role};
 use stapel_runner_protocol::wire::{Message, TaskProgress};
 
@@ -50,7 +49,7 @@ fn inbound_memory_is_per_stream_not_per_frame() {
     // One reusable message per task, ids like the hub's ("T-000042").
     let mut msgs: Vec<Message> = (0..TASKS)
         .map(|i| {
-            let mut p = TaskProgress::new(format!("T-{i:06}"), "state", Map::new());
+            let mut p = TaskProgress::new(format!("T-{i:06}"), "state", Default::default());
             p.attempt = 1;
             p.into()
         })
@@ -91,7 +90,7 @@ fn inbound_memory_is_per_stream_not_per_frame() {
     // Worst case for one stream: a full out-of-order window stays bounded and anything
     // beyond it is refused without being recorded.
     let mut m: Message = {
-        let mut p = TaskProgress::new("T-window", "state", Map::new());
+        let mut p = TaskProgress::new("T-window", "state", Default::default());
         p.attempt = 1;
         p.into()
     };

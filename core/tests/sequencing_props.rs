@@ -17,7 +17,7 @@ fn cancel(task: &str, seq: u64) -> Message {
 fn progress(task: &str, attempt: u64, n: u64) -> Message {
     let mut payload = Map::new();
     payload.insert("n".into(), json!(n));
-    let mut p = TaskProgress::new(task, "state", payload);
+    let mut p = TaskProgress::new(task, "state", payload.into());
     p.attempt = attempt;
     p.into()
 }

@@ -10,7 +10,7 @@ use stapel_runner_protocol::wire::{self, Message, TaskCancel, TaskProgress};
 fn progress(task: &str, attempt: u64, n: u64) -> Message {
     let mut p = Map::new();
     p.insert("n".into(), json!(n));
-    let mut m = TaskProgress::new(task, "state", p);
+    let mut m = TaskProgress::new(task, "state", p.into());
     m.attempt = attempt;
     m.into()
 }

@@ -414,7 +414,7 @@ impl Driver {
         self.n += 1;
         let mut payload = Map::new();
         payload.insert("n".into(), json!(self.n));
-        let mut p = TaskProgress::new(format!("T-{task}"), "state", payload);
+        let mut p = TaskProgress::new(format!("T-{task}"), "state", payload.into());
         p.attempt = self.attempts[task];
         self.pair.runner_send(p.into());
     }

@@ -25,7 +25,7 @@ fn drain(out: &mut dyn FnMut() -> Output) -> (Vec<String>, Vec<Event>) {
 fn progress(n: u64) -> Message {
     let mut payload = Map::new();
     payload.insert("n".into(), json!(n));
-    let mut p = TaskProgress::new("T-1", "state", payload);
+    let mut p = TaskProgress::new("T-1", "state", payload.into());
     p.attempt = 1;
     p.into()
 }

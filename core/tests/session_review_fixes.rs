@@ -34,7 +34,7 @@ fn drain_run(h: &mut RunnerSession) -> Vec<Output> {
 fn prog(task: &str, attempt: u64, n: u64) -> Message {
     let mut p = Map::new();
     p.insert("n".into(), json!(n));
-    let mut m = TaskProgress::new(task, "state", p);
+    let mut m = TaskProgress::new(task, "state", p.into());
     m.attempt = attempt;
     m.into()
 }

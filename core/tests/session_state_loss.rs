@@ -319,7 +319,7 @@ impl World {
                 self.n += 1;
                 let mut payload = Map::new();
                 payload.insert("n".into(), json!(self.n));
-                let mut p = TaskProgress::new(format!("T-{t}"), "state", payload);
+                let mut p = TaskProgress::new(format!("T-{t}"), "state", payload.into());
                 p.attempt = self.attempts[t];
                 self.runner_pending.push_back(p.into());
                 self.flush_pending();

@@ -79,7 +79,7 @@ fn message() -> impl Strategy<Value = Message> {
                 runner_version: r,
                 capabilities: caps,
                 resume: resume.into_iter().collect::<IndexMap<_, _>>(),
-                extra,
+                extra: extra.into(),
             })
         });
     let assign = (
@@ -95,12 +95,12 @@ fn message() -> impl Strategy<Value = Message> {
             Message::TaskAssign(TaskAssign {
                 schema_version: 1,
                 task_id,
-                task,
+                task: task.into(),
                 role,
-                invocation,
+                invocation: invocation.into(),
                 seq,
                 attempt,
-                extra,
+                extra: extra.into(),
             })
         });
     let progress = (
@@ -118,8 +118,8 @@ fn message() -> impl Strategy<Value = Message> {
                 seq,
                 kind,
                 attempt,
-                payload,
-                extra,
+                payload: payload.into(),
+                extra: extra.into(),
             })
         });
     let report = (
@@ -133,10 +133,10 @@ fn message() -> impl Strategy<Value = Message> {
             Message::TaskReport(TaskReportMessage {
                 schema_version: 1,
                 task_id,
-                report,
+                report: report.into(),
                 seq,
                 attempt,
-                extra,
+                extra: extra.into(),
             })
         });
     let cancel = (text(), text(), uint(), extra(MessageType::TaskCancel)).prop_map(
@@ -146,7 +146,7 @@ fn message() -> impl Strategy<Value = Message> {
                 task_id,
                 reason,
                 seq,
-                extra,
+                extra: extra.into(),
             })
         },
     );
@@ -161,14 +161,14 @@ fn message() -> impl Strategy<Value = Message> {
             schema_version: 1,
             nonce,
             sent_at,
-            extra,
+            extra: extra.into(),
         })
     });
     let pong = (nonce(), extra(MessageType::Pong)).prop_map(|(nonce, extra)| {
         Message::Pong(Pong {
             schema_version: 1,
             nonce,
-            extra,
+            extra: extra.into(),
         })
     });
     prop_oneof![hello, assign, progress, report, cancel, ping, pong]
@@ -198,7 +198,7 @@ proptest! {
     fn object_form_is_exactly_the_encoded_form(m in message()) {
         // Same keys in the same order with the same values as the encoded frame.
         let parsed = parse_value(encode(&m).as_bytes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let direct = serde_json::Value::Object(to_object(&m));
+        let direct = serde_json::Value::Object(to_object(&m).into());
         prop_assert_eq!(serde_json::to_string(&direct).unwrap(), serde_json::to_string(&parsed).unwrap());
     }
 

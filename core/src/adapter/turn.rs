@@ -72,9 +72,11 @@ impl TurnResult {
             .and_then(Value::as_str)
             .ok_or_else(|| bad("`text` must be a string"))?;
         let usage = obj.get("usage").ok_or_else(|| bad("`usage` is required"))?;
-        let usage = UsageSplit::from_value(usage).map_err(|e| AdapterError::InvalidUsage {
-            line_number: None,
-            reason: e.to_string(),
+        let usage = UsageSplit::from_value(&crate::json::Value::from(usage)).map_err(|e| {
+            AdapterError::InvalidUsage {
+                line_number: None,
+                reason: e.to_string(),
+            }
         })?;
         Ok(Self::new(text, usage))
     }

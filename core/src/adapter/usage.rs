@@ -235,7 +235,8 @@ pub fn usage_from_mapping(usage: &Value) -> Result<UsageSplit, AdapterError> {
     let obj = object(usage)?;
     let has = |keys: &[&str]| keys.iter().any(|k| obj.contains_key(*k));
     if has(&USAGE_COMPONENTS) {
-        return UsageSplit::from_value(usage).map_err(|e| invalid(e.to_string()));
+        return UsageSplit::from_value(&crate::json::Value::from(usage))
+            .map_err(|e| invalid(e.to_string()));
     }
     match (has(ANTHROPIC_ONLY), has(OPENAI_ONLY)) {
         (true, true) => Err(invalid(

@@ -567,15 +567,15 @@ impl ExecutionEvidence {
         })?;
         let tokens = match o.get("tokens") {
             None => None,
-            Some(v) => {
-                Some(
-                    UsageSplit::from_value(v).map_err(|e| ContractError::InvalidField {
+            Some(v) => Some(
+                UsageSplit::from_value(&crate::json::Value::from(v)).map_err(|e| {
+                    ContractError::InvalidField {
                         model: o.model,
                         field: o.path("tokens"),
                         reason: e.to_string(),
-                    })?,
-                )
-            }
+                    }
+                })?,
+            ),
         };
         let tool_event_visibility = match o.opt_enum(
             "tool_event_visibility",

@@ -504,15 +504,15 @@ impl ExecutionSummary {
         let o = Obj::open("ExecutionSummary", prefix, value, Self::FIELDS)?;
         let tokens = match o.get("tokens") {
             None => None,
-            Some(v) => {
-                Some(
-                    UsageSplit::from_value(v).map_err(|e| ContractError::InvalidField {
+            Some(v) => Some(
+                UsageSplit::from_value(&crate::json::Value::from(v)).map_err(|e| {
+                    ContractError::InvalidField {
                         model: o.model,
                         field: o.path("tokens"),
                         reason: e.to_string(),
-                    })?,
-                )
-            }
+                    }
+                })?,
+            ),
         };
         let duration_ms = o.opt_u64("duration_ms")?;
         let resolved_model = o.opt_str("resolved_model")?;

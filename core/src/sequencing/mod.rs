@@ -226,29 +226,29 @@ impl Position {
     }
 
     /// The JSON form.
-    pub fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("task_id".into(), Value::String(self.task_id.clone()));
+    pub fn to_value(&self) -> crate::json::Value {
+        let mut m = crate::json::Object::new();
+        m.insert("task_id", self.task_id.as_str());
         if let Some(a) = self.attempt {
-            m.insert("attempt".into(), a.into());
+            m.insert("attempt", a);
         }
-        m.insert("seq".into(), self.seq.into());
-        Value::Object(m)
+        m.insert("seq", self.seq);
+        crate::json::Value::Object(m)
     }
 
     /// Parse the JSON form.
     ///
     /// # Errors
     /// A message naming the offending field.
-    pub fn from_value(value: &Value) -> Result<Self, String> {
+    pub fn from_value(value: &crate::json::Value) -> Result<Self, String> {
         let o = value.as_object().ok_or("position must be an object")?;
         let task_id = o
             .get("task_id")
-            .and_then(Value::as_str)
+            .and_then(crate::json::Value::as_str)
             .filter(|s| !s.is_empty())
             .ok_or("position.task_id must be a non-empty string")?;
         let attempt = match o.get("attempt") {
-            None | Some(Value::Null) => None,
+            None | Some(crate::json::Value::Null) => None,
             Some(v) => Some(
                 v.as_u64()
                     .filter(|n| *n <= crate::wire::MAX_SAFE_INTEGER)
@@ -257,7 +257,7 @@ impl Position {
         };
         let seq = o
             .get("seq")
-            .and_then(Value::as_u64)
+            .and_then(crate::json::Value::as_u64)
             .filter(|n| *n <= crate::wire::MAX_SAFE_INTEGER)
             .ok_or("position.seq must be a non-negative integer")?;
         Ok(Self::new(task_id, attempt, seq))
@@ -267,7 +267,7 @@ impl Position {
     ///
     /// # Errors
     /// A message naming the offending entry.
-    pub fn list_from_value(value: &Value) -> Result<Vec<Self>, String> {
+    pub fn list_from_value(value: &crate::json::Value) -> Result<Vec<Self>, String> {
         let items = value.as_array().ok_or("positions must be an array")?;
         items
             .iter()
@@ -277,7 +277,7 @@ impl Position {
     }
 
     /// A JSON array of positions.
-    pub fn list_to_value(list: &[Position]) -> Value {
-        Value::Array(list.iter().map(Position::to_value).collect())
+    pub fn list_to_value(list: &[Position]) -> crate::json::Value {
+        crate::json::Value::Array(list.iter().map(Position::to_value).collect())
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use serde_json::Value;
+use crate::json::{Object, Value};
 
 use crate::framing::LineFramer;
 use crate::sequencing::{Arrival, ConnectionState, Position, Resync, Role};
@@ -482,7 +482,7 @@ impl Engine {
 
     /// Apply the `ack` and `replay_from` extension fields of a ping, pong or hello. A bad
     /// entry is skipped (and reported as `invalid_extension`); the others apply.
-    pub(crate) fn extensions(&mut self, now: u64, extra: &serde_json::Map<String, Value>) {
+    pub(crate) fn extensions(&mut self, now: u64, extra: &Object) {
         // Outbound streams of the hub are command streams (no attempt), those of the
         // runner carry an attempt; inbound streams the other way round.
         let hub = self.state.role() == Role::Hub;
@@ -629,8 +629,7 @@ impl Engine {
                 .filter(|c| 2 + c.iter().map(|p| position_bytes(p) + 1).sum::<usize>() <= budget)
             {
                 rest = &acks[first.len()..];
-                pong.extra
-                    .insert("ack".into(), Position::list_to_value(&first));
+                pong.extra.insert("ack", Position::list_to_value(&first));
             }
         }
         self.transmit(wire::encode(&Message::Pong(pong)));
@@ -690,11 +689,10 @@ impl Engine {
     pub(crate) fn send_ping(&mut self, ack: Option<&[Position]>, replay_from: Option<&[Position]>) {
         let mut ping = Ping::new(Some(self.next_nonce().into()));
         if let Some(r) = replay_from.filter(|r| !r.is_empty()) {
-            ping.extra
-                .insert("replay_from".into(), Position::list_to_value(r));
+            ping.extra.insert("replay_from", Position::list_to_value(r));
         }
         if let Some(a) = ack.filter(|a| !a.is_empty()) {
-            ping.extra.insert("ack".into(), Position::list_to_value(a));
+            ping.extra.insert("ack", Position::list_to_value(a));
         }
         self.transmit(wire::encode(&Message::Ping(ping)));
     }

@@ -1,7 +1,7 @@
 //! [`HubSession`]: the hub side of a runner connection.
 
+use crate::json::{Object, Value};
 use indexmap::IndexMap;
-use serde_json::{Map, Value};
 
 use crate::sequencing::{ConnectionState, Position, Role};
 use crate::wire::{self, Hello};
@@ -178,14 +178,14 @@ impl Engine {
 
     /// A ping continuing a `resume_more` hello: `resume` (object) adds entries,
     /// `resume_end: true` completes it.
-    pub(crate) fn hub_resume_chunk(&mut self, _now: u64, extra: &Map<String, Value>) {
+    pub(crate) fn hub_resume_chunk(&mut self, _now: u64, extra: &Object) {
         let Some(mut pending) = self.resume_pending.take() else {
             return;
         };
         if let Some(v) = extra.get("resume") {
             let parsed = v.as_object().map(|o| {
                 o.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+                    .filter_map(|(k, v)| Some((k.to_owned(), v.as_u64()?)))
                     .collect::<IndexMap<String, u64>>()
             });
             match parsed {

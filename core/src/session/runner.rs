@@ -1,7 +1,7 @@
 //! [`RunnerSession`]: the runner side of a hub connection.
 
+use crate::json::{Object, Value};
 use indexmap::IndexMap;
-use serde_json::{Map, Value};
 
 use crate::sequencing::{ConnectionState, Position, Role};
 use crate::wire::{self, Hello, Message, Ping};
@@ -152,8 +152,8 @@ impl Engine {
     pub(crate) fn runner_hello(&mut self, template: &Hello) {
         let mut hello = template.clone();
         hello.resume = IndexMap::new();
-        hello.extra.shift_remove("replay_from");
-        hello.extra.shift_remove("resume_more");
+        hello.extra.remove("replay_from");
+        hello.extra.remove("resume_more");
         let resume = self.state.resume_map();
         let from: Vec<Position> = self.state.replay_from();
         let max = self.cfg.max_control_frame_bytes;
@@ -161,7 +161,7 @@ impl Engine {
         full.resume = resume.clone();
         if !from.is_empty() {
             full.extra
-                .insert("replay_from".into(), Position::list_to_value(&from));
+                .insert("replay_from", Position::list_to_value(&from));
         }
         let encoded = wire::encode(&Message::Hello(full));
         if encoded.len() <= max {
@@ -185,14 +185,14 @@ impl Engine {
             rest.extend(entries);
             hello.resume = first;
             if !rest.is_empty() {
-                hello.extra.insert("resume_more".into(), Value::Bool(true));
+                hello.extra.insert("resume_more", Value::Bool(true));
             }
             self.transmit(wire::encode(&Message::Hello(hello)));
             self.send_ack_pings(&[], &from);
             if !rest.is_empty() {
                 let budget = max.saturating_sub(CONTROL_OVERHEAD).max(1);
-                let mut chunks: Vec<Map<String, Value>> = Vec::new();
-                let mut cur = Map::new();
+                let mut chunks: Vec<Object> = Vec::new();
+                let mut cur = Object::new();
                 let mut used = 2;
                 for (task, seq) in rest {
                     let size = entry_bytes(task, *seq);
@@ -207,9 +207,9 @@ impl Engine {
                 let n = chunks.len();
                 for (i, chunk) in chunks.into_iter().enumerate() {
                     let mut ping = Ping::new(Some(self.next_nonce().into()));
-                    ping.extra.insert("resume".into(), Value::Object(chunk));
+                    ping.extra.insert("resume", Value::Object(chunk));
                     if i + 1 == n {
-                        ping.extra.insert("resume_end".into(), Value::Bool(true));
+                        ping.extra.insert("resume_end", Value::Bool(true));
                     }
                     self.transmit(wire::encode(&Message::Ping(ping)));
                 }
@@ -226,7 +226,7 @@ impl Engine {
             let nonce = self.next_nonce();
             self.barrier = Some(nonce);
             let mut ping = Ping::new(Some(nonce.into()));
-            ping.extra.insert("barrier".into(), Value::Bool(true));
+            ping.extra.insert("barrier", Value::Bool(true));
             self.transmit(wire::encode(&Message::Ping(ping)));
             let mut v = Vec::new();
             for (_, c) in self.state.tasks() {

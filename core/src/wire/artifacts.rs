@@ -5,9 +5,9 @@
 //! Forward compatibility follows the taskspecs schemas: TaskSpec and TaskReport keep
 //! unknown fields (in `extra`); UsageSplit is closed — exactly five non-negative integers.
 
+use crate::json::{Object, Value};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 use super::check::{finish, Checker, Loc};
 use super::error::{Rule, SchemaError, Violation};
@@ -53,7 +53,7 @@ impl UsageSplit {
 
     /// The split as a JSON object with the five keys in schema order.
     pub fn to_value(&self) -> Value {
-        let mut m = Map::new();
+        let mut m = Object::new();
         for (k, v) in USAGE_COMPONENTS.iter().zip([
             self.cache_read,
             self.cache_write,
@@ -61,7 +61,7 @@ impl UsageSplit {
             self.output,
             self.thinking,
         ]) {
-            m.insert((*k).to_owned(), Value::from(v));
+            m.insert(*k, v);
         }
         Value::Object(m)
     }
@@ -82,7 +82,7 @@ impl UsageSplit {
         let mut parts = [None; 5];
         let mut seen = [false; 5];
         for (key, v) in obj {
-            match USAGE_COMPONENTS.iter().position(|k| k == key) {
+            match USAGE_COMPONENTS.iter().position(|k| *k == key) {
                 Some(i) => {
                     seen[i] = true;
                     parts[i] = c.uint(Loc::Key(&loc, key), v);
@@ -134,7 +134,7 @@ impl UsageSplit {
     }
 
     /// `payload.usage` of a progress payload, located under `payload/usage`.
-    pub(crate) fn from_payload(payload: &Map<String, Value>) -> Result<UsageSplit, SchemaError> {
+    pub(crate) fn from_payload(payload: &Object) -> Result<UsageSplit, SchemaError> {
         let mut out = Vec::new();
         let got = match payload.get("usage") {
             Some(v) => Self::check_at(v, Loc::Path("payload/usage"), &mut out),
@@ -165,7 +165,7 @@ pub struct Criterion {
     pub text: String,
     /// Unknown fields, preserved.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 /// The enforcement envelope of a [`TaskSpec`].
@@ -175,7 +175,7 @@ pub struct Budget {
     pub iterations: u64,
     /// Host-defined limits (tokens, wall time, …), preserved.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 /// A unit of work (taskspecs `task_spec.v1`). Unknown fields are kept in `extra`.
@@ -214,12 +214,12 @@ pub struct TaskSpec {
     pub body: Option<String>,
     /// Unknown fields, preserved in arrival order.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 impl TaskSpec {
     /// Check a TaskSpec object, reporting under `prefix` (e.g. `task`).
-    pub fn check(obj: &Map<String, Value>, prefix: &str, out: &mut Vec<Violation>) {
+    pub fn check(obj: &Object, prefix: &str, out: &mut Vec<Violation>) {
         let p = Loc::Path(prefix);
         let mut c = Checker { out };
         c.schema_version_const(obj, p);
@@ -274,19 +274,16 @@ impl TaskSpec {
     ///
     /// # Errors
     /// Every violation, located relative to the object (root `""`).
-    pub fn from_object(obj: &Map<String, Value>) -> Result<TaskSpec, SchemaError> {
+    pub fn from_object(obj: &Object) -> Result<TaskSpec, SchemaError> {
         Self::from_object_at(obj, "")
     }
 
-    pub(crate) fn from_object_at(
-        obj: &Map<String, Value>,
-        prefix: &str,
-    ) -> Result<TaskSpec, SchemaError> {
+    pub(crate) fn from_object_at(obj: &Object, prefix: &str) -> Result<TaskSpec, SchemaError> {
         typed(obj, prefix, Self::check)
     }
 
     /// The TaskSpec as a JSON object (declared fields first, then `extra`).
-    pub fn to_object(&self) -> Map<String, Value> {
+    pub fn to_object(&self) -> Object {
         to_object(self)
     }
 }
@@ -301,7 +298,7 @@ pub struct ControlOutcome {
     pub log: Option<String>,
     /// Unknown fields, preserved.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 /// The runner's report on one attempt (taskspecs `task_report.v1`). Unknown fields are
@@ -339,12 +336,12 @@ pub struct TaskReport {
     pub usage: UsageSplit,
     /// Unknown fields, preserved in arrival order.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 impl TaskReport {
     /// Check a TaskReport object, reporting under `prefix` (e.g. `report`).
-    pub fn check(obj: &Map<String, Value>, prefix: &str, out: &mut Vec<Violation>) {
+    pub fn check(obj: &Object, prefix: &str, out: &mut Vec<Violation>) {
         let p = Loc::Path(prefix);
         let mut c = Checker { out: &mut *out };
         c.schema_version_const(obj, p);
@@ -392,27 +389,24 @@ impl TaskReport {
     ///
     /// # Errors
     /// Every violation, located relative to the object (root `""`).
-    pub fn from_object(obj: &Map<String, Value>) -> Result<TaskReport, SchemaError> {
+    pub fn from_object(obj: &Object) -> Result<TaskReport, SchemaError> {
         Self::from_object_at(obj, "")
     }
 
-    pub(crate) fn from_object_at(
-        obj: &Map<String, Value>,
-        prefix: &str,
-    ) -> Result<TaskReport, SchemaError> {
+    pub(crate) fn from_object_at(obj: &Object, prefix: &str) -> Result<TaskReport, SchemaError> {
         typed(obj, prefix, Self::check)
     }
 
     /// The TaskReport as a JSON object (declared fields first, then `extra`).
-    pub fn to_object(&self) -> Map<String, Value> {
+    pub fn to_object(&self) -> Object {
         to_object(self)
     }
 }
 
 fn typed<T: serde::de::DeserializeOwned>(
-    obj: &Map<String, Value>,
+    obj: &Object,
     prefix: &str,
-    check: fn(&Map<String, Value>, &str, &mut Vec<Violation>),
+    check: fn(&Object, &str, &mut Vec<Violation>),
 ) -> Result<T, SchemaError> {
     let mut out = Vec::new();
     check(obj, prefix, &mut out);
@@ -421,14 +415,16 @@ fn typed<T: serde::de::DeserializeOwned>(
             violations: finish(out),
         });
     }
-    serde_json::from_value(Value::Object(obj.clone())).map_err(|e| SchemaError {
-        violations: vec![Violation::new(prefix, Rule::Type, e.to_string())],
+    serde_json::from_value(serde_json::Value::from(Value::Object(obj.clone()))).map_err(|e| {
+        SchemaError {
+            violations: vec![Violation::new(prefix, Rule::Type, e.to_string())],
+        }
     })
 }
 
-fn to_object<T: Serialize>(v: &T) -> Map<String, Value> {
+fn to_object<T: Serialize>(v: &T) -> Object {
     match serde_json::to_value(v) {
-        Ok(Value::Object(m)) => m,
-        _ => Map::new(),
+        Ok(serde_json::Value::Object(m)) => m.into(),
+        _ => Object::new(),
     }
 }

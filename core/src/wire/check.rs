@@ -1,9 +1,8 @@
 //! Small helpers that check JSON values against schema rules and collect violations.
 
-use serde_json::{Map, Value};
+use crate::json::{Object, Value};
 
 use super::error::{Rule, Violation};
-use super::json::type_name;
 use super::MAX_SAFE_INTEGER;
 
 /// `prefix/key`, with `~` and `/` in `key` escaped as in JSON Pointer.
@@ -71,7 +70,7 @@ impl Checker<'_> {
     }
 
     pub(crate) fn type_error(&mut self, loc: Loc<'_>, expected: &str, found: &Value) {
-        let msg = format!("expected {expected}, found {}", type_name(found));
+        let msg = format!("expected {expected}, found {}", found.type_name());
         self.push(loc, Rule::Type, msg);
     }
 
@@ -161,11 +160,7 @@ impl Checker<'_> {
         }
     }
 
-    pub(crate) fn object<'v>(
-        &mut self,
-        loc: Loc<'_>,
-        v: &'v Value,
-    ) -> Option<&'v Map<String, Value>> {
+    pub(crate) fn object<'v>(&mut self, loc: Loc<'_>, v: &'v Value) -> Option<&'v Object> {
         match v {
             Value::Object(m) => Some(m),
             other => {
@@ -176,7 +171,7 @@ impl Checker<'_> {
     }
 
     /// `schema_version` of an embedded artifact: required, `const: 1`.
-    pub(crate) fn schema_version_const(&mut self, obj: &Map<String, Value>, prefix: Loc<'_>) {
+    pub(crate) fn schema_version_const(&mut self, obj: &Object, prefix: Loc<'_>) {
         let loc = Loc::Key(&prefix, "schema_version");
         match obj.get("schema_version") {
             None => self.push(loc, Rule::Required, "required field is missing"),
@@ -189,7 +184,7 @@ impl Checker<'_> {
     /// `prefix/key`.
     pub(crate) fn required<'v>(
         &mut self,
-        obj: &'v Map<String, Value>,
+        obj: &'v Object,
         prefix: Loc<'_>,
         key: &str,
     ) -> Option<&'v Value> {

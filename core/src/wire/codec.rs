@@ -1,12 +1,12 @@
 //! `decode`, `validate` and `encode`.
 
+use crate::json::{Object, Value};
 use indexmap::IndexMap;
-use serde_json::{Map, Value};
 
 use super::artifacts::{TaskReport, TaskSpec, UsageSplit};
 use super::check::{finish, Checker, Loc};
 use super::error::{DecodeError, Rule, SchemaError, Violation};
-use super::json::{parse_top, parse_top_str, type_name, Key, TopLevel};
+use super::json::{parse_top, parse_top_str, Key, TopLevel};
 use super::messages::*;
 use super::SCHEMA_VERSION;
 
@@ -51,7 +51,7 @@ pub fn decode_str(frame: &str, validate: bool) -> Result<Message, DecodeError> {
 ///
 /// # Errors
 /// As [`decode`], minus the parse errors.
-pub fn from_object(object: Map<String, Value>, validate: bool) -> Result<Message, DecodeError> {
+pub fn from_object(object: Object, validate: bool) -> Result<Message, DecodeError> {
     from_members(
         object
             .into_iter()
@@ -69,7 +69,7 @@ pub fn from_value(value: Value, validate: bool) -> Result<Message, DecodeError> 
     match value {
         Value::Object(m) => from_object(m, validate),
         other => Err(DecodeError::NotObject {
-            found: type_name(&other),
+            found: other.type_name(),
         }),
     }
 }
@@ -110,7 +110,7 @@ impl Ctx {
     }
     fn string(&mut self, key: &str, v: Value) -> Slot<String> {
         match v {
-            Value::String(s) => Slot::Got(s),
+            Value::String(s) => Slot::Got(s.into_string()),
             other => {
                 self.checker().type_error(Loc::Path(key), "string", &other);
                 Slot::Bad
@@ -120,7 +120,7 @@ impl Ctx {
     fn uint(&mut self, key: &str, v: &Value) -> Slot<u64> {
         Slot::from(self.checker().uint(Loc::Path(key), v))
     }
-    fn object(&mut self, key: &str, v: Value) -> Slot<Map<String, Value>> {
+    fn object(&mut self, key: &str, v: Value) -> Slot<Object> {
         match v {
             Value::Object(m) => Slot::Got(m),
             other => {
@@ -136,7 +136,7 @@ impl Ctx {
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.into_iter().enumerate() {
                     match item {
-                        Value::String(s) => out.push(s),
+                        Value::String(s) => out.push(s.into_string()),
                         other => {
                             ok = false;
                             self.checker().type_error(
@@ -167,7 +167,7 @@ impl Ctx {
                 for (task, seq) in m {
                     match self.checker().uint(Loc::Key(&Loc::Path(key), &task), &seq) {
                         Some(s) => {
-                            out.insert(task, s);
+                            out.insert(task.into_string(), s);
                         }
                         None => ok = false,
                     }
@@ -186,7 +186,7 @@ impl Ctx {
     }
     fn nonce(&mut self, key: &str, v: &Value) -> Slot<Nonce> {
         match v {
-            Value::String(s) => Slot::Got(Nonce::Text(s.clone())),
+            Value::String(s) => Slot::Got(Nonce::Text(s.to_string())),
             Value::Number(_) => {
                 Slot::from(self.checker().int(Loc::Path(key), v).map(Nonce::Integer))
             }
@@ -199,7 +199,7 @@ impl Ctx {
     }
     fn sent_at(&mut self, key: &str, v: Value) -> Slot<SentAt> {
         match v {
-            Value::String(s) => Slot::Got(SentAt::Text(s)),
+            Value::String(s) => Slot::Got(SentAt::Text(s.into_string())),
             Value::Number(n) => Slot::Got(SentAt::Number(n)),
             other => {
                 self.checker()
@@ -229,7 +229,7 @@ fn from_members(members: Vec<(Key, Value)>, validate: bool) -> Result<Message, D
             Some(mt) => mt,
             None => {
                 return Err(DecodeError::UnknownType {
-                    type_name: Some(t.clone()),
+                    type_name: Some(t.to_string()),
                 })
             }
         },
@@ -237,7 +237,7 @@ fn from_members(members: Vec<(Key, Value)>, validate: bool) -> Result<Message, D
     };
     let mut ctx = Ctx { out: Vec::new() };
     let mut schema_version = Slot::Missing;
-    let mut extra = Map::new();
+    let mut extra = Object::new();
     // Every declared key lands in one of these; which ones a type uses is decided below.
     let mut s: [Slot<String>; 4] = [Slot::Missing, Slot::Missing, Slot::Missing, Slot::Missing];
     let (mut seq, mut attempt, mut protocol_version) =
@@ -296,7 +296,7 @@ fn from_members(members: Vec<(Key, Value)>, validate: bool) -> Result<Message, D
             (MessageType::Ping | MessageType::Pong, "nonce") => nonce = ctx.nonce("nonce", &value),
             (MessageType::Ping, "sent_at") => sent_at = ctx.sent_at("sent_at", value),
             _ => {
-                extra.insert(key.into_string(), value);
+                extra.push_unchecked(key.into_compact(), value);
             }
         }
     }
@@ -331,7 +331,7 @@ fn from_members(members: Vec<(Key, Value)>, validate: bool) -> Result<Message, D
             ctx.require(validate, "role", &s1);
             ctx.require(validate, "invocation", &obj_b);
             ctx.require(validate, "seq", &seq);
-            let task: Map<String, Value> = obj_a.or_default();
+            let task: Object = obj_a.or_default();
             let task_id = match task_id {
                 Slot::Got(t) => t,
                 other => {
@@ -371,7 +371,7 @@ fn from_members(members: Vec<(Key, Value)>, validate: bool) -> Result<Message, D
         MessageType::TaskReport => {
             ctx.require(validate, "report", &obj_a);
             ctx.require(validate, "seq", &seq);
-            let report: Map<String, Value> = obj_a.or_default();
+            let report: Object = obj_a.or_default();
             let task_id = match task_id {
                 Slot::Got(t) => t,
                 other => {
@@ -569,7 +569,7 @@ fn check_nonce(c: &mut Checker<'_>, nonce: &Option<Nonce>) {
 
 const INVOCATION: Loc<'static> = Loc::Path("invocation");
 
-fn check_invocation(inv: &Map<String, Value>, out: &mut Vec<Violation>) {
+fn check_invocation(inv: &Object, out: &mut Vec<Violation>) {
     let mut c = Checker { out };
     for key in [
         "backend",
@@ -661,26 +661,26 @@ pub fn encode_into(msg: &Message, buf: &mut Vec<u8>) {
 
 /// The message as a JSON object, exactly as [`encode`] would emit it (same keys, same
 /// order, same omissions), built directly without encoding.
-pub fn to_object(msg: &Message) -> Map<String, Value> {
-    let mut out = Map::with_capacity(8);
+pub fn to_object(msg: &Message) -> Object {
+    let mut out = Object::with_capacity(8);
     for_each_field(msg, |key, field| {
         let value = match field {
-            Field::Str(s) => Value::String(s.to_owned()),
+            Field::Str(s) => Value::from(s),
             Field::U64(v) => Value::from(v),
             Field::Object(m) => Value::Object(m.clone()),
-            Field::StrList(l) => Value::Array(l.iter().cloned().map(Value::String).collect()),
+            Field::StrList(l) => Value::Array(l.iter().map(|s| Value::from(s.as_str())).collect()),
             Field::Resume(r) => Value::Object(
                 r.iter()
-                    .map(|(k, v)| (k.clone(), Value::from(*v)))
+                    .map(|(k, v)| (k.as_str(), Value::from(*v)))
                     .collect(),
             ),
-            Field::Nonce(Nonce::Text(s)) => Value::String(s.clone()),
+            Field::Nonce(Nonce::Text(s)) => Value::from(s.as_str()),
             Field::Nonce(Nonce::Integer(i)) => Value::from(*i),
-            Field::SentAt(SentAt::Text(s)) => Value::String(s.clone()),
+            Field::SentAt(SentAt::Text(s)) => Value::from(s.as_str()),
             Field::SentAt(SentAt::Number(n)) => Value::Number(n.clone()),
             Field::Extra(v) => v.clone(),
         };
-        out.insert(key.to_owned(), value);
+        out.push_unchecked(key.into(), value);
     });
     out
 }
@@ -689,7 +689,7 @@ pub fn to_object(msg: &Message) -> Map<String, Value> {
 enum Field<'a> {
     Str(&'a str),
     U64(u64),
-    Object(&'a Map<String, Value>),
+    Object(&'a Object),
     StrList(&'a [String]),
     Resume(&'a IndexMap<String, u64>),
     Nonce(&'a Nonce),
@@ -768,7 +768,7 @@ fn for_each_field<'a>(msg: &'a Message, mut f: impl FnMut(&'a str, Field<'a>)) {
     }
     let keys = mt.keys();
     for (k, v) in extra {
-        if !keys.contains(&k.as_str()) {
+        if !keys.contains(&k) {
             f(k, Field::Extra(v));
         }
     }

@@ -1,11 +1,14 @@
 //! Strict JSON parsing: serde_json's parser with duplicate keys rejected at every depth
 //! and object key order preserved.
 
+use compact_str::CompactString;
 use serde::de::{
     self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
 };
 use serde_json::{Map, Number, Value};
 use std::fmt;
+
+use crate::json::{KeySet, Value as WireValue};
 
 use super::error::DecodeError;
 
@@ -89,7 +92,13 @@ impl<'de> Deserialize<'de> for StrictValue {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Key {
     Known(&'static str),
-    Other(String),
+    Other(CompactString),
+}
+
+impl AsRef<str> for Key {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
 }
 
 /// Every key any of the seven messages declares.
@@ -119,10 +128,10 @@ impl Key {
     pub(crate) fn known(s: &str) -> Option<&'static str> {
         KNOWN_KEYS.iter().copied().find(|k| *k == s)
     }
-    pub(crate) fn from_string(s: String) -> Key {
-        match Key::known(&s) {
+    pub(crate) fn from_string(s: impl Into<CompactString> + AsRef<str>) -> Key {
+        match Key::known(s.as_ref()) {
             Some(k) => Key::Known(k),
-            None => Key::Other(s),
+            None => Key::Other(s.into()),
         }
     }
     pub(crate) fn as_str(&self) -> &str {
@@ -131,9 +140,9 @@ impl Key {
             Key::Other(s) => s,
         }
     }
-    pub(crate) fn into_string(self) -> String {
+    pub(crate) fn into_compact(self) -> CompactString {
         match self {
-            Key::Known(k) => k.to_owned(),
+            Key::Known(k) => CompactString::const_new(k),
             Key::Other(s) => s,
         }
     }
@@ -149,7 +158,7 @@ impl<'de> Visitor<'de> for KeyVisitor {
     fn visit_str<E>(self, v: &str) -> Result<Key, E> {
         Ok(match Key::known(v) {
             Some(k) => Key::Known(k),
-            None => Key::Other(v.to_owned()),
+            None => Key::Other(CompactString::new(v)),
         })
     }
     fn visit_string<E>(self, v: String) -> Result<Key, E> {
@@ -166,7 +175,7 @@ impl<'de> Deserialize<'de> for Key {
 /// The top level of a frame: the object's members in arrival order, or the JSON type
 /// found instead of an object.
 pub(crate) enum TopLevel {
-    Object(Vec<(Key, Value)>),
+    Object(Vec<(Key, WireValue)>),
     Other(&'static str),
 }
 
@@ -201,15 +210,16 @@ impl<'de> Visitor<'de> for TopVisitor {
         Ok(TopLevel::Other("array"))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel, A::Error> {
-        let mut out: Vec<(Key, Value)> = Vec::with_capacity(8);
+        let mut out: Vec<(Key, WireValue)> = Vec::with_capacity(8);
+        let mut keys = KeySet::default();
         while let Some(key) = map.next_key::<Key>()? {
-            if out.iter().any(|(k, _)| *k == key) {
+            if keys.seen_before(&out, key.as_str()) {
                 return Err(de::Error::custom(format_args!(
                     "duplicate key {:?}",
                     key.as_str()
                 )));
             }
-            let StrictValue(v) = map.next_value()?;
+            let v: WireValue = map.next_value()?;
             out.push((key, v));
         }
         Ok(TopLevel::Object(out))

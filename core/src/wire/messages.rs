@@ -1,14 +1,14 @@
 //! The seven hub-protocol messages of seed 000.
 //!
 //! Field policy: top-level fields the seed names are typed; the embedded objects `task`,
-//! `report`, `payload` and `invocation` are kept as JSON objects in the key order they
+//! `report`, `payload` and `invocation` are kept as [`Object`]s in the key order they
 //! arrived in (typed views: [`TaskAssign::task_spec`], [`TaskReportMessage::task_report`],
 //! [`TaskProgress::usage`]); fields the seed does not name are kept in `extra`, in arrival
 //! order, and re-emitted by [`encode`](super::encode). Roles, progress kinds, capabilities
 //! and statuses are open strings.
 
+use crate::json::{Object, Value};
 use indexmap::IndexMap;
-use serde_json::{Map, Value};
 
 use super::artifacts::{TaskReport, TaskSpec, UsageSplit};
 use super::error::SchemaError;
@@ -100,7 +100,7 @@ pub struct Hello {
     /// Reconnect declaration: task id → last seq received contiguously from the hub.
     pub resume: IndexMap<String, u64>,
     /// Unknown top-level fields, in arrival order.
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 impl Hello {
@@ -113,7 +113,7 @@ impl Hello {
             runner_version: runner_version.into(),
             capabilities: Vec::new(),
             resume: IndexMap::new(),
-            extra: Map::new(),
+            extra: Object::new(),
         }
     }
 }
@@ -126,27 +126,23 @@ pub struct TaskAssign {
     /// Mirror of `task.id`; filled from it when absent on the wire.
     pub task_id: String,
     /// The TaskSpec object, keys in arrival order.
-    pub task: Map<String, Value>,
+    pub task: Object,
     /// Role to execute (open string, usually `coder`).
     pub role: String,
     /// Model↔harness pairing and runtime wiring (`backend`, `model`, `session`,
     /// `system_prompt_ref`, `allowed_tools`, `llm_base_url`, `budget`, …).
-    pub invocation: Map<String, Value>,
+    pub invocation: Object,
     /// Position in the hub's per-task command stream; 0 until stamped.
     pub seq: u64,
     /// Attempt number (0 = unset/legacy).
     pub attempt: u64,
     /// Unknown top-level fields, in arrival order.
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 impl TaskAssign {
     /// An assign for `task`; `task_id` is taken from `task.id`.
-    pub fn new(
-        task: Map<String, Value>,
-        role: impl Into<String>,
-        invocation: Map<String, Value>,
-    ) -> Self {
+    pub fn new(task: Object, role: impl Into<String>, invocation: Object) -> Self {
         let task_id = task
             .get("id")
             .and_then(Value::as_str)
@@ -160,7 +156,7 @@ impl TaskAssign {
             invocation,
             seq: 0,
             attempt: 0,
-            extra: Map::new(),
+            extra: Object::new(),
         }
     }
 
@@ -187,18 +183,14 @@ pub struct TaskProgress {
     /// Attempt echoed from the assign (0 = unset/legacy).
     pub attempt: u64,
     /// Kind-specific body, keys in arrival order.
-    pub payload: Map<String, Value>,
+    pub payload: Object,
     /// Unknown top-level fields, in arrival order.
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 impl TaskProgress {
     /// A progress frame of `kind` with `payload`.
-    pub fn new(
-        task_id: impl Into<String>,
-        kind: impl Into<String>,
-        payload: Map<String, Value>,
-    ) -> Self {
+    pub fn new(task_id: impl Into<String>, kind: impl Into<String>, payload: Object) -> Self {
         Self {
             schema_version: SCHEMA_VERSION,
             task_id: task_id.into(),
@@ -206,14 +198,14 @@ impl TaskProgress {
             kind: kind.into(),
             attempt: 0,
             payload,
-            extra: Map::new(),
+            extra: Object::new(),
         }
     }
 
     /// A `usage` progress frame carrying `usage` as `payload.usage`.
     pub fn usage(task_id: impl Into<String>, usage: &UsageSplit) -> Self {
-        let mut payload = Map::new();
-        payload.insert("usage".into(), usage.to_value());
+        let mut payload = Object::new();
+        payload.insert("usage", usage.to_value());
         Self::new(task_id, progress_kind::USAGE, payload)
     }
 
@@ -234,18 +226,18 @@ pub struct TaskReportMessage {
     /// The task reported on; filled from `report.task_id` when absent on the wire.
     pub task_id: String,
     /// The TaskReport object, keys in arrival order.
-    pub report: Map<String, Value>,
+    pub report: Object,
     /// Position in the runner's per-(task, attempt) stream; 0 until stamped.
     pub seq: u64,
     /// Attempt echoed from the assign (0 = unset/legacy).
     pub attempt: u64,
     /// Unknown top-level fields, in arrival order.
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 impl TaskReportMessage {
     /// A report message; `task_id` is taken from `report.task_id`.
-    pub fn new(report: Map<String, Value>) -> Self {
+    pub fn new(report: Object) -> Self {
         let task_id = report
             .get("task_id")
             .and_then(Value::as_str)
@@ -257,7 +249,7 @@ impl TaskReportMessage {
             report,
             seq: 0,
             attempt: 0,
-            extra: Map::new(),
+            extra: Object::new(),
         }
     }
 
@@ -282,7 +274,7 @@ pub struct TaskCancel {
     /// Position in the hub's per-task command stream; 0 until stamped.
     pub seq: u64,
     /// Unknown top-level fields, in arrival order.
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 impl TaskCancel {
@@ -293,7 +285,7 @@ impl TaskCancel {
             task_id: task_id.into(),
             reason: reason.into(),
             seq: 0,
-            extra: Map::new(),
+            extra: Object::new(),
         }
     }
 }
@@ -308,7 +300,7 @@ pub struct Ping {
     /// Optional send timestamp.
     pub sent_at: Option<SentAt>,
     /// Unknown top-level fields, in arrival order.
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 impl Ping {
@@ -318,7 +310,7 @@ impl Ping {
             schema_version: SCHEMA_VERSION,
             nonce,
             sent_at: None,
-            extra: Map::new(),
+            extra: Object::new(),
         }
     }
 }
@@ -331,7 +323,7 @@ pub struct Pong {
     /// The answered ping's nonce.
     pub nonce: Option<Nonce>,
     /// Unknown top-level fields, in arrival order.
-    pub extra: Map<String, Value>,
+    pub extra: Object,
 }
 
 impl Pong {
@@ -340,7 +332,7 @@ impl Pong {
         Self {
             schema_version: SCHEMA_VERSION,
             nonce: ping.nonce.clone(),
-            extra: Map::new(),
+            extra: Object::new(),
         }
     }
 }
@@ -535,7 +527,7 @@ impl Message {
     }
 
     /// Unknown top-level fields, in arrival order.
-    pub fn extra(&self) -> &Map<String, Value> {
+    pub fn extra(&self) -> &Object {
         match self {
             Message::Hello(m) => &m.extra,
             Message::TaskAssign(m) => &m.extra,
@@ -549,7 +541,7 @@ impl Message {
 
     /// Mutable access to the unknown top-level fields. On encode, a key that collides with
     /// a declared field of the message is skipped (the declared field wins).
-    pub fn extra_mut(&mut self) -> &mut Map<String, Value> {
+    pub fn extra_mut(&mut self) -> &mut Object {
         match self {
             Message::Hello(m) => &mut m.extra,
             Message::TaskAssign(m) => &mut m.extra,

@@ -57,7 +57,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
                     same(i, "total_tokens", &json!(split.total_tokens()), t)?;
                 }
             }
-            outcome(i, got.map(|s| s.to_value()), expect)?;
+            outcome(i, got.map(|s| s.to_value().into()), expect)?;
         } else if let Some(t) = input.get("turn_result") {
             outcome(i, TurnResult::from_value(t).map(|r| r.to_value()), expect)?;
         } else {

@@ -10,11 +10,11 @@ use stapel_runner_protocol::wire::{self, Message};
 use crate::common::{bytes_of, same, steps};
 
 fn message(i: usize, v: &Value) -> Result<Message, String> {
-    wire::from_value(v.clone(), false).map_err(|e| format!("step {i}: bad message {v}: {e}"))
+    wire::from_value(v.into(), false).map_err(|e| format!("step {i}: bad message {v}: {e}"))
 }
 
 fn position(i: usize, v: &Value) -> Result<Position, String> {
-    Position::from_value(v).map_err(|e| format!("step {i}: {e}"))
+    Position::from_value(&v.into()).map_err(|e| format!("step {i}: {e}"))
 }
 
 pub fn resync_json(r: &Resync) -> Value {
@@ -126,7 +126,8 @@ pub fn run(vector: &Value) -> Result<(), String> {
             let r = state.replay_for(&resume);
             same(i, "replay", &replay_json(&r), &expect["replay"])?;
         } else if let Some(v) = input.get("replay_positions") {
-            let list = Position::list_from_value(v).map_err(|e| format!("step {i}: {e}"))?;
+            let list =
+                Position::list_from_value(&v.into()).map_err(|e| format!("step {i}: {e}"))?;
             let r = state.replay_positions(&list);
             same(i, "replay", &replay_json(&r), &expect["replay"])?;
         } else if let Some(v) = input.get("ack") {
@@ -144,10 +145,10 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 Err(e) => check_error(i, e.code(), expect)?,
             }
         } else if input.get("ack_positions").is_some() {
-            let got = Position::list_to_value(&state.ack_positions());
+            let got = Value::from(Position::list_to_value(&state.ack_positions()));
             same(i, "positions", &got, &expect["positions"])?;
         } else if input.get("replay_from").is_some() {
-            let got = Position::list_to_value(&state.replay_from());
+            let got = Value::from(Position::list_to_value(&state.replay_from()));
             same(i, "positions", &got, &expect["positions"])?;
         } else if input.get("unacked").is_some() {
             let got: Vec<String> = state.unacked().map(|(_, _, f)| f.frame.clone()).collect();

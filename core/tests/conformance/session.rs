@@ -119,7 +119,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
         Some("hub") => Side::Hub(HubSession::new(config.clone())),
         Some("runner") => {
             let hello = match cfg.get("hello") {
-                Some(h) => match wire::from_value(h.clone(), false) {
+                Some(h) => match wire::from_value(h.into(), false) {
                     Ok(Message::Hello(h)) => h,
                     _ => return Err("config.hello must be a hello message".into()),
                 },
@@ -146,7 +146,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
         } else if let Some(b) = bytes_of(input, "bytes")? {
             side.handle(now, Input::Bytes(b))
         } else if let Some(m) = input.get("send") {
-            let msg = wire::from_value(m.clone(), false)
+            let msg = wire::from_value(m.into(), false)
                 .map_err(|e| format!("step {i}: bad message: {e}"))?;
             side.handle(now, Input::Send(msg))
         } else if input.get("save_snapshot").is_some() {

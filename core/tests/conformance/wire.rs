@@ -26,7 +26,7 @@ fn check_message(i: usize, msg: &Message, expect: &Value) -> Result<(), String> 
         same(i, "type", &json!(msg.message_type().as_str()), t)?;
     }
     if let Some(m) = expect.get("message") {
-        same(i, "message", &Value::Object(wire::to_object(msg)), m)?;
+        same(i, "message", &Value::Object(wire::to_object(msg).into()), m)?;
     }
     if let Some(e) = expect.get("encoded") {
         same(i, "encoded", &json!(wire::encode(msg)), e)?;
@@ -43,7 +43,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
         let result = if let Some(bytes) = bytes_of(input, "decode")? {
             wire::decode(&bytes, validate)
         } else if let Some(obj) = input.get("encode") {
-            wire::from_value(obj.clone(), validate)
+            wire::from_value(obj.into(), validate)
         } else {
             return Err(format!("step {i}: unknown input {input}"));
         };
