@@ -6,6 +6,7 @@ import copy
 import doctest
 import json
 import pickle
+from typing import List, Tuple, Union
 
 import pytest
 
@@ -99,7 +100,7 @@ def test_receive_reads_only_the_sequencing_key() -> None:
     runner = ConnectionState("runner")
     assert runner.receive(TaskAssign(task_id="T-1", seq=1, attempt=7)) is True
     assert runner.receive(TaskCancel(task_id="T-1", reason="r", seq=1)) is False
-    cases = [
+    cases: List[Tuple[ConnectionState, Union[Hello, Ping, TaskCancel, TaskProgress, TaskReportMessage], str]] = [
         (hub, TaskProgress(task_id="", seq=1), "missing_task_id"),
         (hub, TaskCancel(task_id="T", reason="r", seq=1), "wrong_direction"),
         (runner, TaskReportMessage(task_id="T", seq=1), "wrong_direction"),
