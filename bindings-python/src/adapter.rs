@@ -11,16 +11,17 @@ use stapel_runner_protocol::adapter::{
 };
 use stapel_runner_protocol::wire::UsageSplit;
 
-use crate::errors::{adapter_error, adapter_error_object, schema_error};
+use crate::errors::{adapter_error, adapter_error_object, import_taskspecs, schema_error};
 use crate::json::{map_to_py, py_to_map, py_to_value, value_to_py};
 
 static USAGE_SPLIT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// `stapel_taskspecs.UsageSplit` (imported on first use).
+/// `stapel_taskspecs.UsageSplit` (imported on first use; `AdapterUnavailableError`
+/// `taskspecs_unavailable` without it).
 fn usage_split_class(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     USAGE_SPLIT
         .get_or_try_init(py, || {
-            py.import("stapel_taskspecs")?
+            import_taskspecs(py)?
                 .getattr("UsageSplit")
                 .map(Bound::unbind)
         })

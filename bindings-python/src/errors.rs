@@ -101,3 +101,28 @@ pub fn adapter_error(py: Python<'_>, e: &AdapterError) -> PyErr {
         Err(err) => err,
     }
 }
+
+/// Import `stapel_taskspecs`, whose models the typed views return. It is installed with
+/// the package on Python >= 3.11 only (its own `Requires-Python`); elsewhere, or when it
+/// is missing, this raises `AdapterUnavailableError` with code `taskspecs_unavailable`
+/// (the `ImportError` as its cause) — the rest of the package works without it.
+pub fn import_taskspecs(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    py.import("stapel_taskspecs").map_err(|e| {
+        if !e.is_instance_of::<pyo3::exceptions::PyImportError>(py) {
+            return e;
+        }
+        let err = raise(
+            py,
+            "AdapterUnavailableError",
+            format!(
+                "stapel-taskspecs is not available ({}); the typed views (UsageSplit, \
+                 TaskSpec, TaskReport) need it, and it requires Python >= 3.11: \
+                 pip install \"stapel-taskspecs>=0.1,<0.2\"",
+                e.value(py)
+            ),
+            "taskspecs_unavailable",
+        );
+        err.set_cause(py, Some(e));
+        err
+    })
+}

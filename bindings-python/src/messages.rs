@@ -632,7 +632,7 @@ message_methods!(PyTaskAssign, MessageType::TaskAssign, "task.assign", {
         let probe = TaskAssign::new(task, "", Object::new());
         probe.task_spec().map_err(|e| schema_error(py, &e))?;
         let d = object_to_py(py, &probe.task)?;
-        py.import("stapel_taskspecs")?
+        crate::errors::import_taskspecs(py)?
             .getattr("TaskSpec")?
             .call_method1("from_dict", (d,))
     }
@@ -928,7 +928,7 @@ message_methods!(
             let probe = TaskReportMessage::new(report);
             probe.task_report().map_err(|e| schema_error(py, &e))?;
             let d = object_to_py(py, &probe.report)?;
-            py.import("stapel_taskspecs")?
+            crate::errors::import_taskspecs(py)?
                 .getattr("TaskReport")?
                 .call_method1("from_dict", (d,))
         }

@@ -3,8 +3,9 @@
 
 use indexmap::IndexMap;
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use stapel_runner_protocol::sequencing::{
     self as seq, Arrival, ConnectionState, Position, Replay, Role, SequencingConfig,
 };
@@ -13,7 +14,10 @@ use stapel_runner_protocol::wire::{self, Message};
 use crate::errors::raise;
 use crate::fields::Native;
 use crate::json::type_name;
-use crate::messages::{message_from_py, message_to_py, set_seq, with_message};
+use crate::messages::{
+    message_from_py, message_to_py, set_seq, with_message, PyTaskAssign, PyTaskCancel,
+    PyTaskProgress, PyTaskReportMessage,
+};
 
 fn state_error(py: Python<'_>, message: String, code: &str) -> PyErr {
     raise(py, "ProtocolStateError", message, code)
@@ -33,6 +37,44 @@ fn check_sequenced_arg(obj: &Bound<'_, PyAny>) -> PyResult<()> {
 fn sequenced_message(obj: &Bound<'_, PyAny>) -> PyResult<Message> {
     check_sequenced_arg(obj)?;
     message_from_py(obj)
+}
+
+/// The part of a sequenced message object the sequencing state reads on receipt —
+/// its type, `task_id`, `attempt` and `seq` — as a core message whose containers
+/// (`payload`, `task`, `report`, `extra`, …) are empty: receiving needs no conversion of
+/// them. Any other object goes through [`sequenced_message`], so a dict, a non-message
+/// and an unsequenced message (`hello`, `ping`, `pong`) fail exactly as before.
+fn sequencing_view(obj: &Bound<'_, PyAny>) -> PyResult<Message> {
+    let py = obj.py();
+    let text = |name: &Bound<'_, PyString>| -> PyResult<String> { obj.getattr(name)?.extract() };
+    let number = |name: &Bound<'_, PyString>| -> PyResult<u64> { obj.getattr(name)?.extract() };
+    let (task_id, seq) = (intern!(py, "task_id"), intern!(py, "seq"));
+    if obj.cast::<PyTaskProgress>().is_ok() {
+        let mut m = wire::TaskProgress::new(text(task_id)?, String::new(), Default::default());
+        m.seq = number(seq)?;
+        m.attempt = number(intern!(py, "attempt"))?;
+        return Ok(Message::TaskProgress(m));
+    }
+    if obj.cast::<PyTaskReportMessage>().is_ok() {
+        let mut m = wire::TaskReportMessage::new(Default::default());
+        m.task_id = text(task_id)?;
+        m.seq = number(seq)?;
+        m.attempt = number(intern!(py, "attempt"))?;
+        return Ok(Message::TaskReport(m));
+    }
+    if obj.cast::<PyTaskCancel>().is_ok() {
+        let mut m = wire::TaskCancel::new(text(task_id)?, String::new());
+        m.seq = number(seq)?;
+        return Ok(Message::TaskCancel(m));
+    }
+    if obj.cast::<PyTaskAssign>().is_ok() {
+        let mut m = wire::TaskAssign::new(Default::default(), String::new(), Default::default());
+        m.task_id = text(task_id)?;
+        m.seq = number(seq)?;
+        m.attempt = number(intern!(py, "attempt"))?;
+        return Ok(Message::TaskAssign(m));
+    }
+    sequenced_message(obj)
 }
 
 fn position_to_py<'py>(py: Python<'py>, p: &Position) -> PyResult<Bound<'py, PyAny>> {
@@ -381,7 +423,7 @@ impl PyConnectionState {
     /// after a gap) or `"duplicate"`.
     fn receive_arrival(&mut self, message: &Bound<'_, PyAny>) -> PyResult<&'static str> {
         let py = message.py();
-        let m = sequenced_message(message)?;
+        let m = sequencing_view(message)?;
         self.inner
             .receive(&m)
             .map(arrival_str)
@@ -391,7 +433,7 @@ impl PyConnectionState {
     /// How `message` would arrive, without recording it.
     fn classify(&self, message: &Bound<'_, PyAny>) -> PyResult<&'static str> {
         let py = message.py();
-        let m = sequenced_message(message)?;
+        let m = sequencing_view(message)?;
         self.inner
             .classify(&m)
             .map(arrival_str)
@@ -402,7 +444,7 @@ impl PyConnectionState {
     /// (recorded), `"duplicate"`, or `"ahead"` (not recorded; hold it until the gap fills).
     fn accept_in_order(&mut self, message: &Bound<'_, PyAny>) -> PyResult<&'static str> {
         let py = message.py();
-        let m = sequenced_message(message)?;
+        let m = sequencing_view(message)?;
         self.inner
             .accept_in_order(&m)
             .map(arrival_str)

@@ -1,95 +1,311 @@
-"""Seed 001's Rein lifecycle through contract.Gateway (the core's machine underneath)."""
+"""Seed 001's Rein lifecycle through contract.Gateway (the core's machine underneath):
+every failure stage, teardown whenever a sandbox exists, and the reference
+SubprocessRein against a real JSONL harness child."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Dict, List, Optional
 
 import pytest
 
-from stapel_runner_protocol.contract import Gateway, Rein, Sandboxer
+from stapel_runner_protocol.contract import (
+    Catalog,
+    ExecutionRequest,
+    ExecutionSummary,
+    Gateway,
+    GatewayResult,
+    HarnessProfile,
+    Rein,
+    SandboxHandle,
+    Sandboxer,
+    SubprocessRein,
+    ToolCall,
+    ToolResult,
+)
 from stapel_runner_protocol.errors import ContractError
 
-CATALOG = {
-    "profiles": [{"contract_version": "1.0", "profile_id": "coder", "rein": "fake",
-                  "model": "m-1", "sandbox_profile": "repo-rw",
-                  "tool_policy": {"allowed_tools": ["read_file", "run_task"]}}],
-    "reins": [{"rein_id": "fake", "contract_version": "1.0", "tool_event_visibility": "complete"}],
+CATALOG: Catalog = {
+    "profiles": [
+        {"contract_version": "1.0", "profile_id": "coder", "rein": "fake", "model": "m-1",
+         "sandbox_profile": "repo-rw",
+         "tool_policy": {"allowed_tools": ["read_file", "run_task"]}},
+        {"contract_version": "1.0", "profile_id": "off", "rein": "fake", "model": "m-1",
+         "sandbox_profile": "repo-rw", "enabled": False,
+         "tool_policy": {"allowed_tools": []}},
+    ],
+    "reins": [{"rein_id": "fake", "contract_version": "1.0",
+               "tool_event_visibility": "complete"}],
 }
-REQUEST = {"harness_profile_ref": "coder", "repository": "github.com/acme/w",
-           "title": "t", "description": "d"}
-SUMMARY = {"tokens": {"cache_read": 1, "cache_write": 2, "fresh_input": 3, "output": 4,
-                      "thinking": 5}, "duration_ms": 10, "tool_event_visibility": "complete",
-           "tool_event_count": 2}
+REQUEST: ExecutionRequest = {"harness_profile_ref": "coder", "repository": "github.com/acme/w",
+                             "title": "t", "description": "d"}
+SUMMARY: ExecutionSummary = {
+    "tokens": {"cache_read": 1, "cache_write": 2, "fresh_input": 3, "output": 4, "thinking": 5},
+    "duration_ms": 10, "tool_event_visibility": "complete", "tool_event_count": 2,
+}
+CALLS: List[ToolCall] = [{"call_id": "c1", "name": "read_file", "arguments": {"path": "x"}},
+                         {"call_id": "c2", "name": "run_task"}]
+SECRET = "boom-7f3a"  # a failure message: may reach tool_error, never the evidence
 
 
 class FakeRein(Rein):
-    def __init__(self, fail_tool: bool = False, bad_summary: bool = False) -> None:
-        self.log: List[str] = []
-        self.fail_tool = fail_tool
-        self.bad_summary = bad_summary
+    """A rein that fails where told: ``fail`` names a method that raises, ``bad`` one
+    that returns a model the core must reject."""
 
-    def start_session(self, profile: Dict[str, Any], inputs: Dict[str, str],
-                      sandbox: Dict[str, Any]) -> Dict[str, str]:
+    def __init__(self, fail: str = "", bad: str = "", unsuccessful: bool = False) -> None:
+        self.log: List[str] = []
+        self.fail, self.bad, self.unsuccessful = fail, bad, unsuccessful
+
+    def start_session(self, profile: HarnessProfile, inputs: Dict[str, str],
+                      sandbox: SandboxHandle) -> Dict[str, str]:
         self.log.append(f"start {profile['profile_id']} {sandbox['sandbox_id']} {inputs}")
+        if self.fail == "start":
+            raise RuntimeError(SECRET)
+        if self.bad == "start":
+            return {"s": 1}  # type: ignore[dict-item]
         return {"s": "1"}
 
-    def dispatch_tool(self, session: Dict[str, str], tool_call: Dict[str, Any]) -> Dict[str, Any]:
+    def dispatch_tool(self, session: Dict[str, str], tool_call: ToolCall) -> ToolResult:
         self.log.append(f"tool {tool_call['name']}")
-        if self.fail_tool:
-            raise RuntimeError("tool exploded")
+        if self.fail == "tool":
+            raise RuntimeError(SECRET)
+        if self.bad == "tool":
+            return {"ok": "yes"}  # type: ignore[typeddict-item]
+        if self.unsuccessful:
+            return {"ok": False, "error": SECRET}
         return {"ok": True, "output": f"ran {tool_call['name']}"}
 
-    def end_session(self, session: Dict[str, str]) -> Dict[str, Any]:
+    def end_session(self, session: Dict[str, str]) -> ExecutionSummary:
         self.log.append("end")
-        return {"nonsense": True} if self.bad_summary else SUMMARY
+        if self.fail == "end":
+            raise RuntimeError(SECRET)
+        if self.bad == "end":
+            return {"nonsense": True}  # type: ignore[typeddict-unknown-key]
+        return SUMMARY
 
 
 class FakeSandboxer(Sandboxer):
-    def __init__(self) -> None:
+    def __init__(self, fail: str = "", bad: bool = False) -> None:
+        self.fail, self.bad = fail, bad
+        self.log: List[str] = []
         self.live: List[str] = []
 
-    def create(self, harness_profile_ref: str, sandbox_profile: str, repository: str) -> Dict[str, Any]:
+    def create(self, harness_profile_ref: str, sandbox_profile: str,
+               repository: str) -> SandboxHandle:
+        self.log.append(f"create {harness_profile_ref} {sandbox_profile} {repository}")
+        if self.fail == "create":
+            raise RuntimeError(SECRET)
         self.live.append("sb-1")
+        if self.bad:
+            return {"sandbox_id": "sb-1", "secret_extra": 1}  # type: ignore[typeddict-unknown-key]
         return {"sandbox_id": "sb-1"}
 
-    def destroy(self, sandbox: Dict[str, Any]) -> None:
+    def destroy(self, sandbox: SandboxHandle) -> None:
+        self.log.append(f"destroy {sandbox['sandbox_id']}")
+        if self.fail == "destroy":
+            raise RuntimeError(SECRET)
         self.live.remove(sandbox["sandbox_id"])
 
 
-CALLS: List[Dict[str, Any]] = [{"call_id": "c1", "name": "read_file", "arguments": {"path": "x"}},
-         {"call_id": "c2", "name": "run_task"}]
+def run(rein: FakeRein, sandboxer: FakeSandboxer, *, calls: Optional[List[ToolCall]] = None,
+        request: ExecutionRequest = REQUEST) -> GatewayResult:
+    gateway = Gateway(CATALOG, reins={"fake": rein}, sandboxer=sandboxer)
+    return gateway.execute(request, inputs={"prompt": "p"},
+                           tool_calls=CALLS if calls is None else calls)
 
 
 def test_happy_path() -> None:
     rein, sandboxer = FakeRein(), FakeSandboxer()
-    gw = Gateway(CATALOG, reins={"fake": rein}, sandboxer=sandboxer)
-    result = gw.execute(REQUEST, inputs={"prompt": "p"}, tool_calls=CALLS)
-    assert result["ok"] is True and result["tool_output"] == "ran run_task"
-    ev = result["evidence"]
-    assert (ev["outcome"], ev["teardown"], ev["tools_used"]) == (
-        "succeeded", "destroyed", ["read_file", "run_task"])
-    assert rein.log == ["start coder sb-1 {'prompt': 'p'}", "tool read_file", "tool run_task", "end"]
+    result = run(rein, sandboxer)
+    assert isinstance(result, GatewayResult)
+    assert result.ok is True and result.tool_output == "ran run_task" and result.tool_error is None
+    assert (result.outcome, result.failure_stage) == ("succeeded", None)
+    ev = result.evidence
+    assert (ev["outcome"], ev["teardown"], ev["session_end"], ev["tools_used"]) == (
+        "succeeded", "destroyed", "ended", ["read_file", "run_task"])
+    assert ev["tokens"] == SUMMARY["tokens"] and ev["sandbox_id"] == "sb-1"
+    assert ev["tool_calls"]["succeeded"] == 2
+    assert rein.log == ["start coder sb-1 {'prompt': 'p'}", "tool read_file", "tool run_task",
+                        "end"]
+    assert sandboxer.log == ["create coder repo-rw github.com/acme/w", "destroy sb-1"]
+    assert sandboxer.live == []
+    assert GatewayResult.from_dict(result.to_dict()) == result
+
+
+# (case, rein, sandboxer, tool calls, failure_stage, session_end, teardown, rein log)
+STAGES = [
+    ("sandbox create raises", FakeRein(), FakeSandboxer(fail="create"), CALLS,
+     "sandbox_create", "not_attempted", "not_needed", []),
+    ("sandbox handle invalid", FakeRein(), FakeSandboxer(bad=True), CALLS,
+     "sandbox_create", "not_attempted", "abandoned", []),
+    ("session start raises", FakeRein(fail="start"), FakeSandboxer(), CALLS,
+     "session_start", "not_attempted", "destroyed", ["start"]),
+    ("session invalid", FakeRein(bad="start"), FakeSandboxer(), CALLS,
+     "session_start", "not_attempted", "destroyed", ["start"]),
+    ("tool raises", FakeRein(fail="tool"), FakeSandboxer(), CALLS,
+     "execution", "ended", "destroyed", ["start", "tool", "end"]),
+    ("tool result invalid", FakeRein(bad="tool"), FakeSandboxer(), CALLS,
+     "execution", "ended", "destroyed", ["start", "tool", "end"]),
+    ("tool unsuccessful", FakeRein(unsuccessful=True), FakeSandboxer(), CALLS,
+     "execution", "ended", "destroyed", ["start", "tool", "end"]),
+    ("tool denied by policy", FakeRein(), FakeSandboxer(),
+     [{"name": "rm_rf"}], "execution", "ended", "destroyed", ["start", "end"]),
+    ("session end raises", FakeRein(fail="end"), FakeSandboxer(), CALLS,
+     "session_end", "failed", "destroyed", ["start", "tool", "tool", "end"]),
+    ("summary invalid", FakeRein(bad="end"), FakeSandboxer(), CALLS,
+     "session_end", "failed", "destroyed", ["start", "tool", "tool", "end"]),
+    ("teardown raises", FakeRein(), FakeSandboxer(fail="destroy"), CALLS,
+     "teardown", "ended", "failed", ["start", "tool", "tool", "end"]),
+    ("tool and teardown fail", FakeRein(fail="tool"), FakeSandboxer(fail="destroy"), CALLS,
+     "execution", "ended", "failed", ["start", "tool", "end"]),
+]
+
+
+@pytest.mark.parametrize("case,rein,sandboxer,calls,stage,session_end,teardown,rein_log",
+                         STAGES, ids=[s[0] for s in STAGES])
+def test_every_failure_stage(case: str, rein: FakeRein, sandboxer: FakeSandboxer,
+                             calls: List[ToolCall], stage: str, session_end: str,
+                             teardown: str, rein_log: List[str]) -> None:
+    result = run(rein, sandboxer, calls=calls)
+    ev = result.evidence
+    assert result.ok is False and ev["outcome"] == "failed"
+    assert (ev["failure_stage"], ev["session_end"], ev["teardown"]) == (stage, session_end,
+                                                                       teardown)
+    assert [entry.split(" ")[0] for entry in rein.log] == rein_log
+    created = [e for e in sandboxer.log if e.startswith("create")]
+    destroyed = [e for e in sandboxer.log if e.startswith("destroy")]
+    if sandboxer.fail == "create":
+        assert destroyed == [] and sandboxer.live == []
+    elif sandboxer.bad:
+        # The handle was rejected: the machine cannot name the sandbox ("abandoned"),
+        # so the gateway destroyed what the sandboxer returned itself.
+        assert destroyed == ["destroy sb-1"] and sandboxer.live == []
+        assert ev["failure_reasons"] == ["invalid_sandbox_handle"]
+    else:
+        # A sandbox existed: its teardown was attempted exactly once.
+        assert len(created) == 1 and destroyed == ["destroy sb-1"]
+        if sandboxer.fail != "destroy":
+            assert sandboxer.live == []
+    assert SECRET not in str(ev)
+
+
+def test_refusals_create_nothing() -> None:
+    for ref in ("nope", "off"):
+        rein, sandboxer = FakeRein(), FakeSandboxer()
+        request: ExecutionRequest = {**REQUEST, "harness_profile_ref": ref}
+        result = run(rein, sandboxer, request=request)
+        ev = result.evidence
+        assert (result.ok, ev["outcome"], ev["failure_stage"], ev["teardown"]) == (
+            False, "refused", "resolution", "not_needed")
+        assert sandboxer.log == [] and rein.log == []
+
+
+def test_invalid_request_and_missing_rein() -> None:
+    sandboxer = FakeSandboxer()
+    gw = Gateway(CATALOG, reins={}, sandboxer=sandboxer)
+    with pytest.raises(ContractError) as info:
+        gw.execute({"title": "t"})  # type: ignore[typeddict-item]
+    assert info.value.code == "missing_field" and sandboxer.log == []
+    # no rein registered for the resolved profile: the session start fails, teardown runs
+    result = gw.execute(REQUEST)
+    assert result.failure_stage == "session_start" and result.evidence["teardown"] == "destroyed"
     assert sandboxer.live == []
 
 
-@pytest.mark.parametrize("rein", [FakeRein(fail_tool=True), FakeRein(bad_summary=True)])
-def test_failures_still_tear_down(rein: FakeRein) -> None:
-    sandboxer = FakeSandboxer()
-    result = Gateway(CATALOG, reins={"fake": rein}, sandboxer=sandboxer).execute(
-        REQUEST, tool_calls=CALLS)
-    assert result["ok"] is False and result["evidence"]["outcome"] == "failed"
-    assert result["evidence"]["teardown"] == "destroyed" and sandboxer.live == []
-    assert "exploded" not in str(result["evidence"])
+HARNESS = textwrap.dedent(
+    """
+    import json, os, sys
+    for line in sys.stdin:
+        prompt = json.loads(line)["prompt"]
+        if prompt.startswith("{"):
+            call = json.loads(prompt)
+            if call["name"] == "fail":
+                print(json.dumps({"type": "error", "message": "tool said no"}), flush=True)
+                continue
+            if call["name"] == "crash":
+                sys.exit(9)
+            text = call["name"] + ":" + json.dumps(call["arguments"], sort_keys=True)
+            if call["name"] == "env":
+                text = ",".join(sorted(os.environ))
+        else:
+            text = "prompt:" + prompt
+        print(json.dumps({"type": "result", "text": text,
+                          "usage": {"input_tokens": 10, "output_tokens": 5}}), flush=True)
+    """
+)
 
 
-def test_refusal_and_invalid_request() -> None:
+@pytest.fixture
+def harness(tmp_path: Path) -> List[str]:
+    script = tmp_path / "harness.py"
+    script.write_text(HARNESS)
+    return [sys.executable, str(script)]
+
+
+def subprocess_catalog(tools: List[str]) -> Catalog:
+    return {
+        "profiles": [{"contract_version": "1.0", "profile_id": "coder", "rein": "subprocess",
+                      "model": "m-9", "sandbox_profile": "repo-rw",
+                      "tool_policy": {"allowed_tools": tools}}],
+        "reins": [{"rein_id": "subprocess", "contract_version": "1.0",
+                   "tool_event_visibility": "complete"}],
+    }
+
+
+def test_subprocess_rein_is_a_working_reference(harness: List[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-parent-secret")
+    rein = SubprocessRein(harness)
     sandboxer = FakeSandboxer()
-    gw = Gateway(CATALOG, reins={}, sandboxer=sandboxer)
-    result = gw.execute(dict(REQUEST, harness_profile_ref="nope"))
-    assert result["evidence"]["outcome"] == "refused" and sandboxer.live == []
-    with pytest.raises(ContractError) as info:
-        gw.execute({"title": "t"})
-    assert info.value.code == "missing_field"
-    # no rein registered for the resolved profile: the session start fails, teardown runs
-    result = gw.execute(REQUEST)
-    assert result["evidence"]["failure_stage"] == "session_start" and sandboxer.live == []
+    gw = Gateway(subprocess_catalog(["read_file", "env"]), reins={"subprocess": rein},
+                 sandboxer=sandboxer)
+    calls: List[ToolCall] = [{"call_id": "1", "name": "read_file", "arguments": {"path": "a"}},
+                             {"name": "env"}]
+    result = gw.execute(REQUEST, inputs={"prompt": "hi"}, tool_calls=calls)
+    assert result.ok, result
+    assert "ANTHROPIC_API_KEY" not in str(result.tool_output).split(",")
+    ev = result.evidence
+    # three turns (the prompt and two calls) of 10 fresh input + 5 output tokens each
+    assert ev["tokens"] == {"cache_read": 0, "cache_write": 0, "fresh_input": 30, "output": 15,
+                            "thinking": 0}
+    assert (ev["tool_event_count"], ev["resolved_model"], ev["teardown"]) == (2, "m-9",
+                                                                             "destroyed")
+    assert sandboxer.live == []
+
+
+def test_subprocess_rein_failures(harness: List[str]) -> None:
+    rein = SubprocessRein(harness)
+    gw = Gateway(subprocess_catalog(["fail", "crash"]), reins={"subprocess": rein},
+                 sandboxer=FakeSandboxer())
+    # a harness error line is a rein-declared unsuccessful result
+    result = gw.execute(REQUEST, tool_calls=[{"name": "fail"}])
+    assert result.failure_stage == "execution" and result.tool_error == "tool said no"
+    assert result.evidence["tool_calls"]["unsuccessful"] == 1
+    assert result.evidence["session_end"] == "ended"
+    # a dying harness is a failed dispatch; the session end fails too (the child is gone)
+    result = gw.execute(REQUEST, tool_calls=[{"name": "crash"}])
+    assert result.failure_stage == "execution"
+    assert result.evidence["tool_calls"]["dispatch_failed"] == 1
+    assert result.evidence["teardown"] == "destroyed"
+    rein.close()
+    rein.close()
+
+
+def test_subprocess_rein_closes_children(harness: List[str]) -> None:
+    rein = SubprocessRein(harness)
+    session = rein.start_session(
+        {"contract_version": "1.0", "profile_id": "p", "rein": "subprocess", "model": "m",
+         "sandbox_profile": "s", "tool_policy": {"allowed_tools": []}},
+        {}, {"sandbox_id": "sb"})
+    state = rein._state(session)
+    pid = state.harness.process.pid  # type: ignore[attr-defined]
+    os.kill(pid, 0)
+    rein.close()
+    assert state.harness.process.poll() is not None  # type: ignore[attr-defined]
+    with pytest.raises(KeyError):
+        rein.end_session(session)
+    with pytest.raises(ValueError):
+        SubprocessRein()

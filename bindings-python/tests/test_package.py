@@ -40,3 +40,33 @@ def test_error_hierarchy() -> None:
     assert e.errors == ["line"] and e.code == "schema_violation" and str(e) == "m"
     assert errors.RunnerProtocolError("x").code is None
     assert errors.UnknownMessageError("x").code == "unknown_type"
+
+
+def test_without_stapel_taskspecs_only_the_typed_views_are_unavailable() -> None:
+    """On Python 3.9/3.10 stapel-taskspecs (Requires-Python >= 3.11) is not installed:
+    everything but the views returning its models works, and those raise
+    AdapterUnavailableError (taskspecs_unavailable) when used."""
+    code = (
+        "import sys\n"
+        "sys.modules['stapel_taskspecs'] = None  # as if it were not installed\n"
+        "import stapel_runner_protocol as s\n"
+        "from stapel_runner_protocol.session import HubSession\n"
+        "from stapel_runner_protocol.errors import AdapterUnavailableError\n"
+        "m = s.decode(s.encode(s.TaskProgress(task_id='T', kind='state', attempt=1,\n"
+        "    payload={'state': 'running'})), validate=True)\n"
+        "hub = s.ConnectionState('hub')\n"
+        "assert hub.receive(s.ConnectionState('runner').emit(m)) is True\n"
+        "HubSession().connected(0)\n"
+        "for call in (lambda: s.usage_from_anthropic({'input_tokens': 1}),\n"
+        "             lambda: s.TurnResult.from_dict({'text': 't', 'usage': {\n"
+        "                 'cache_read': 0, 'cache_write': 0, 'fresh_input': 0,\n"
+        "                 'output': 0, 'thinking': 0}})):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except AdapterUnavailableError as e:\n"
+        "        assert e.code == 'taskspecs_unavailable', e.code\n"
+        "        assert isinstance(e.__cause__, ImportError)\n"
+        "    else:\n"
+        "        raise AssertionError('no error')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -6,6 +6,7 @@ import copy
 import doctest
 import json
 import pickle
+from typing import List, Tuple, Union
 
 import pytest
 
@@ -15,11 +16,13 @@ from stapel_runner_protocol import (
     Hello,
     InboxTracker,
     OutboxLog,
+    Ping,
     ProtocolStateError,
     TaskAssign,
     TaskCancel,
     TaskChannel,
     TaskProgress,
+    TaskReportMessage,
     decode,
     encode,
     is_sequenced,
@@ -77,6 +80,42 @@ def test_receive_duplicates_and_gaps() -> None:
     assert info.value.code == "wrong_direction"
     with pytest.raises(TypeError):
         runner.receive({"type": "task.cancel"})  # type: ignore[arg-type]
+
+
+def test_receive_reads_only_the_sequencing_key() -> None:
+    """receive/classify/accept_in_order look at (type, task_id, attempt, seq) only: the
+    payload is neither converted nor checked (a container the core cannot encode is
+    reported by encode/validate), and every sequencing error is the core's."""
+    hub = ConnectionState("hub")
+    payload = {"odd": {1, 2}}  # not JSON: encode() would reject it
+    p = TaskProgress(task_id="T-1", kind="k", attempt=2, payload=payload, seq=1)
+    assert hub.classify(p) == "in_order"
+    assert hub.receive(p) is True and hub.receive(p) is False
+    assert p.payload is payload
+    assert hub.accept_in_order(TaskProgress(task_id="T-1", attempt=2, seq=3)) == "ahead"
+    assert hub.receive(TaskReportMessage(task_id="T-1", attempt=2, seq=2)) is True
+    assert hub.channel("T-1").inbound[2].last_seq == 2
+    # attempt separates streams; commands are per task
+    assert hub.receive(TaskProgress(task_id="T-1", attempt=3, seq=1)) is True
+    runner = ConnectionState("runner")
+    assert runner.receive(TaskAssign(task_id="T-1", seq=1, attempt=7)) is True
+    assert runner.receive(TaskCancel(task_id="T-1", reason="r", seq=1)) is False
+    cases: List[Tuple[ConnectionState, Union[Hello, Ping, TaskCancel, TaskProgress, TaskReportMessage], str]] = [
+        (hub, TaskProgress(task_id="", seq=1), "missing_task_id"),
+        (hub, TaskCancel(task_id="T", reason="r", seq=1), "wrong_direction"),
+        (runner, TaskReportMessage(task_id="T", seq=1), "wrong_direction"),
+        (hub, TaskProgress(task_id="T-1", attempt=2, seq=0), "invalid_seq"),
+        (hub, TaskProgress(task_id="T-1", attempt=2, seq=10**6), "beyond_window"),
+        (hub, Hello(project_id="p", runner_version="1"), "not_sequenced"),
+        (runner, Ping(), "not_sequenced"),
+    ]
+    for state, message, code in cases:
+        for call in (state.receive, state.classify, state.accept_in_order):
+            with pytest.raises(ProtocolStateError) as info:
+                call(message)
+            assert info.value.code == code, (message, call)
+    with pytest.raises(TypeError):
+        hub.receive(object())  # type: ignore[arg-type]
 
 
 def test_replay_and_ack() -> None:

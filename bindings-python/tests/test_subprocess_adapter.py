@@ -31,6 +31,15 @@ HARNESS = textwrap.dedent(
         elif prompt == "huge":
             print("x" * 5000, flush=True)
             continue
+        elif prompt == "stubborn":
+            import signal
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            sys.stdin.close()
+            text = "ignoring SIGTERM"
+            print(json.dumps({"type": "result", "text": text,
+                              "usage": {"input_tokens": 1, "output_tokens": 1}}), flush=True)
+            import time
+            time.sleep(60)
         elif prompt == "spawn-child":
             import subprocess
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -139,3 +148,28 @@ def test_injected_spawn_with_a_fake_child() -> None:
     with pytest.raises(AdapterError) as info:
         session.turn("again")  # the fake has nothing more to say
     assert info.value.code == "unexpected_eof"
+
+
+def test_parent_credentials_never_reach_the_child(harness: List[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-parent-secret")
+    monkeypatch.setenv("STAPEL_FAKE_SECRET", "s3cr3t")
+    monkeypatch.setenv("HOME", "/root-of-the-parent")
+    assert os.environ["STAPEL_FAKE_SECRET"] == "s3cr3t"
+    adapter = SubprocessAdapter(command=harness, env={"ALLOWED": "yes"})
+    with adapter.open_session(RoleSpec.from_invocation({"llm_base_url": "http://gw"})) as s:
+        names = set(s.turn("env").text.split(","))
+    assert {"ALLOWED", "PATH", "ANTHROPIC_BASE_URL"} <= names
+    assert not names & {"ANTHROPIC_API_KEY", "STAPEL_FAKE_SECRET", "HOME"}
+
+
+def test_close_kills_a_child_that_ignores_sigterm(harness: List[str]) -> None:
+    session = SubprocessAdapter(command=harness, grace_s=0.2).open_session(RoleSpec())
+    assert session.turn("stubborn").text == "ignoring SIGTERM"
+    proc = session.process
+    started = time.monotonic()
+    session.close()  # stdin closed -> grace -> SIGTERM (ignored) -> grace -> SIGKILL
+    assert proc.poll() == -9
+    assert time.monotonic() - started < 3
+    session.close()  # idempotent
+    assert proc.poll() == -9

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -105,5 +105,187 @@ def test_dead_peer_timeout_closes_the_socket() -> None:
             await asyncio.wait_for(next_of(hub, "disconnected"), 5)
             await asyncio.wait_for(next_of(runner, "disconnected"), 5)
             await runner.close()
+
+    asyncio.run(main())
+
+
+# --------------------------------------------------------------------------------------
+# HubServer: bearer token, one session per runner, resume across dropped connections
+
+
+class Proxy:
+    """A TCP relay on 127.0.0.1 between the runner and the hub that can cut every
+    connection abruptly (no close handshake; bytes in flight are lost)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.writers: List[asyncio.StreamWriter] = []
+        self.tasks: List["asyncio.Task[None]"] = []
+        self.server: Optional[asyncio.AbstractServer] = None
+        self.cuts = 0
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._link, "127.0.0.1", 0)
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def _link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self.writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(4096):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.transport.abort()
+
+        self.tasks += [asyncio.ensure_future(pipe(reader, up_writer)),
+                       asyncio.ensure_future(pipe(up_reader, writer))]
+
+    def cut(self) -> None:
+        self.cuts += 1
+        for w in self.writers:
+            w.transport.abort()
+        self.writers = []
+
+    async def close(self) -> None:
+        for w in self.writers:
+            w.transport.abort()
+        for t in self.tasks:
+            t.cancel()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+def test_hub_server_resumes_a_runner_across_dropped_connections() -> None:
+    """Both sides stream sequenced frames while the TCP connection is cut twice under
+    them: every command and every progress frame is applied exactly once, in order."""
+    from stapel_runner_protocol.transport_ws import HubServer
+
+    total = 150
+
+    async def main() -> None:
+        server = HubServer(tokens={"tok-A": "runner-A"})
+        async with server.serve("127.0.0.1", 0) as ws_server:
+            proxy = Proxy(ws_server.sockets[0].getsockname()[1])
+            url = f"ws://127.0.0.1:{await proxy.start()}"
+            hub = server.runner("runner-A")
+            runner = RunnerConnection(url, hello=Hello(project_id="p-A", runner_version="1"),
+                                      auth_token="tok-A")
+            commands: List[str] = []
+            progress: List[int] = []
+            hellos: List[Dict[str, int]] = []
+            done = asyncio.Event()
+
+            def check_done() -> None:
+                if len(commands) >= total and len(progress) >= total:
+                    done.set()
+
+            async def hub_app() -> None:
+                async for kind, value in hub.events():
+                    if kind == "received":
+                        assert isinstance(value, TaskProgress)
+                        progress.append(value.payload["i"])
+                    elif kind == "hello":
+                        hellos.append(dict(value.resume))
+                    check_done()
+
+            async def runner_app() -> None:
+                while True:
+                    kind, value = await runner.recv()
+                    if kind == "received":
+                        assert isinstance(value, TaskCancel)
+                        commands.append(value.reason)
+                    elif kind == "disconnected":
+                        while not runner.connected:  # reconnect (the proxy is still up)
+                            try:
+                                await runner.connect()
+                            except OSError:
+                                await asyncio.sleep(0.01)
+                    check_done()
+
+            async def hub_sender() -> None:
+                for i in range(total):
+                    await hub.send(TaskCancel(task_id="T-1", reason=f"c{i}"))
+                    await asyncio.sleep(0.001)
+
+            async def runner_sender() -> None:
+                for i in range(total):
+                    await runner.send(TaskProgress(task_id="T-1", attempt=1, kind="state",
+                                                   payload={"i": i}))
+                    await asyncio.sleep(0.001)
+
+            async def cutter() -> None:
+                # cut while both directions are mid-stream
+                for fraction in (3, 2):
+                    while len(commands) < total // fraction or len(progress) < total // fraction:
+                        await asyncio.sleep(0.001)
+                    proxy.cut()
+
+            await runner.connect()
+            tasks = [asyncio.ensure_future(t()) for t in (hub_app, runner_app, hub_sender,
+                                                          runner_sender, cutter)]
+            try:
+                await asyncio.wait_for(done.wait(), 30)
+                await asyncio.wait_for(tasks[4], 5)
+                await asyncio.sleep(0.2)  # anything delivered twice would show up now
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await runner.close()
+                await proxy.close()
+            assert proxy.cuts == 2
+            assert commands == [f"c{i}" for i in range(total)]
+            assert progress == list(range(total))
+            assert len(hellos) >= 3 and hellos[0] == {}  # first connect, then resumes
+            assert all(h.get("T-1", 0) > 0 for h in hellos[1:])
+            assert list(server.runners) == ["runner-A"]
+
+    asyncio.run(main())
+
+
+def test_hub_server_refuses_bad_tokens_and_replaces_old_sockets() -> None:
+    from websockets.exceptions import InvalidStatus
+
+    from stapel_runner_protocol.transport_ws import HubServer
+
+    async def main() -> None:
+        server = HubServer(authenticate=lambda token: "R" if token == "good" else None)
+        async with server.serve("127.0.0.1", 0) as ws_server:
+            url = f"ws://127.0.0.1:{ws_server.sockets[0].getsockname()[1]}"
+            for token in (None, "bad"):
+                conn = RunnerConnection(url, hello=Hello(project_id="p", runner_version="1"),
+                                        auth_token=token)
+                with pytest.raises(InvalidStatus) as info:
+                    await conn.connect()
+                assert info.value.response.status_code == 401
+            assert server.runners == {}
+            first = RunnerConnection(url, hello=Hello(project_id="p", runner_version="1"),
+                                     auth_token="good")
+            await first.connect()
+            hub = await asyncio.wait_for(server.accept(), 5)
+            assert hub.runner_id == "R"
+            await next_of(hub, "hello")
+            # the same runner id connects again (say, a restarted runner process): the
+            # older socket is closed, the hub keeps the runner's session
+            await hub.send(TaskCancel(task_id="T", reason="r"))
+            assert (await next_of(first, "received")).seq == 1
+            second = RunnerConnection(url, hello=Hello(project_id="p", runner_version="1"),
+                                      auth_token="good")
+            await second.connect()
+            await next_of(first, "disconnected")
+            assert (await next_of(hub, "hello")).resume == {}
+            got = await next_of(second, "received")  # replayed: it declared nothing
+            assert (got.reason, got.seq) == ("r", 1)
+            assert not first.connected and second.connected
+            await second.close()
+            await first.close()
+        with pytest.raises(TypeError):
+            HubServer()
 
     asyncio.run(main())

@@ -106,7 +106,15 @@ class TurnResult:
     raw: Any = None
 
     def __post_init__(self) -> None:
-        from stapel_taskspecs import UsageSplit
+        try:
+            from stapel_taskspecs import UsageSplit
+        except ImportError as exc:
+            from .errors import AdapterUnavailableError
+
+            raise AdapterUnavailableError(
+                "TurnResult needs stapel-taskspecs (Python >= 3.11)",
+                code="taskspecs_unavailable",
+            ) from exc
 
         if not isinstance(self.usage, UsageSplit):
             raise TypeError("TurnResult.usage must be a stapel_taskspecs.UsageSplit")

@@ -12,13 +12,24 @@ form (dicts).
   (``start_session`` / ``dispatch_tool`` / ``end_session``) and a blocking gateway that
   drives the machine with them: resolve the profile, create the sandbox, start the
   session, dispatch the tool calls, end the session, destroy the sandbox (on every path
-  once it exists), and return the ``GatewayResult`` with its evidence.
+  once it exists), and return a :class:`GatewayResult` with its evidence;
+* :class:`SubprocessRein` — the reference rein: one JSONL harness child per session
+  (seed 000's subprocess protocol, through
+  :class:`~stapel_runner_protocol.subprocess_adapter.SubprocessAdapter`).
+
+The models' JSON shapes are ``TypedDict``s re-exported here (``ExecutionRequest``,
+``HarnessProfile``, ``ToolCall``, ``ToolResult``, ``ExecutionSummary``,
+``ExecutionEvidence``, the gateway machine's ``GatewayInput`` / ``GatewayOutput``, …).
 """
 
 from __future__ import annotations
 
+import itertools
+import json
+import threading
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ._native import (
@@ -32,14 +43,52 @@ from ._native import (
     resolve,
     safe_identifier,
 )
-from .errors import ContractError
+from ._types import (
+    AbortInput,
+    Catalog,
+    CatalogCounts,
+    CreateSandboxAction,
+    DestroySandboxAction,
+    DispatchToolAction,
+    EndSessionAction,
+    ExecuteInput,
+    ExecutionEvidence,
+    ExecutionRequest,
+    ExecutionSummary,
+    GatewayAction,
+    GatewayInput,
+    GatewayOutput,
+    GatewayResultDict,
+    HarnessProfile,
+    ReinDescriptor,
+    Resolution,
+    ResultOutput,
+    SandboxCreatedInput,
+    SandboxDestroyedInput,
+    SandboxHandle,
+    SessionEndedInput,
+    SessionStartedInput,
+    StageFailedInput,
+    StartSessionAction,
+    ToolCall,
+    ToolCallCounts,
+    ToolDispatchedInput,
+    ToolEventVisibility,
+    ToolPolicy,
+    ToolResult,
+    UsageSplitDict,
+)
+from .adapters import HarnessAdapter, RoleSpec, Session
+from .errors import AdapterError, ContractError
 
 __all__ = [
     "CONTRACT_MODELS",
     "Gateway",
     "GatewayMachine",
+    "GatewayResult",
     "Rein",
     "Sandboxer",
+    "SubprocessRein",
     "parse_model",
     "parse_catalog",
     "resolve",
@@ -47,29 +96,106 @@ __all__ = [
     "looks_like_credential",
     "is_sensitive_key",
     "is_credential_reference",
+    # JSON shapes
+    "AbortInput",
+    "Catalog",
+    "CatalogCounts",
+    "CreateSandboxAction",
+    "DestroySandboxAction",
+    "DispatchToolAction",
+    "EndSessionAction",
+    "ExecuteInput",
+    "ExecutionEvidence",
+    "ExecutionRequest",
+    "ExecutionSummary",
+    "GatewayAction",
+    "GatewayInput",
+    "GatewayOutput",
+    "GatewayResultDict",
+    "HarnessProfile",
+    "ReinDescriptor",
+    "Resolution",
+    "ResultOutput",
+    "SandboxCreatedInput",
+    "SandboxDestroyedInput",
+    "SandboxHandle",
+    "SessionEndedInput",
+    "SessionStartedInput",
+    "StageFailedInput",
+    "StartSessionAction",
+    "ToolCall",
+    "ToolCallCounts",
+    "ToolDispatchedInput",
+    "ToolEventVisibility",
+    "ToolPolicy",
+    "ToolResult",
+    "UsageSplitDict",
 ]
 
-JSON = Dict[str, Any]
+
+@dataclass
+class GatewayResult:
+    """What :meth:`Gateway.execute` returns (seed 001's ``GatewayResult``).
+
+    ``ok`` is derived from the evidence's outcome; ``evidence`` is compact and
+    content-free (the only part fit for the State Hub); ``tool_output`` and
+    ``tool_error`` are for the direct caller only. :meth:`to_dict` gives the canonical
+    JSON form, :meth:`from_dict` parses it strictly with the core.
+    """
+
+    ok: bool
+    evidence: ExecutionEvidence
+    tool_output: Any = None
+    tool_error: Optional[str] = None
+
+    @property
+    def outcome(self) -> str:
+        """``succeeded``, ``refused`` or ``failed``."""
+        return self.evidence["outcome"]
+
+    @property
+    def failure_stage(self) -> Optional[str]:
+        """The first stage that refused or failed, or ``None``."""
+        return self.evidence["failure_stage"]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "GatewayResult":
+        """Parse the JSON form strictly (the core's rules;
+        :class:`~stapel_runner_protocol.errors.ContractError` on a violation)."""
+        parsed = parse_model("GatewayResult", dict(data))
+        return cls(
+            ok=parsed["ok"],
+            evidence=parsed["evidence"],
+            tool_output=parsed["tool_output"],
+            tool_error=parsed["tool_error"],
+        )
+
+    def to_dict(self) -> GatewayResultDict:
+        """The canonical JSON form ``{"ok", "evidence", "tool_output", "tool_error"}``."""
+        return {
+            "ok": self.ok,
+            "evidence": self.evidence,
+            "tool_output": self.tool_output,
+            "tool_error": self.tool_error,
+        }
 
 
 class Rein(ABC):
-    """A concrete harness backend: owns its inner agentic loop. Models are canonical
-    JSON dicts (``HarnessProfile``, ``SandboxHandle``, ``ToolCall``; return a
-    ``ToolResult`` and an ``ExecutionSummary``); the core validates what a rein
-    returns."""
+    """A concrete harness backend: owns its inner agentic loop. The core validates
+    what a rein returns (a malformed model fails that stage)."""
 
     @abstractmethod
     def start_session(
-        self, profile: JSON, inputs: Dict[str, str], sandbox: JSON
+        self, profile: HarnessProfile, inputs: Dict[str, str], sandbox: SandboxHandle
     ) -> Dict[str, str]:
         """Set up a session in ``sandbox``; return the session (string map)."""
 
     @abstractmethod
-    def dispatch_tool(self, session: Dict[str, str], tool_call: JSON) -> JSON:
+    def dispatch_tool(self, session: Dict[str, str], tool_call: ToolCall) -> ToolResult:
         """Run one tool call; return a ``ToolResult``."""
 
     @abstractmethod
-    def end_session(self, session: Dict[str, str]) -> JSON:
+    def end_session(self, session: Dict[str, str]) -> ExecutionSummary:
         """End the session; return its ``ExecutionSummary`` (normalised facts)."""
 
 
@@ -77,28 +203,22 @@ class Sandboxer(ABC):
     """Environment provisioning."""
 
     @abstractmethod
-    def create(self, harness_profile_ref: str, sandbox_profile: str, repository: str) -> JSON:
+    def create(
+        self, harness_profile_ref: str, sandbox_profile: str, repository: str
+    ) -> SandboxHandle:
         """Create a sandbox; return its ``SandboxHandle``."""
 
     @abstractmethod
-    def destroy(self, sandbox: JSON) -> None:
+    def destroy(self, sandbox: SandboxHandle) -> None:
         """Destroy the sandbox."""
 
 
-_FAILED_BY_ACTION = {
-    "create_sandbox": "sandbox_create_failed",
-    "destroy_sandbox": "sandbox_destroy_failed",
-    "start_session": "session_start_failed",
-    "dispatch_tool": "tool_dispatch_failed",
-    "end_session": "session_end_failed",
-}
-
-_FAILED_BY_REPORT = {
-    "sandbox_created": "sandbox_create_failed",
-    "sandbox_destroyed": "sandbox_destroy_failed",
-    "session_started": "session_start_failed",
-    "tool_dispatched": "tool_dispatch_failed",
-    "session_ended": "session_end_failed",
+_FAILED_BY_REPORT: Dict[str, StageFailedInput] = {
+    "sandbox_created": {"type": "sandbox_create_failed"},
+    "sandbox_destroyed": {"type": "sandbox_destroy_failed"},
+    "session_started": {"type": "session_start_failed"},
+    "tool_dispatched": {"type": "tool_dispatch_failed"},
+    "session_ended": {"type": "session_end_failed"},
 }
 
 
@@ -107,15 +227,25 @@ def _message(exc: BaseException) -> Optional[str]:
     return text or None
 
 
+def _failed(report_type: str, exc: BaseException) -> StageFailedInput:
+    failed: StageFailedInput = {"type": _FAILED_BY_REPORT[report_type]["type"]}
+    failed["message"] = _message(exc)
+    return failed
+
+
 class Gateway:
     """Executes requests through the core's gateway machine with injected reins (by
-    ``rein_id``) and a sandboxer. A rein or sandboxer that raises is reported to the
-    machine as the failure of that stage (its message goes to the direct caller only,
-    never into evidence)."""
+    ``rein_id``) and a sandboxer. A rein or sandboxer that raises (or returns a model
+    the core rejects) is reported to the machine as the failure of that stage; its
+    message goes to the direct caller only (``tool_error``), never into evidence. Once
+    a sandbox exists, its teardown is attempted on every path — also when the sandboxer
+    returned a handle the core rejects (the stage is aborted with
+    ``invalid_sandbox_handle``, the evidence says ``teardown: abandoned``, and the
+    gateway passes that handle to ``destroy`` itself, ignoring errors)."""
 
     def __init__(
         self,
-        catalog: Mapping[str, Any],
+        catalog: Catalog,
         *,
         reins: Mapping[str, Rein],
         sandboxer: Sandboxer,
@@ -124,75 +254,250 @@ class Gateway:
         max_evidence_refs: Optional[int] = None,
         max_evidence_artifacts: Optional[int] = None,
     ) -> None:
-        self._catalog = dict(catalog)
+        self._catalog = catalog
         self._reins = dict(reins)
         self._sandboxer = sandboxer
         self._clock = clock
-        self._limits = {
-            "max_tool_calls": max_tool_calls,
-            "max_evidence_refs": max_evidence_refs,
-            "max_evidence_artifacts": max_evidence_artifacts,
-        }
+        self._max_tool_calls = max_tool_calls
+        self._max_evidence_refs = max_evidence_refs
+        self._max_evidence_artifacts = max_evidence_artifacts
+
+    def _now(self) -> int:
+        return int(self._clock() * 1000)
 
     def execute(
         self,
-        request: Mapping[str, Any],
+        request: ExecutionRequest,
         *,
         inputs: Optional[Mapping[str, str]] = None,
-        tool_calls: Sequence[Mapping[str, Any]] = (),
-    ) -> JSON:
-        """Run one ``ExecutionRequest``; return the ``GatewayResult`` (``ok``,
-        ``evidence``, ``tool_output``, ``tool_error``). An invalid request raises
-        :class:`~stapel_runner_protocol.errors.ContractError`."""
-        machine = GatewayMachine(self._catalog, **self._limits)
-        pending: List[JSON] = [{
+        tool_calls: Sequence[ToolCall] = (),
+    ) -> GatewayResult:
+        """Run one ``ExecutionRequest``; return the :class:`GatewayResult`. An invalid
+        request raises :class:`~stapel_runner_protocol.errors.ContractError`."""
+        machine = GatewayMachine(
+            self._catalog,
+            max_tool_calls=self._max_tool_calls,
+            max_evidence_refs=self._max_evidence_refs,
+            max_evidence_artifacts=self._max_evidence_artifacts,
+        )
+        execute: ExecuteInput = {
             "type": "execute",
-            "request": dict(request),
+            "request": request,
             "inputs": dict(inputs or {}),
-            "tool_calls": [dict(c) for c in tool_calls],
-        }]
+            "tool_calls": list(tool_calls),
+        }
+        pending: List[GatewayInput] = [execute]
         rein: Optional[Rein] = None
         while pending:
             report = pending.pop(0)
             try:
-                machine.handle_input(int(self._clock() * 1000), report)
+                machine.handle_input(self._now(), report)
             except ContractError as exc:
-                failed = _FAILED_BY_REPORT.get(report["type"])
-                if failed is None:
+                if report["type"] == "sandbox_created":
+                    # The sandboxer created something but returned a handle the core
+                    # rejects: the machine cannot name it, so the gateway gives up on
+                    # the stage (evidence: teardown "abandoned") and cleans up itself.
+                    abort: AbortInput = {"type": "abort", "code": "invalid_sandbox_handle"}
+                    machine.handle_input(self._now(), abort)
+                    self._destroy_quietly(report["sandbox"])
+                elif report["type"] in _FAILED_BY_REPORT:
+                    # A rein returned an invalid model: that stage failed.
+                    machine.handle_input(self._now(), _failed(report["type"], exc))
+                else:
                     raise
-                # A rein or sandboxer returned an invalid model: that stage failed.
-                machine.handle_input(int(self._clock() * 1000),
-                                     {"type": failed, "message": _message(exc)})
-            for action in machine.drain():
-                kind = action["type"]
-                if kind == "result":
-                    result: JSON = action["result"]
-                    return result
-                if kind == "start_session":
-                    rein = self._reins.get(action["profile"]["rein"])
-                pending.append(self._perform(kind, action, rein))
+            for output in machine.drain():
+                if output["type"] == "result":
+                    return GatewayResult.from_dict(output["result"])
+                if output["type"] == "start_session":
+                    rein = self._reins.get(output["profile"]["rein"])
+                pending.append(self._perform(output, rein))
         raise RuntimeError("the gateway machine stopped without a result")
 
-    def _perform(self, kind: str, action: JSON, rein: Optional[Rein]) -> JSON:
+    def _destroy_quietly(self, sandbox: SandboxHandle) -> None:
         try:
-            if kind == "create_sandbox":
+            self._sandboxer.destroy(sandbox)
+        except Exception:
+            pass
+
+    def _perform(self, action: GatewayAction, rein: Optional[Rein]) -> GatewayInput:
+        """Perform one action; an exception becomes the stage's ``*_failed`` input."""
+        answers = {
+            "create_sandbox": "sandbox_created",
+            "destroy_sandbox": "sandbox_destroyed",
+            "start_session": "session_started",
+            "dispatch_tool": "tool_dispatched",
+            "end_session": "session_ended",
+        }
+        try:
+            if action["type"] == "create_sandbox":
                 sandbox = self._sandboxer.create(
                     action["harness_profile_ref"], action["sandbox_profile"], action["repository"]
                 )
-                return {"type": "sandbox_created", "sandbox": sandbox}
-            if kind == "destroy_sandbox":
+                created: SandboxCreatedInput = {"type": "sandbox_created", "sandbox": sandbox}
+                return created
+            if action["type"] == "destroy_sandbox":
                 self._sandboxer.destroy(action["sandbox"])
-                return {"type": "sandbox_destroyed"}
+                destroyed: SandboxDestroyedInput = {"type": "sandbox_destroyed"}
+                return destroyed
             if rein is None:
                 raise LookupError("no rein is registered for the resolved profile")
-            if kind == "start_session":
+            if action["type"] == "start_session":
                 session = rein.start_session(action["profile"], action["inputs"], action["sandbox"])
-                return {"type": "session_started", "session": session}
-            if kind == "dispatch_tool":
-                return {"type": "tool_dispatched",
-                        "result": rein.dispatch_tool(action["session"], action["call"])}
-            if kind == "end_session":
-                return {"type": "session_ended", "summary": rein.end_session(action["session"])}
+                started: SessionStartedInput = {"type": "session_started", "session": session}
+                return started
+            if action["type"] == "dispatch_tool":
+                result = rein.dispatch_tool(action["session"], action["call"])
+                dispatched: ToolDispatchedInput = {"type": "tool_dispatched", "result": result}
+                return dispatched
+            summary = rein.end_session(action["session"])
+            ended: SessionEndedInput = {"type": "session_ended", "summary": summary}
+            return ended
         except Exception as exc:
-            return {"type": _FAILED_BY_ACTION[kind], "message": _message(exc)}
-        raise RuntimeError(f"unknown gateway action {kind!r}")
+            return _failed(answers[action["type"]], exc)
+
+
+_ZERO_USAGE: UsageSplitDict = {
+    "cache_read": 0, "cache_write": 0, "fresh_input": 0, "output": 0, "thinking": 0,
+}
+
+
+class SubprocessRein(Rein):
+    """The reference rein: one JSONL harness child per session (seed 000's subprocess
+    protocol), started by a :class:`~stapel_runner_protocol.subprocess_adapter.SubprocessAdapter`
+    — so the child gets a cleared environment, bounded lines, and its whole process
+    group ends when the session does.
+
+    * ``start_session`` builds a :class:`~stapel_runner_protocol.adapters.RoleSpec` from
+      the profile (``role`` = ``profile_id``, ``model``, the tool policy's
+      ``allowed_tools``) and opens a harness session; with an ``inputs["prompt"]`` it
+      runs that turn first.
+    * ``dispatch_tool`` runs one turn whose prompt is the tool call as compact JSON
+      (``{"call_id", "name", "arguments"}``): the turn's text is the ``output``; a
+      harness ``error`` line is an unsuccessful result (``ok: false``), any other fault
+      raises (the gateway records a failed dispatch).
+    * ``end_session`` closes the child and reports the summed token split, the
+      session's duration, the profile's model and the number of tool calls
+      (``tool_event_visibility: complete``).
+
+    ``adapter`` defaults to ``SubprocessAdapter(command=command, env=env)``.
+    """
+
+    def __init__(
+        self,
+        command: Optional[Sequence[str]] = None,
+        *,
+        adapter: Optional[HarnessAdapter] = None,
+        env: Optional[Mapping[str, str]] = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if adapter is None:
+            from .subprocess_adapter import SubprocessAdapter
+
+            if not command:
+                raise ValueError("SubprocessRein needs a command or an adapter")
+            adapter = SubprocessAdapter(command=list(command), env=env)
+        self._adapter = adapter
+        self._clock = clock
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._sessions: Dict[str, "_ReinSession"] = {}
+
+    def start_session(
+        self, profile: HarnessProfile, inputs: Dict[str, str], sandbox: SandboxHandle
+    ) -> Dict[str, str]:
+        role = RoleSpec(
+            role=profile["profile_id"],
+            model=profile["model"],
+            allowed_tools=list(profile["tool_policy"]["allowed_tools"]),
+        )
+        harness = self._adapter.open_session(role)
+        state = _ReinSession(harness, profile["model"], self._clock())
+        with self._lock:
+            session_id = f"s-{next(self._ids)}"
+            self._sessions[session_id] = state
+        prompt = inputs.get("prompt")
+        if prompt:
+            try:
+                state.turn(prompt)
+            except BaseException:
+                self._drop(session_id)
+                raise
+        return {"session_id": session_id, "sandbox_id": sandbox["sandbox_id"]}
+
+    def dispatch_tool(self, session: Dict[str, str], tool_call: ToolCall) -> ToolResult:
+        state = self._state(session)
+        prompt = json.dumps(
+            {
+                "call_id": tool_call.get("call_id"),
+                "name": tool_call["name"],
+                "arguments": tool_call.get("arguments", {}),
+            },
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        state.tool_calls += 1
+        try:
+            text = state.turn(prompt)
+        except AdapterError as exc:
+            if exc.code != "harness_error":
+                raise
+            message = exc.details.get("message")
+            return {"ok": False, "output": None,
+                    "error": message if isinstance(message, str) else str(exc)}
+        return {"ok": True, "output": text}
+
+    def end_session(self, session: Dict[str, str]) -> ExecutionSummary:
+        state = self._drop(session.get("session_id", ""))
+        if state is None:
+            raise KeyError("unknown rein session")
+        return {
+            "tokens": state.usage,
+            "duration_ms": max(0, int((self._clock() - state.started) * 1000)),
+            "resolved_model": state.model,
+            "tool_event_visibility": "complete",
+            "tool_event_count": state.tool_calls,
+        }
+
+    def close(self) -> None:
+        """Close every open session's child. Idempotent."""
+        with self._lock:
+            states, self._sessions = list(self._sessions.values()), {}
+        for state in states:
+            state.harness.close()
+
+    def _state(self, session: Mapping[str, str]) -> "_ReinSession":
+        with self._lock:
+            state = self._sessions.get(session.get("session_id", ""))
+        if state is None:
+            raise KeyError("unknown rein session")
+        return state
+
+    def _drop(self, session_id: str) -> Optional["_ReinSession"]:
+        with self._lock:
+            state = self._sessions.pop(session_id, None)
+        if state is not None:
+            state.harness.close()
+        return state
+
+
+class _ReinSession:
+    """One harness session of a :class:`SubprocessRein`."""
+
+    def __init__(self, harness: Session, model: str, started: float) -> None:
+        self.harness = harness
+        self.model = model
+        self.started = started
+        self.tool_calls = 0
+        self.usage: UsageSplitDict = _ZERO_USAGE.copy()
+
+    def turn(self, prompt: str) -> str:
+        result = self.harness.turn(prompt)
+        u, total = result.usage, self.usage
+        self.usage = {
+            "cache_read": total["cache_read"] + u.cache_read,
+            "cache_write": total["cache_write"] + u.cache_write,
+            "fresh_input": total["fresh_input"] + u.fresh_input,
+            "output": total["output"] + u.output,
+            "thinking": total["thinking"] + u.thinking,
+        }
+        return result.text

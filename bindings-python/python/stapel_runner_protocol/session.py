@@ -30,5 +30,7 @@ own state is reached through ``forget_task``, ``trim_through``,
 from __future__ import annotations
 
 from ._native import HubSession, RunnerSession, SessionMachine
+from ._types import PeerError, Resync, SequencingConfig
 
-__all__ = ["SessionMachine", "HubSession", "RunnerSession"]
+__all__ = ["SessionMachine", "HubSession", "RunnerSession", "PeerError", "Resync",
+           "SequencingConfig"]

@@ -50,4 +50,18 @@ from __future__ import annotations
 
 from ._native import ConnectionState, InboxTracker, OutboxLog, TaskChannel, is_sequenced
 
-__all__ = ["ConnectionState", "TaskChannel", "OutboxLog", "InboxTracker", "is_sequenced"]
+from ._types import Position, ReplayReport, Resync, SequencingConfig, StreamReplay
+
+__all__ = [
+    "ConnectionState",
+    "TaskChannel",
+    "OutboxLog",
+    "InboxTracker",
+    "is_sequenced",
+    # JSON shapes
+    "Position",
+    "ReplayReport",
+    "Resync",
+    "SequencingConfig",
+    "StreamReplay",
+]
