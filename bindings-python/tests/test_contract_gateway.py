@@ -8,7 +8,7 @@ import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -51,28 +51,41 @@ CALLS: List[ToolCall] = [{"call_id": "c1", "name": "read_file", "arguments": {"p
 SECRET = "boom-7f3a"  # a failure message: may reach tool_error, never the evidence
 
 
-class FakeRein(Rein):
-    """A rein that fails where told: ``fail`` names a method that raises, ``bad`` one
-    that returns a model the core must reject."""
+_UNSET: Any = object()
 
-    def __init__(self, fail: str = "", bad: str = "", unsuccessful: bool = False) -> None:
+
+class FakeRein(Rein):
+    """A rein that fails where told: ``fail`` names a method that raises ``error``
+    (default ``RuntimeError(SECRET)``), ``bad`` one that returns a model the core must
+    reject, or ``returns`` (e.g. ``NaN`` in a dict) in place of its normal result."""
+
+    def __init__(self, fail: str = "", bad: str = "", unsuccessful: bool = False,
+                 error: Optional[BaseException] = None, returns: Any = _UNSET) -> None:
         self.log: List[str] = []
         self.fail, self.bad, self.unsuccessful = fail, bad, unsuccessful
+        self.error = error if error is not None else RuntimeError(SECRET)
+        self.returns = returns
+
+    def _fault(self, method: str) -> None:
+        if self.fail == method:
+            raise self.error
 
     def start_session(self, profile: HarnessProfile, inputs: Dict[str, str],
                       sandbox: SandboxHandle) -> Dict[str, str]:
         self.log.append(f"start {profile['profile_id']} {sandbox['sandbox_id']} {inputs}")
-        if self.fail == "start":
-            raise RuntimeError(SECRET)
+        self._fault("start")
         if self.bad == "start":
+            if self.returns is not _UNSET:
+                return self.returns  # type: ignore[no-any-return]
             return {"s": 1}  # type: ignore[dict-item]
         return {"s": "1"}
 
     def dispatch_tool(self, session: Dict[str, str], tool_call: ToolCall) -> ToolResult:
         self.log.append(f"tool {tool_call['name']}")
-        if self.fail == "tool":
-            raise RuntimeError(SECRET)
+        self._fault("tool")
         if self.bad == "tool":
+            if self.returns is not _UNSET:
+                return self.returns  # type: ignore[no-any-return]
             return {"ok": "yes"}  # type: ignore[typeddict-item]
         if self.unsuccessful:
             return {"ok": False, "error": SECRET}
@@ -80,16 +93,24 @@ class FakeRein(Rein):
 
     def end_session(self, session: Dict[str, str]) -> ExecutionSummary:
         self.log.append("end")
-        if self.fail == "end":
-            raise RuntimeError(SECRET)
+        self._fault("end")
         if self.bad == "end":
+            if self.returns is not _UNSET:
+                return self.returns  # type: ignore[no-any-return]
             return {"nonsense": True}  # type: ignore[typeddict-unknown-key]
         return SUMMARY
 
 
 class FakeSandboxer(Sandboxer):
-    def __init__(self, fail: str = "", bad: bool = False) -> None:
+    """A sandboxer that fails where told (``fail``: ``create`` / ``destroy`` raise
+    ``error``), returns an invalid handle (``bad``) or ``returns`` in place of the
+    handle. ``live`` lists the sandboxes created and not yet destroyed."""
+
+    def __init__(self, fail: str = "", bad: bool = False,
+                 error: Optional[BaseException] = None, returns: Any = _UNSET) -> None:
         self.fail, self.bad = fail, bad
+        self.error = error if error is not None else RuntimeError(SECRET)
+        self.returns = returns
         self.log: List[str] = []
         self.live: List[str] = []
 
@@ -97,8 +118,10 @@ class FakeSandboxer(Sandboxer):
                repository: str) -> SandboxHandle:
         self.log.append(f"create {harness_profile_ref} {sandbox_profile} {repository}")
         if self.fail == "create":
-            raise RuntimeError(SECRET)
+            raise self.error
         self.live.append("sb-1")
+        if self.returns is not _UNSET:
+            return self.returns  # type: ignore[no-any-return]
         if self.bad:
             return {"sandbox_id": "sb-1", "secret_extra": 1}  # type: ignore[typeddict-unknown-key]
         return {"sandbox_id": "sb-1"}
@@ -106,7 +129,7 @@ class FakeSandboxer(Sandboxer):
     def destroy(self, sandbox: SandboxHandle) -> None:
         self.log.append(f"destroy {sandbox['sandbox_id']}")
         if self.fail == "destroy":
-            raise RuntimeError(SECRET)
+            raise self.error
         self.live.remove(sandbox["sandbox_id"])
 
 
@@ -135,40 +158,63 @@ def test_happy_path() -> None:
     assert GatewayResult.from_dict(result.to_dict()) == result
 
 
-# (case, rein, sandboxer, tool calls, failure_stage, session_end, teardown, rein log)
-STAGES = [
-    ("sandbox create raises", FakeRein(), FakeSandboxer(fail="create"), CALLS,
+# (case, rein keywords, sandboxer keywords, tool calls, failure_stage, session_end,
+#  teardown, rein log); the fakes are built per test.
+STAGES: List[Any] = [
+    ("sandbox create raises", {}, {"fail": "create"}, CALLS,
      "sandbox_create", "not_attempted", "not_needed", []),
-    ("sandbox handle invalid", FakeRein(), FakeSandboxer(bad=True), CALLS,
+    ("sandbox handle invalid", {}, {"bad": True}, CALLS,
      "sandbox_create", "not_attempted", "abandoned", []),
-    ("session start raises", FakeRein(fail="start"), FakeSandboxer(), CALLS,
+    ("session start raises", {"fail": "start"}, {}, CALLS,
      "session_start", "not_attempted", "destroyed", ["start"]),
-    ("session invalid", FakeRein(bad="start"), FakeSandboxer(), CALLS,
+    ("session invalid", {"bad": "start"}, {}, CALLS,
      "session_start", "not_attempted", "destroyed", ["start"]),
-    ("tool raises", FakeRein(fail="tool"), FakeSandboxer(), CALLS,
+    ("tool raises", {"fail": "tool"}, {}, CALLS,
      "execution", "ended", "destroyed", ["start", "tool", "end"]),
-    ("tool result invalid", FakeRein(bad="tool"), FakeSandboxer(), CALLS,
+    ("tool result invalid", {"bad": "tool"}, {}, CALLS,
      "execution", "ended", "destroyed", ["start", "tool", "end"]),
-    ("tool unsuccessful", FakeRein(unsuccessful=True), FakeSandboxer(), CALLS,
+    ("tool unsuccessful", {"unsuccessful": True}, {}, CALLS,
      "execution", "ended", "destroyed", ["start", "tool", "end"]),
-    ("tool denied by policy", FakeRein(), FakeSandboxer(),
+    ("tool denied by policy", {}, {},
      [{"name": "rm_rf"}], "execution", "ended", "destroyed", ["start", "end"]),
-    ("session end raises", FakeRein(fail="end"), FakeSandboxer(), CALLS,
+    ("session end raises", {"fail": "end"}, {}, CALLS,
      "session_end", "failed", "destroyed", ["start", "tool", "tool", "end"]),
-    ("summary invalid", FakeRein(bad="end"), FakeSandboxer(), CALLS,
+    ("summary invalid", {"bad": "end"}, {}, CALLS,
      "session_end", "failed", "destroyed", ["start", "tool", "tool", "end"]),
-    ("teardown raises", FakeRein(), FakeSandboxer(fail="destroy"), CALLS,
+    ("teardown raises", {}, {"fail": "destroy"}, CALLS,
      "teardown", "ended", "failed", ["start", "tool", "tool", "end"]),
-    ("tool and teardown fail", FakeRein(fail="tool"), FakeSandboxer(fail="destroy"), CALLS,
+    ("tool and teardown fail", {"fail": "tool"}, {"fail": "destroy"}, CALLS,
      "execution", "ended", "failed", ["start", "tool", "end"]),
+    # values that are not JSON at all (the conversion raises TypeError / ValueError)
+    ("session not a dict (None)", {"bad": "start", "returns": None}, {}, CALLS,
+     "session_start", "not_attempted", "destroyed", ["start"]),
+    ("session with a NaN", {"bad": "start", "returns": {"s": float("nan")}}, {}, CALLS,
+     "session_start", "not_attempted", "destroyed", ["start"]),
+    ("session with an int key", {"bad": "start", "returns": {1: "2"}}, {}, CALLS,
+     "session_start", "not_attempted", "destroyed", ["start"]),
+    ("tool output NaN", {"bad": "tool", "returns": {"ok": True, "output": float("nan")}}, {},
+     CALLS, "execution", "ended", "destroyed", ["start", "tool", "end"]),
+    ("tool output an object", {"bad": "tool", "returns": {"ok": True, "output": object()}},
+     {}, CALLS, "execution", "ended", "destroyed", ["start", "tool", "end"]),
+    ("tool output an int key", {"bad": "tool", "returns": {"ok": True, "output": {1: 2}}},
+     {}, CALLS, "execution", "ended", "destroyed", ["start", "tool", "end"]),
+    ("summary an object", {"bad": "end", "returns": object()}, {}, CALLS,
+     "session_end", "failed", "destroyed", ["start", "tool", "tool", "end"]),
+    ("summary with a NaN", {"bad": "end", "returns": {**SUMMARY, "duration_ms": float("inf")}},
+     {}, CALLS, "session_end", "failed", "destroyed", ["start", "tool", "tool", "end"]),
+    ("sandbox handle with an int key", {}, {"returns": {"sandbox_id": "sb-1", 3: 4}}, CALLS,
+     "sandbox_create", "not_attempted", "abandoned", []),
+    ("sandbox handle with a NaN", {}, {"returns": {"sandbox_id": "sb-1", "x": float("nan")}},
+     CALLS, "sandbox_create", "not_attempted", "abandoned", []),
 ]
 
 
-@pytest.mark.parametrize("case,rein,sandboxer,calls,stage,session_end,teardown,rein_log",
+@pytest.mark.parametrize("case,rein_kw,sandboxer_kw,calls,stage,session_end,teardown,rein_log",
                          STAGES, ids=[s[0] for s in STAGES])
-def test_every_failure_stage(case: str, rein: FakeRein, sandboxer: FakeSandboxer,
+def test_every_failure_stage(case: str, rein_kw: Dict[str, Any], sandboxer_kw: Dict[str, Any],
                              calls: List[ToolCall], stage: str, session_end: str,
                              teardown: str, rein_log: List[str]) -> None:
+    rein, sandboxer = FakeRein(**rein_kw), FakeSandboxer(**sandboxer_kw)
     result = run(rein, sandboxer, calls=calls)
     ev = result.evidence
     assert result.ok is False and ev["outcome"] == "failed"
@@ -179,7 +225,7 @@ def test_every_failure_stage(case: str, rein: FakeRein, sandboxer: FakeSandboxer
     destroyed = [e for e in sandboxer.log if e.startswith("destroy")]
     if sandboxer.fail == "create":
         assert destroyed == [] and sandboxer.live == []
-    elif sandboxer.bad:
+    elif teardown == "abandoned":
         # The handle was rejected: the machine cannot name the sandbox ("abandoned"),
         # so the gateway destroyed what the sandboxer returned itself.
         assert destroyed == ["destroy sb-1"] and sandboxer.live == []
@@ -190,6 +236,33 @@ def test_every_failure_stage(case: str, rein: FakeRein, sandboxer: FakeSandboxer
         if sandboxer.fail != "destroy":
             assert sandboxer.live == []
     assert SECRET not in str(ev)
+
+
+# (rein keywords, sandboxer keywords, rein log, destroy calls, sandboxes left live)
+INTERRUPTS: List[Any] = [
+    ({}, {"fail": "create"}, [], 0, []),
+    ({"fail": "start"}, {}, ["start"], 1, []),
+    ({"fail": "tool"}, {}, ["start", "tool", "end"], 1, []),
+    ({"fail": "end"}, {}, ["start", "tool", "tool", "end"], 1, []),
+    ({}, {"fail": "destroy"}, ["start", "tool", "tool", "end"], 1, ["sb-1"]),
+]
+
+
+@pytest.mark.parametrize("rein_kw,sandboxer_kw,rein_log,destroys,live", INTERRUPTS,
+                         ids=["create", "start", "tool", "end", "destroy"])
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_cleans_up_then_propagates(
+        error: type, rein_kw: Dict[str, Any], sandboxer_kw: Dict[str, Any],
+        rein_log: List[str], destroys: int, live: List[str]) -> None:
+    """A BaseException from a rein or the sandboxer: the started session is ended and
+    the sandbox destroyed (each once, nothing else runs), then it propagates."""
+    rein = FakeRein(**rein_kw, error=error("stop"))
+    sandboxer = FakeSandboxer(**sandboxer_kw, error=error("stop"))
+    with pytest.raises(error):
+        run(rein, sandboxer)
+    assert [entry.split(" ")[0] for entry in rein.log] == rein_log
+    assert [e for e in sandboxer.log if e.startswith("destroy")] == ["destroy sb-1"] * destroys
+    assert sandboxer.live == live
 
 
 def test_refusals_create_nothing() -> None:

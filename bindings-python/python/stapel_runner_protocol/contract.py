@@ -222,6 +222,26 @@ _FAILED_BY_REPORT: Dict[str, StageFailedInput] = {
 }
 
 
+#: The report that answers each gateway action.
+_ANSWERS: Dict[str, str] = {
+    "create_sandbox": "sandbox_created",
+    "destroy_sandbox": "sandbox_destroyed",
+    "start_session": "session_started",
+    "dispatch_tool": "tool_dispatched",
+    "end_session": "session_ended",
+}
+
+#: The actions still performed after an interruption (a ``BaseException``).
+_CLEANUP = frozenset({"end_session", "destroy_sandbox"})
+
+
+class _Run:
+    """Per-``execute`` state: the interruption to re-raise once cleanup is done."""
+
+    def __init__(self) -> None:
+        self.interrupted: Optional[BaseException] = None
+
+
 def _message(exc: BaseException) -> Optional[str]:
     text = str(exc)
     return text or None
@@ -241,7 +261,16 @@ class Gateway:
     a sandbox exists, its teardown is attempted on every path — also when the sandboxer
     returned a handle the core rejects (the stage is aborted with
     ``invalid_sandbox_handle``, the evidence says ``teardown: abandoned``, and the
-    gateway passes that handle to ``destroy`` itself, ignoring errors)."""
+    gateway passes that handle to ``destroy`` itself, ignoring errors).
+
+    A value the core cannot even take as JSON (``NaN``, a non-string key, an arbitrary
+    object: ``TypeError`` / ``ValueError`` while converting) fails its stage the same
+    way, and ``start_session`` must return a ``dict`` (anything else fails the session
+    start). A rein or sandboxer that raises a ``BaseException`` that is not an
+    ``Exception`` (``KeyboardInterrupt``, ``SystemExit``, …) fails its stage too; the
+    gateway then performs only the cleanup the machine asks for (ending a started
+    session, destroying the sandbox — each at most once) and re-raises that exception
+    instead of returning a result."""
 
     def __init__(
         self,
@@ -288,11 +317,14 @@ class Gateway:
         }
         pending: List[GatewayInput] = [execute]
         rein: Optional[Rein] = None
+        run = _Run()
         while pending:
             report = pending.pop(0)
             try:
                 machine.handle_input(self._now(), report)
-            except ContractError as exc:
+            except (ContractError, TypeError, ValueError) as exc:
+                # ContractError: the core rejects the model; TypeError / ValueError: the
+                # value is not even JSON (NaN, a non-string key, an arbitrary object).
                 if report["type"] == "sandbox_created":
                     # The sandboxer created something but returned a handle the core
                     # rejects: the machine cannot name it, so the gateway gives up on
@@ -307,10 +339,12 @@ class Gateway:
                     raise
             for output in machine.drain():
                 if output["type"] == "result":
+                    if run.interrupted is not None:
+                        raise run.interrupted
                     return GatewayResult.from_dict(output["result"])
                 if output["type"] == "start_session":
                     rein = self._reins.get(output["profile"]["rein"])
-                pending.append(self._perform(output, rein))
+                pending.append(self._perform(output, rein, run))
         raise RuntimeError("the gateway machine stopped without a result")
 
     def _destroy_quietly(self, sandbox: SandboxHandle) -> None:
@@ -319,41 +353,52 @@ class Gateway:
         except Exception:
             pass
 
-    def _perform(self, action: GatewayAction, rein: Optional[Rein]) -> GatewayInput:
-        """Perform one action; an exception becomes the stage's ``*_failed`` input."""
-        answers = {
-            "create_sandbox": "sandbox_created",
-            "destroy_sandbox": "sandbox_destroyed",
-            "start_session": "session_started",
-            "dispatch_tool": "tool_dispatched",
-            "end_session": "session_ended",
-        }
+    def _perform(self, action: GatewayAction, rein: Optional[Rein], run: "_Run") -> GatewayInput:
+        """Perform one action; an exception becomes the stage's ``*_failed`` input. A
+        ``BaseException`` that is not an ``Exception`` does too, and is kept in ``run``
+        (re-raised once the machine has cleaned up); after it only the cleanup actions
+        (``end_session``, ``destroy_sandbox``) are still performed."""
+        answer = _ANSWERS[action["type"]]
+        if run.interrupted is not None and action["type"] not in _CLEANUP:
+            return _failed(answer, run.interrupted)
         try:
-            if action["type"] == "create_sandbox":
-                sandbox = self._sandboxer.create(
-                    action["harness_profile_ref"], action["sandbox_profile"], action["repository"]
-                )
-                created: SandboxCreatedInput = {"type": "sandbox_created", "sandbox": sandbox}
-                return created
-            if action["type"] == "destroy_sandbox":
-                self._sandboxer.destroy(action["sandbox"])
-                destroyed: SandboxDestroyedInput = {"type": "sandbox_destroyed"}
-                return destroyed
-            if rein is None:
-                raise LookupError("no rein is registered for the resolved profile")
-            if action["type"] == "start_session":
-                session = rein.start_session(action["profile"], action["inputs"], action["sandbox"])
-                started: SessionStartedInput = {"type": "session_started", "session": session}
-                return started
-            if action["type"] == "dispatch_tool":
-                result = rein.dispatch_tool(action["session"], action["call"])
-                dispatched: ToolDispatchedInput = {"type": "tool_dispatched", "result": result}
-                return dispatched
-            summary = rein.end_session(action["session"])
-            ended: SessionEndedInput = {"type": "session_ended", "summary": summary}
-            return ended
+            return self._call(action, rein)
         except Exception as exc:
-            return _failed(answers[action["type"]], exc)
+            return _failed(answer, exc)
+        except BaseException as exc:
+            if run.interrupted is None:
+                run.interrupted = exc
+            return _failed(answer, exc)
+
+    def _call(self, action: GatewayAction, rein: Optional[Rein]) -> GatewayInput:
+        """Perform one action (exceptions propagate to :meth:`_perform`)."""
+        if action["type"] == "create_sandbox":
+            sandbox = self._sandboxer.create(
+                action["harness_profile_ref"], action["sandbox_profile"], action["repository"]
+            )
+            created: SandboxCreatedInput = {"type": "sandbox_created", "sandbox": sandbox}
+            return created
+        if action["type"] == "destroy_sandbox":
+            self._sandboxer.destroy(action["sandbox"])
+            destroyed: SandboxDestroyedInput = {"type": "sandbox_destroyed"}
+            return destroyed
+        if rein is None:
+            raise LookupError("no rein is registered for the resolved profile")
+        if action["type"] == "start_session":
+            session = rein.start_session(action["profile"], action["inputs"], action["sandbox"])
+            if not isinstance(session, dict):
+                raise TypeError(
+                    f"start_session returned {type(session).__name__}, not a dict of strings"
+                )
+            started: SessionStartedInput = {"type": "session_started", "session": session}
+            return started
+        if action["type"] == "dispatch_tool":
+            result = rein.dispatch_tool(action["session"], action["call"])
+            dispatched: ToolDispatchedInput = {"type": "tool_dispatched", "result": result}
+            return dispatched
+        summary = rein.end_session(action["session"])
+        ended: SessionEndedInput = {"type": "session_ended", "summary": summary}
+        return ended
 
 
 _ZERO_USAGE: UsageSplitDict = {
