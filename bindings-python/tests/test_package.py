@@ -42,16 +42,21 @@ def test_error_hierarchy() -> None:
     assert errors.UnknownMessageError("x").code == "unknown_type"
 
 
-def test_without_stapel_taskspecs_only_the_typed_views_are_unavailable() -> None:
+def test_without_stapel_taskspecs() -> None:
     """On Python 3.9/3.10 stapel-taskspecs (Requires-Python >= 3.11) is not installed:
-    everything but the views returning its models works, and those raise
-    AdapterUnavailableError (taskspecs_unavailable) when used."""
+    messages, validation, sequencing and the session machines work; the views returning
+    its models raise AdapterUnavailableError (taskspecs_unavailable) when used, and the
+    harness adapters and the subprocess rein (whose turns carry a UsageSplit) refuse to
+    be built with that error."""
     code = (
         "import sys\n"
         "sys.modules['stapel_taskspecs'] = None  # as if it were not installed\n"
         "import stapel_runner_protocol as s\n"
         "from stapel_runner_protocol.session import HubSession\n"
         "from stapel_runner_protocol.errors import AdapterUnavailableError\n"
+        "from stapel_runner_protocol.contract import SubprocessRein\n"
+        "from stapel_runner_protocol.subprocess_adapter import SubprocessAdapter\n"
+        "from stapel_runner_protocol.agent_sdk_adapter import AgentSdkAdapter\n"
         "m = s.decode(s.encode(s.TaskProgress(task_id='T', kind='state', attempt=1,\n"
         "    payload={'state': 'running'})), validate=True)\n"
         "hub = s.ConnectionState('hub')\n"
@@ -60,7 +65,10 @@ def test_without_stapel_taskspecs_only_the_typed_views_are_unavailable() -> None
         "for call in (lambda: s.usage_from_anthropic({'input_tokens': 1}),\n"
         "             lambda: s.TurnResult.from_dict({'text': 't', 'usage': {\n"
         "                 'cache_read': 0, 'cache_write': 0, 'fresh_input': 0,\n"
-        "                 'output': 0, 'thinking': 0}})):\n"
+        "                 'output': 0, 'thinking': 0}}),\n"
+        "             lambda: SubprocessAdapter(command=['true']),\n"
+        "             lambda: SubprocessRein(['true']),\n"
+        "             lambda: AgentSdkAdapter(client_factory=lambda role: None)):\n"
         "    try:\n"
         "        call()\n"
         "    except AdapterUnavailableError as e:\n"

@@ -155,7 +155,6 @@ def test_parent_credentials_never_reach_the_child(harness: List[str],
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-parent-secret")
     monkeypatch.setenv("STAPEL_FAKE_SECRET", "s3cr3t")
     monkeypatch.setenv("HOME", "/root-of-the-parent")
-    assert os.environ["STAPEL_FAKE_SECRET"] == "s3cr3t"
     adapter = SubprocessAdapter(command=harness, env={"ALLOWED": "yes"})
     with adapter.open_session(RoleSpec.from_invocation({"llm_base_url": "http://gw"})) as s:
         names = set(s.turn("env").text.split(","))
@@ -173,3 +172,62 @@ def test_close_kills_a_child_that_ignores_sigterm(harness: List[str]) -> None:
     assert time.monotonic() - started < 3
     session.close()  # idempotent
     assert proc.poll() == -9
+
+
+def test_without_stapel_taskspecs_the_adapter_and_rein_fail_early(
+        harness: List[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.9/3.10 (no stapel-taskspecs): a turn could never return its TurnResult,
+    so building the adapter or the rein fails at once with a clear, typed error."""
+    from stapel_runner_protocol.contract import SubprocessRein
+    from stapel_runner_protocol.errors import AdapterUnavailableError
+
+    monkeypatch.setitem(sys.modules, "stapel_taskspecs", None)
+    for build in (lambda: SubprocessAdapter(command=harness), lambda: SubprocessRein(harness)):
+        with pytest.raises(AdapterUnavailableError) as info:
+            build()
+        assert info.value.code == "taskspecs_unavailable"
+        assert "Python >= 3.11" in str(info.value)
+        assert isinstance(info.value.__cause__, ImportError)
+
+
+def test_closed_sessions_are_dropped_when_a_new_one_opens() -> None:
+    """An adapter that outlives many sessions (one per Gateway run) keeps only the open
+    ones, so its memory stays bounded; close() still reaches every open session."""
+    adapter = SubprocessAdapter(spawn=lambda role: FakeProcess([]))
+    for _ in range(50):
+        session = adapter.open_session(RoleSpec())
+        session.close()
+        assert session.closed
+    assert len(adapter._sessions) == 1  # only the latest (closed) one, until the next open
+    first, second = adapter.open_session(RoleSpec()), adapter.open_session(RoleSpec())
+    assert adapter._sessions == [first, second]  # open sessions are kept
+    adapter.close()
+    assert first.closed and second.closed and adapter._sessions == []
+
+
+def test_a_gateway_rein_does_not_accumulate_sessions(harness: List[str]) -> None:
+    from stapel_runner_protocol.contract import Gateway, SubprocessRein
+
+    adapter = SubprocessAdapter(command=harness)
+    rein = SubprocessRein(adapter=adapter)
+    catalog: Any = {
+        "profiles": [{"contract_version": "1.0", "profile_id": "coder", "rein": "sub",
+                      "model": "m", "sandbox_profile": "s",
+                      "tool_policy": {"allowed_tools": []}}],
+        "reins": [{"rein_id": "sub", "contract_version": "1.0"}],
+    }
+
+    class Boxes:
+        def create(self, *args: str) -> Dict[str, str]:
+            return {"sandbox_id": "sb"}
+
+        def destroy(self, sandbox: Any) -> None:
+            pass
+
+    gateway = Gateway(catalog, reins={"sub": rein}, sandboxer=Boxes())  # type: ignore[arg-type]
+    for _ in range(4):
+        result = gateway.execute({"harness_profile_ref": "coder", "repository": "r",
+                                  "title": "t", "description": "d"}, inputs={"prompt": "hi"})
+        assert result.ok, result
+    assert len(adapter._sessions) == 1 and adapter._sessions[0].closed
+    rein.close()

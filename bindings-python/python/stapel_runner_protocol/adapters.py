@@ -27,6 +27,25 @@ if TYPE_CHECKING:
 __all__ = ["RoleSpec", "TurnResult", "Session", "HarnessAdapter", "SubprocessTurnMachine"]
 
 
+def _require_taskspecs(what: str) -> None:
+    """Raise :class:`~stapel_runner_protocol.errors.AdapterUnavailableError`
+    (``taskspecs_unavailable``, the ``ImportError`` as its cause) unless
+    ``stapel_taskspecs`` imports: every harness turn returns a :class:`TurnResult`,
+    whose usage is a ``stapel_taskspecs.UsageSplit``, so ``what`` cannot work without
+    it (Python 3.9/3.10, where stapel-taskspecs cannot be installed)."""
+    try:
+        import stapel_taskspecs  # noqa: F401
+    except ImportError as exc:
+        from .errors import AdapterUnavailableError
+
+        raise AdapterUnavailableError(
+            f"{what} needs stapel-taskspecs: its turns return a TurnResult whose usage is "
+            "a stapel_taskspecs.UsageSplit, and stapel-taskspecs requires Python >= 3.11 "
+            '(pip install "stapel-taskspecs>=0.1,<0.2")',
+            code="taskspecs_unavailable",
+        ) from exc
+
+
 @dataclass
 class RoleSpec:
     """The role an adapter plays and the model↔harness pairing it runs.
@@ -106,15 +125,8 @@ class TurnResult:
     raw: Any = None
 
     def __post_init__(self) -> None:
-        try:
-            from stapel_taskspecs import UsageSplit
-        except ImportError as exc:
-            from .errors import AdapterUnavailableError
-
-            raise AdapterUnavailableError(
-                "TurnResult needs stapel-taskspecs (Python >= 3.11)",
-                code="taskspecs_unavailable",
-            ) from exc
+        _require_taskspecs("TurnResult")
+        from stapel_taskspecs import UsageSplit
 
         if not isinstance(self.usage, UsageSplit):
             raise TypeError("TurnResult.usage must be a stapel_taskspecs.UsageSplit")

@@ -21,7 +21,7 @@ import asyncio
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
-from .adapters import HarnessAdapter, RoleSpec, Session, TurnResult
+from .adapters import HarnessAdapter, RoleSpec, Session, TurnResult, _require_taskspecs
 from .errors import AdapterError, AdapterUnavailableError
 from .usage import usage_from_anthropic
 
@@ -142,6 +142,11 @@ class AgentSdkSession(Session):
                                code="connect_failed") from exc
 
     @property
+    def closed(self) -> bool:
+        """``True`` once :meth:`close` ran (or a fault closed the session)."""
+        return self._closed
+
+    @property
     def client(self) -> Any:
         """The SDK client."""
         return self._client
@@ -181,15 +186,22 @@ class AgentSdkSession(Session):
 
 
 class AgentSdkAdapter(HarnessAdapter):
-    """Opens a persistent claude-agent-sdk session per role (see the module docs)."""
+    """Opens a persistent claude-agent-sdk session per role (see the module docs).
+    Without ``stapel-taskspecs`` (Python 3.9/3.10) the constructor raises
+    :class:`~stapel_runner_protocol.errors.AdapterUnavailableError`
+    (``taskspecs_unavailable``): its turns' usage is a ``stapel_taskspecs.UsageSplit``."""
 
     def __init__(self, *, client_factory: Optional[ClientFactory] = None) -> None:
+        _require_taskspecs("AgentSdkAdapter")
         self._client_factory: ClientFactory = client_factory or _sdk_client
         self._sessions: List[AgentSdkSession] = []
 
     def open_session(self, role_spec: RoleSpec) -> AgentSdkSession:
         """Build a client for ``role_spec`` and connect it."""
         session = AgentSdkSession(self._client_factory(role_spec))
+        # Keep only the sessions still open: an adapter that outlives many sessions
+        # (one per Gateway run) does not hold on to every closed one.
+        self._sessions = [s for s in self._sessions if not s.closed]
         self._sessions.append(session)
         return session
 

@@ -78,7 +78,7 @@ from ._types import (
     ToolResult,
     UsageSplitDict,
 )
-from .adapters import HarnessAdapter, RoleSpec, Session
+from .adapters import HarnessAdapter, RoleSpec, Session, _require_taskspecs
 from .errors import AdapterError, ContractError
 
 __all__ = [
@@ -424,7 +424,11 @@ class SubprocessRein(Rein):
       session's duration, the profile's model and the number of tool calls
       (``tool_event_visibility: complete``).
 
-    ``adapter`` defaults to ``SubprocessAdapter(command=command, env=env)``.
+    ``adapter`` defaults to ``SubprocessAdapter(command=command, env=env)``. Harness
+    turns carry a ``stapel_taskspecs.UsageSplit``, so without ``stapel-taskspecs``
+    (Python 3.9/3.10) the constructor raises
+    :class:`~stapel_runner_protocol.errors.AdapterUnavailableError` with code
+    ``taskspecs_unavailable`` instead of every session failing later.
     """
 
     def __init__(
@@ -435,6 +439,7 @@ class SubprocessRein(Rein):
         env: Optional[Mapping[str, str]] = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        _require_taskspecs("SubprocessRein")
         if adapter is None:
             from .subprocess_adapter import SubprocessAdapter
 

@@ -27,7 +27,7 @@ import subprocess
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._native import SubprocessTurnMachine
-from .adapters import HarnessAdapter, RoleSpec, Session, TurnResult
+from .adapters import HarnessAdapter, RoleSpec, Session, TurnResult, _require_taskspecs
 from .errors import AdapterError
 
 __all__ = ["SubprocessAdapter", "SubprocessSession", "SpawnFn", "DEFAULT_GRACE_S"]
@@ -87,6 +87,11 @@ class SubprocessSession(Session):
         self._on_progress = on_progress
         self._grace_s = grace_s
         self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """``True`` once :meth:`close` ran (or a fault closed the session)."""
+        return self._closed
 
     @property
     def process(self) -> Any:
@@ -209,6 +214,11 @@ class SubprocessAdapter(HarnessAdapter):
     ``command`` is a list (``["my-harness", "--json"]``) or a callable ``role_spec ->
     list``; ``env`` adds variables to the cleared environment; ``spawn`` replaces the
     default spawn (e.g. with a fake child in tests).
+
+    Its turns return :class:`~stapel_runner_protocol.adapters.TurnResult` (usage: a
+    ``stapel_taskspecs.UsageSplit``), so without ``stapel-taskspecs`` (Python 3.9/3.10)
+    the constructor raises :class:`~stapel_runner_protocol.errors.AdapterUnavailableError`
+    with code ``taskspecs_unavailable`` rather than every turn failing later.
     """
 
     def __init__(
@@ -221,6 +231,7 @@ class SubprocessAdapter(HarnessAdapter):
         max_line_bytes: int = 1024 * 1024,
         grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
+        _require_taskspecs("SubprocessAdapter")
         self._spawn = spawn or _default_spawn(command, env)
         self._on_progress = on_progress
         self._max_line_bytes = max_line_bytes
@@ -235,6 +246,9 @@ class SubprocessAdapter(HarnessAdapter):
             max_line_bytes=self._max_line_bytes,
             grace_s=self._grace_s,
         )
+        # Keep only the sessions still open: an adapter that outlives many sessions
+        # (one per Gateway run) does not hold on to every closed one.
+        self._sessions = [s for s in self._sessions if not s.closed]
         self._sessions.append(session)
         return session
 
