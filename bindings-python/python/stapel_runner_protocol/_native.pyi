@@ -296,6 +296,8 @@ _SessionOutput: TypeAlias = Union[
     Tuple[Literal["inbound_gap"], Resync],
     Tuple[Literal["outbound_resync"], Resync],
     Tuple[Literal["peer_error"], PeerError],
+    # an event kind this binding does not know yet (its debug form)
+    Tuple[Literal["unknown_event"], str],
 ]
 
 @disjoint_base
@@ -370,6 +372,8 @@ _LocalOutput: TypeAlias = Union[
     Tuple[Literal["close_harness_stdin"], None],
     Tuple[Literal["exit"], int],
     Tuple[Literal["timeout"], Optional[int]],
+    # an output kind this binding does not know yet (its debug form)
+    Tuple[Literal["unknown"], str],
 ]
 
 CONTRACT_MODELS: List[str]
@@ -488,6 +492,8 @@ _TurnOutput: TypeAlias = Union[
     Tuple[Literal["progress"], Dict[str, Any]],
     Tuple[Literal["turn_result"], "TurnResult"],
     Tuple[Literal["error"], "AdapterError"],
+    # an output kind this binding does not know yet (its JSON form)
+    Tuple[Literal["unknown"], Any],
 ]
 
 @final
