@@ -85,10 +85,11 @@ def test_event_alias() -> None:
 
 def test_dead_peer_timeout_closes_the_socket() -> None:
     async def main() -> None:
+        loop = asyncio.get_running_loop()
         hubs: "asyncio.Queue[HubConnection]" = asyncio.Queue()
 
         async def handler(ws: Any) -> None:
-            hub = HubConnection(ws, ping_interval_ms=0, peer_timeout_ms=150)
+            hub = HubConnection(ws, ping_interval_ms=0, peer_timeout_ms=1000)
             await hub.start()
             await hubs.put(hub)
             await ws.wait_closed()
@@ -101,9 +102,12 @@ def test_dead_peer_timeout_closes_the_socket() -> None:
             await runner.connect()
             hub = await asyncio.wait_for(hubs.get(), 5)
             await next_of(hub, "hello")
+            declared = loop.time()
             # the runner sends nothing more: the hub's timer declares it dead and closes
-            await asyncio.wait_for(next_of(hub, "disconnected"), 5)
-            await asyncio.wait_for(next_of(runner, "disconnected"), 5)
+            await asyncio.wait_for(next_of(hub, "disconnected"), 10)
+            # not before the timeout (a meaningful check), and the runner sees it too
+            assert loop.time() - declared >= 0.5
+            await asyncio.wait_for(next_of(runner, "disconnected"), 10)
             await runner.close()
 
     asyncio.run(main())
@@ -113,13 +117,24 @@ def test_dead_peer_timeout_closes_the_socket() -> None:
 # HubServer: bearer token, one session per runner, resume across dropped connections
 
 
+class _Link:
+    """One relayed TCP connection: the runner-facing and the hub-facing writer."""
+
+    def __init__(self, runner_side: asyncio.StreamWriter, hub_side: asyncio.StreamWriter) -> None:
+        self.runner_side, self.hub_side = runner_side, hub_side
+        self.silent = False  # bytes are read and dropped: the peer looks alive but mute
+
+
 class Proxy:
     """A TCP relay on 127.0.0.1 between the runner and the hub that can cut every
-    connection abruptly (no close handshake; bytes in flight are lost)."""
+    connection abruptly (no close handshake; bytes in flight are lost), cut only the
+    runner's side (the hub's TCP connection stays open, silent: a half-open peer), or
+    blackhole the existing connections (both TCP connections stay open, nothing passes).
+    New connections always work."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
-        self.writers: List[asyncio.StreamWriter] = []
+        self.links: List[_Link] = []
         self.tasks: List["asyncio.Task[None]"] = []
         self.server: Optional[asyncio.AbstractServer] = None
         self.cuts = 0
@@ -131,30 +146,44 @@ class Proxy:
 
     async def _link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-        self.writers += [writer, up_writer]
+        link = _Link(writer, up_writer)
+        self.links.append(link)
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
                 while data := await src.read(4096):
-                    dst.write(data)
-                    await dst.drain()
+                    if not link.silent:
+                        dst.write(data)
+                        await dst.drain()
             except (ConnectionError, OSError):
                 pass
             finally:
-                dst.transport.abort()
+                if not link.silent:
+                    dst.transport.abort()
 
         self.tasks += [asyncio.ensure_future(pipe(reader, up_writer)),
                        asyncio.ensure_future(pipe(up_reader, writer))]
 
     def cut(self) -> None:
         self.cuts += 1
-        for w in self.writers:
-            w.transport.abort()
-        self.writers = []
+        for link in self.links:
+            link.runner_side.transport.abort()
+            link.hub_side.transport.abort()
+        self.links = []
+
+    def cut_runner_side(self) -> None:
+        for link in self.links:
+            link.silent = True
+            link.runner_side.transport.abort()
+
+    def blackhole(self) -> None:
+        for link in self.links:
+            link.silent = True
 
     async def close(self) -> None:
-        for w in self.writers:
-            w.transport.abort()
+        for link in self.links:
+            link.runner_side.transport.abort()
+            link.hub_side.transport.abort()
         for t in self.tasks:
             t.cancel()
         if self.server is not None:
@@ -287,5 +316,377 @@ def test_hub_server_refuses_bad_tokens_and_replaces_old_sockets() -> None:
             await first.close()
         with pytest.raises(TypeError):
             HubServer()
+
+    asyncio.run(main())
+
+
+# --------------------------------------------------------------------------------------
+# Dead and half-open peers, bounds, failures, concurrency
+
+
+def hello_of(name: str = "p") -> Hello:
+    return Hello(project_id=name, runner_version="1")
+
+
+def test_runner_reconnects_at_once_after_declaring_the_hub_dead() -> None:
+    """The hub goes mute (TCP open, nothing passes): the runner's session declares it
+    dead; the reconnect must not wait for a close handshake with it (websockets would
+    wait its 10 s close_timeout)."""
+    from stapel_runner_protocol.transport_ws import HubServer
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = HubServer(tokens={"t": "R"})
+        async with server.serve("127.0.0.1", 0) as ws_server:
+            proxy = Proxy(ws_server.sockets[0].getsockname()[1])
+            url = f"ws://127.0.0.1:{await proxy.start()}"
+            runner = RunnerConnection(url, hello=hello_of(), auth_token="t",
+                                      ping_interval_ms=200, peer_timeout_ms=1000)
+            await runner.connect()
+            hub = await asyncio.wait_for(server.accept(), 5)
+            await next_of(hub, "hello")
+            proxy.blackhole()
+            await asyncio.wait_for(next_of(runner, "disconnected"), 10)
+            started = loop.time()
+            await asyncio.wait_for(runner.connect(), 8)
+            assert loop.time() - started < 3, "connect() waited for the dead hub"
+            hello = await next_of(hub, "hello")  # the new socket resumes the session
+            assert isinstance(hello, Hello)
+            await runner.close()
+            await proxy.close()
+
+    asyncio.run(main())
+
+
+def test_hub_takes_the_resumed_hello_at_once_while_the_old_socket_is_half_open() -> None:
+    """The runner's side of the connection is cut; the hub's TCP connection stays open
+    and silent. The runner reconnects: the hub must process its hello without waiting
+    for a close handshake on the half-open socket (nor hold its lock across one)."""
+    from stapel_runner_protocol.transport_ws import HubServer
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = HubServer(tokens={"t": "R"})
+        async with server.serve("127.0.0.1", 0) as ws_server:
+            proxy = Proxy(ws_server.sockets[0].getsockname()[1])
+            url = f"ws://127.0.0.1:{await proxy.start()}"
+            hub = server.runner("R")
+            runner = RunnerConnection(url, hello=hello_of(), auth_token="t")
+            await runner.connect()
+            await next_of(hub, "hello")
+            await hub.send(TaskCancel(task_id="T", reason="one"))
+            assert (await next_of(runner, "received")).reason == "one"
+            proxy.cut_runner_side()
+            await asyncio.wait_for(next_of(runner, "disconnected"), 10)
+            assert hub.connected  # the hub cannot know yet
+            started = loop.time()
+            await asyncio.wait_for(runner.connect(), 8)
+            hello = await asyncio.wait_for(next_of(hub, "hello"), 8)
+            assert loop.time() - started < 3, "the hub waited for the half-open socket"
+            assert hello.resume == {"T": 1}
+            # and the session runs over the new socket
+            await hub.send(TaskCancel(task_id="T", reason="two"))
+            assert (await next_of(runner, "received")).reason == "two"
+            await runner.close()
+            await proxy.close()
+
+    asyncio.run(main())
+
+
+def test_a_duplicated_authorization_header_is_refused_with_401() -> None:
+    from websockets.datastructures import Headers
+    from websockets.exceptions import InvalidStatus
+
+    from stapel_runner_protocol.transport_ws import HubServer
+
+    async def main() -> None:
+        calls: List[str] = []
+
+        def authenticate(token: str) -> Optional[str]:
+            calls.append(token)
+            return "R" if token == "good" else None
+
+        server = HubServer(authenticate=authenticate)
+        async with server.serve("127.0.0.1", 0) as ws_server:
+            url = f"ws://127.0.0.1:{ws_server.sockets[0].getsockname()[1]}"
+            for values in (["Bearer good", "Bearer good"], ["Bearer good", "Bearer bad"]):
+                headers = Headers()
+                for value in values:
+                    headers["Authorization"] = value  # Headers appends
+                conn = RunnerConnection(url, hello=hello_of(),
+                                        connect_kwargs={"additional_headers": headers})
+                with pytest.raises(InvalidStatus) as info:
+                    await conn.connect()
+                assert info.value.response.status_code == 401
+            assert server.runners == {} and calls == []
+            # one header: accepted, and the token is checked once per connection
+            good = RunnerConnection(url, hello=hello_of(), auth_token="good")
+            await good.connect()
+            await next_of(await asyncio.wait_for(server.accept(), 5), "hello")
+            assert calls == ["good"]
+            await good.close()
+
+    asyncio.run(main())
+
+
+def test_concurrent_connects_leave_one_socket() -> None:
+    """Two connect() calls at once: they run one after the other, and the socket of
+    the first is closed (not orphaned while still driving the session)."""
+
+    async def main() -> None:
+        open_sockets: List[Any] = []
+        one_closed = asyncio.Event()
+
+        async def handler(ws: Any) -> None:
+            open_sockets.append(ws)
+            await ws.wait_closed()
+            open_sockets.remove(ws)
+            one_closed.set()
+
+        async with websockets.serve(handler, "127.0.0.1", 0) as server:
+            url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+            runner = RunnerConnection(url, hello=hello_of())
+            await asyncio.gather(runner.connect(), runner.connect())
+            await asyncio.wait_for(one_closed.wait(), 5)
+            assert len(open_sockets) == 1 and runner.connected
+            await runner.close()
+
+    asyncio.run(main())
+
+
+def test_events_go_on_after_connect_on_an_open_connection() -> None:
+    """connect() on a connection that is still open replaces its socket; an events()
+    loop must not end on the old socket's ("disconnected", None)."""
+    from stapel_runner_protocol.transport_ws import HubServer
+
+    async def main() -> None:
+        server = HubServer(tokens={"t": "R"})
+        async with server.serve("127.0.0.1", 0) as ws_server:
+            url = f"ws://127.0.0.1:{ws_server.sockets[0].getsockname()[1]}"
+            hub = server.runner("R")
+            runner = RunnerConnection(url, hello=hello_of(), auth_token="t")
+            await runner.connect()
+            await next_of(hub, "hello")
+            await runner.connect()  # still open: the old socket goes, a new one comes
+            await next_of(hub, "hello")
+            await hub.send(TaskCancel(task_id="T", reason="after"))
+            kinds: List[str] = []
+
+            async def consume() -> None:
+                async for kind, value in runner.events():
+                    kinds.append(kind)
+                    if kind == "received":
+                        assert value.reason == "after"
+                        return
+
+            await asyncio.wait_for(consume(), 5)
+            assert kinds[0] == "disconnected" and kinds[-1] == "received"
+            await runner.close()
+
+    asyncio.run(main())
+
+
+def test_the_event_queue_is_bounded_and_loses_nothing() -> None:
+    """An application that does not take its events: the reader stops reading at the
+    bound (backpressure down to TCP) instead of queueing without limit; once the
+    application reads, every message arrives, exactly once and in order."""
+    from stapel_runner_protocol.transport_ws import EVENT_QUEUE_SIZE, HubServer
+
+    assert EVENT_QUEUE_SIZE >= 64
+    total, bound = 60, 4
+
+    async def main() -> None:
+        server = HubServer(tokens={"t": "R"})
+        async with server.serve("127.0.0.1", 0) as ws_server:
+            url = f"ws://127.0.0.1:{ws_server.sockets[0].getsockname()[1]}"
+            hub = server.runner("R")
+            runner = RunnerConnection(url, hello=hello_of(), auth_token="t",
+                                      max_queued_events=bound)
+            await runner.connect()
+            await next_of(hub, "hello")
+            for i in range(total):
+                await hub.send(TaskCancel(task_id="T", reason=f"c{i}"))
+            # the queue fills up to the bound ...
+            async def filled() -> None:
+                while runner._events.qsize() < bound:
+                    await asyncio.sleep(0.01)
+
+            await asyncio.wait_for(filled(), 5)
+            # ... and then stays there while the application does not read: watch it
+            # for a while (this window is not synchronisation — a slow machine only
+            # makes it less likely to catch an unbounded reader, never a false failure)
+            for _ in range(20):
+                await asyncio.sleep(0.01)
+                assert runner._events.qsize() <= bound + 2  # one frame's events may overshoot
+            got = [(await next_of(runner, "received")).reason for _ in range(total)]
+            assert got == [f"c{i}" for i in range(total)]
+            await runner.close()
+
+    asyncio.run(main())
+
+
+def test_hub_server_keeps_busy_runners_and_bounds_idle_ones() -> None:
+    from stapel_runner_protocol.transport_ws import MAX_IDLE_RUNNERS, HubServer
+
+    assert MAX_IDLE_RUNNERS >= 64
+
+    async def main() -> None:
+        server = HubServer(tokens={"t": "R"}, max_idle_runners=3)
+        busy = server.runner("busy")
+        await busy.send(TaskCancel(task_id="T", reason="kept for replay"))
+        waiting = server.runner("waiting")
+        waiter = asyncio.ensure_future(waiting.recv())
+        await asyncio.sleep(0)  # the waiter is waiting now
+        for i in range(20):
+            server.runner(f"idle-{i}")
+        kept = server.runners
+        assert kept["busy"] is busy and kept["waiting"] is waiting
+        assert sorted(k for k in kept if k.startswith("idle")) == ["idle-17", "idle-18",
+                                                                  "idle-19"]
+        assert not busy.idle and not waiting.idle and kept["idle-19"].idle
+        waiter.cancel()
+        # a connected runner is kept whatever the bound
+        async with server.serve("127.0.0.1", 0) as ws_server:
+            url = f"ws://127.0.0.1:{ws_server.sockets[0].getsockname()[1]}"
+            runner = RunnerConnection(url, hello=hello_of(), auth_token="t")
+            await runner.connect()
+            hub = await asyncio.wait_for(server.accept(), 5)
+            await next_of(hub, "hello")
+            for i in range(20, 30):
+                server.runner(f"idle-{i}")
+            assert server.runners["R"] is hub and not hub.idle
+            await runner.close()
+
+    asyncio.run(main())
+
+
+class FakeSocket:
+    """An injected socket: yields ``frames`` (an ``Exception`` instance is raised
+    instead), then waits until closed. No ``transport`` to abort."""
+
+    def __init__(self, frames: List[Any]) -> None:
+        self.frames = list(frames)
+        self.sent: List[str] = []
+        self.closed = asyncio.Event()
+
+    def __aiter__(self) -> "FakeSocket":
+        return self
+
+    async def __anext__(self) -> Any:
+        if self.frames:
+            frame = self.frames.pop(0)
+            if isinstance(frame, Exception):
+                raise frame
+            return frame
+        await self.closed.wait()
+        raise StopAsyncIteration
+
+    async def send(self, frame: str) -> None:
+        self.sent.append(frame)
+
+    async def close(self) -> None:
+        self.closed.set()
+
+
+def hello_frame() -> str:
+    from stapel_runner_protocol import encode
+
+    return encode(hello_of())
+
+
+def test_reader_failures_surface_as_error_events_and_log(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        socket = FakeSocket([hello_frame(), RuntimeError("reader bug")])
+        hub = HubConnection(socket)
+        await hub.start()
+        assert isinstance(await next_of(hub, "hello"), Hello)
+        kind, value = await asyncio.wait_for(hub.recv(), 5)
+        assert kind == "error" and isinstance(value, RuntimeError)
+        assert await asyncio.wait_for(hub.recv(), 5) == ("disconnected", None)
+        assert socket.closed.is_set()  # the failed connection was closed
+        await hub.close()
+
+    with caplog.at_level("WARNING", logger="stapel_runner_protocol.transport_ws"):
+        asyncio.run(main())
+    assert any("reader bug" in r.getMessage() for r in caplog.records)
+
+
+def test_a_closed_socket_is_a_plain_disconnect(caplog: pytest.LogCaptureFixture) -> None:
+    from websockets.exceptions import ConnectionClosedError
+
+    async def main() -> None:
+        hub = HubConnection(FakeSocket([hello_frame(), ConnectionClosedError(None, None)]))
+        await hub.start()
+        kinds = [kind async for kind, _ in hub.events()]
+        assert kinds == ["hello", "disconnected"]
+        await hub.close()
+
+    with caplog.at_level("WARNING", logger="stapel_runner_protocol.transport_ws"):
+        asyncio.run(main())
+    assert caplog.records == []
+
+
+def test_timer_failures_surface_and_drop_the_connection(
+        caplog: pytest.LogCaptureFixture) -> None:
+    class FailingTick:
+        """A HubSession whose tick raises."""
+
+        def __init__(self) -> None:
+            self.inner = HubSession(ping_interval_ms=20, peer_timeout_ms=60_000)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def tick(self, now_ms: int) -> None:
+            raise RuntimeError("timer bug")
+
+    async def main() -> None:
+        socket = FakeSocket([hello_frame()])
+        hub = HubConnection(socket, session=FailingTick())  # type: ignore[arg-type]
+        await hub.start()
+        await next_of(hub, "hello")
+        kind, value = await asyncio.wait_for(hub.recv(), 5)
+        assert kind == "error" and str(value) == "timer bug"
+        assert await asyncio.wait_for(hub.recv(), 5) == ("disconnected", None)
+        assert socket.closed.is_set() and not hub.connected
+        await hub.close()
+
+    with caplog.at_level("WARNING", logger="stapel_runner_protocol.transport_ws"):
+        asyncio.run(main())
+    assert any("timer bug" in r.getMessage() for r in caplog.records)
+
+
+def test_binary_frames_are_decoded_strictly() -> None:
+    async def main() -> None:
+        hub = HubConnection(FakeSocket([b"\xff\xfe not utf-8", hello_frame().encode()]))
+        await hub.start()
+        kind, value = await asyncio.wait_for(hub.recv(), 5)
+        assert kind == "peer_error" and value["code"] == "invalid_utf8"
+        kind, value = await asyncio.wait_for(hub.recv(), 5)  # valid UTF-8 is taken
+        assert kind == "hello" and value.project_id == "p"
+        assert hub.connected
+        await hub.close()
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_hub_runner_serve_stops_its_driver() -> None:
+    from stapel_runner_protocol.transport_ws import HubServer
+
+    async def main() -> None:
+        server = HubServer(tokens={"t": "R"})
+        runner = server.runner("R")
+        socket = FakeSocket([hello_frame()])
+        serving = asyncio.ensure_future(runner._serve(socket))
+        await next_of(runner, "hello")
+        driver = runner._driver
+        assert driver is not None and runner.connected
+        serving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await serving
+        assert runner._driver is None and not runner.connected
+        assert driver.tasks == [] and socket.closed.is_set()
+        assert await asyncio.wait_for(runner.recv(), 5) == ("disconnected", None)
 
     asyncio.run(main())
