@@ -29,9 +29,10 @@ pub fn encode(message: &Bound<'_, PyAny>) -> PyResult<String> {
 pub fn decode<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bound<'py, PyAny>> {
     let py = frame.py();
     let result = if let Ok(s) = frame.cast::<PyString>() {
-        match s.to_cow() {
-            // Already UTF-8: no second check in the core.
-            Ok(text) => wire::decode_str(&text, validate),
+        // One copy into a `bytes` object: under the 3.9 stable ABI there is no borrowed
+        // UTF-8 view of a `str`, and `to_cow` would copy twice (~70 ns on a usage frame).
+        match s.encode_utf8() {
+            Ok(bytes) => wire::decode(bytes.as_bytes(), validate),
             Err(_) => {
                 return Err(raise(
                     py,
