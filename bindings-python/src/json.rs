@@ -140,7 +140,7 @@ fn dict_to_object(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Object> {
         m.push((key, to_value(&v, depth + 1)?));
     }
     // A dict's keys are unique; two distinct `str` keys are distinct JSON keys.
-    Object::from_unique(m).map_err(|k| PyValueError::new_err(format!("duplicate key {k:?}")))
+    Object::from_unique(m).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {

@@ -40,7 +40,7 @@ mod value;
 
 pub use compact_str::CompactString;
 pub(crate) use object::KeySet;
-pub use object::{IntoIter, Iter, IterMut, Object};
+pub use object::{DuplicateKey, IntoIter, Iter, IterMut, Object};
 pub use serde_json::Number;
 pub use value::Value;
 

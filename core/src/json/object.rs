@@ -137,12 +137,12 @@ impl Object {
     /// dictionary). A repeated key is reported, never silently merged.
     ///
     /// # Errors
-    /// The first key (in order) that repeats an earlier one.
-    pub fn from_unique(members: Vec<(CompactString, Value)>) -> Result<Self, CompactString> {
+    /// [`DuplicateKey`] naming the first key (in order) that repeats an earlier one.
+    pub fn from_unique(members: Vec<(CompactString, Value)>) -> Result<Self, DuplicateKey> {
         let mut dups = KeySet::default();
         for (i, (k, _)) in members.iter().enumerate() {
             if dups.seen_before(&members[..i], k) {
-                return Err(k.clone());
+                return Err(DuplicateKey { key: k.clone() });
             }
         }
         Ok(Object { members })
@@ -158,6 +158,22 @@ impl Object {
     #[must_use]
     pub fn as_slice(&self) -> &[(CompactString, Value)] {
         &self.members
+    }
+}
+
+/// An object's members repeat a key ([`Object::from_unique`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("duplicate key {key:?}")]
+pub struct DuplicateKey {
+    /// The repeated key.
+    pub key: CompactString,
+}
+
+impl DuplicateKey {
+    /// Stable error code: `duplicate_key` (as the wire decoder's).
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        "duplicate_key"
     }
 }
 
@@ -441,7 +457,9 @@ mod tests {
             assert!(Object::from_unique(m.clone()).is_ok());
             m.push(("k2".into(), Value::Null));
             m.push(("k0".into(), Value::Null));
-            assert_eq!(Object::from_unique(m).unwrap_err(), "k2");
+            let err = Object::from_unique(m).unwrap_err();
+            assert_eq!((err.key.as_str(), err.code()), ("k2", "duplicate_key"));
+            assert_eq!(err.to_string(), r#"duplicate key "k2""#);
         }
     }
 
