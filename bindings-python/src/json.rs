@@ -10,6 +10,8 @@
 //! and nesting deeper than [`MAX_DEPTH`] a `ValueError` (this also stops cycles).
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use std::cell::RefCell;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number};
@@ -84,9 +86,51 @@ pub fn number_to_py<'py>(py: Python<'py>, n: &Number) -> PyResult<Bound<'py, PyA
 pub fn object_to_py<'py>(py: Python<'py>, m: &Object) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in m {
-        d.set_item(PyString::new(py, k), jvalue_to_py(py, v)?)?;
+        d.set_item(key_to_py(py, k), jvalue_to_py(py, v)?)?;
     }
     Ok(d)
+}
+
+/// Slots of the key cache (a power of two).
+const KEY_SLOTS: usize = 512;
+/// Longest key the cache holds.
+const MAX_CACHED_KEY: usize = 32;
+
+/// A cache slot: a key and its `str`.
+type KeySlot = Option<(CompactString, Py<PyString>)>;
+
+thread_local! {
+    /// The `str` objects of recently converted object keys, direct-mapped by a hash of
+    /// the key: protocol objects use a small set of keys over and over, and reusing the
+    /// `str` saves creating it and hashing it again on `dict` insertion. Bounded
+    /// (`KEY_SLOTS` × at most `MAX_CACHED_KEY` bytes); a colliding key replaces the slot.
+    static KEYS: RefCell<Vec<KeySlot>> = RefCell::new((0..KEY_SLOTS).map(|_| None).collect());
+}
+
+/// An object key as a Python `str`, from the cache when it was seen recently.
+fn key_to_py<'py>(py: Python<'py>, key: &str) -> Bound<'py, PyString> {
+    if key.len() > MAX_CACHED_KEY {
+        return PyString::new(py, key);
+    }
+    // FNV-1a: a few nanoseconds for a short key; the slot is confirmed by comparison.
+    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let slot = (hash as usize) & (KEY_SLOTS - 1);
+    KEYS.with(|cache| {
+        // A finaliser run by an allocation below could re-enter; then skip the cache.
+        let Ok(mut cache) = cache.try_borrow_mut() else {
+            return PyString::new(py, key);
+        };
+        if let Some((k, s)) = &cache[slot] {
+            if k == key {
+                return s.bind(py).clone();
+            }
+        }
+        let s = PyString::new(py, key);
+        cache[slot] = Some((CompactString::new(key), s.clone().unbind()));
+        s
+    })
 }
 
 /// A list of strings as a new Python `list`.

@@ -307,3 +307,19 @@ def test_encode_lends_native_fields_without_losing_them() -> None:
     with pytest.raises(SchemaValidationError):
         encode(bad)
     assert bad.task == {"id": "T"}  # nothing was taken on the failed path
+
+
+def test_object_keys_are_reused_and_collisions_stay_correct() -> None:
+    # Short keys come from a bounded cache of str objects: the same key decoded twice is
+    # the same object; thousands of distinct keys (colliding in the cache) stay correct.
+    keys = [f"k{i}" for i in range(3000)] + ["x" * 40]
+    frame = json.dumps({"type": "task.progress", "task_id": "T", "kind": "state",
+                        "payload": {k: i for i, k in enumerate(keys)}})
+    first, second = decode(frame), decode(frame)
+    assert isinstance(first, TaskProgress) and isinstance(second, TaskProgress)
+    assert list(first.payload) == keys and list(first.payload.values()) == list(range(len(keys)))
+    assert second.payload == first.payload
+    a = decode('{"type":"task.progress","payload":{"usage_key":1}}')
+    b = decode('{"type":"task.progress","payload":{"usage_key":2}}')
+    assert isinstance(a, TaskProgress) and isinstance(b, TaskProgress)
+    assert next(iter(a.payload)) is next(iter(b.payload))
