@@ -33,6 +33,17 @@
 //!     r#"{"usage":{"output":20480,"thinking":512},"model":"claude-sonnet-4-5"}"#
 //! );
 //! ```
+//!
+//! Literals are easiest written with `serde_json::json!` and converted:
+//!
+//! ```
+//! use stapel_runner_protocol::json::Object;
+//! use stapel_runner_protocol::wire::TaskProgress;
+//!
+//! let payload = Object::try_from(serde_json::json!({"state": "running", "step": 3}));
+//! let progress = TaskProgress::new("T-1", "state", payload.expect("an object"));
+//! assert_eq!(progress.payload["step"].as_u64(), Some(3));
+//! ```
 
 mod object;
 mod serde_impl;

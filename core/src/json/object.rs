@@ -391,6 +391,28 @@ impl From<serde_json::Map<String, serde_json::Value>> for Object {
     }
 }
 
+impl TryFrom<serde_json::Value> for Object {
+    /// The value, when it is not an object.
+    type Error = serde_json::Value;
+    fn try_from(value: serde_json::Value) -> Result<Self, serde_json::Value> {
+        match value {
+            serde_json::Value::Object(map) => Ok(map.into()),
+            other => Err(other),
+        }
+    }
+}
+
+impl TryFrom<Value> for Object {
+    /// The value, when it is not an object.
+    type Error = Value;
+    fn try_from(value: Value) -> Result<Self, Value> {
+        match value {
+            Value::Object(object) => Ok(object),
+            other => Err(other),
+        }
+    }
+}
+
 impl From<Object> for serde_json::Map<String, serde_json::Value> {
     fn from(object: Object) -> Self {
         let mut out = serde_json::Map::with_capacity(object.len());
@@ -461,6 +483,18 @@ mod tests {
             assert_eq!((err.key.as_str(), err.code()), ("k2", "duplicate_key"));
             assert_eq!(err.to_string(), r#"duplicate key "k2""#);
         }
+    }
+
+    #[test]
+    fn try_from_takes_objects_only() {
+        let o = Object::try_from(serde_json::json!({"a": 1})).unwrap();
+        assert_eq!(o["a"].as_u64(), Some(1));
+        assert_eq!(
+            Object::try_from(serde_json::json!([1])).unwrap_err(),
+            serde_json::json!([1])
+        );
+        assert_eq!(Object::try_from(Value::from(o.clone())).unwrap(), o);
+        assert_eq!(Object::try_from(Value::Null).unwrap_err(), Value::Null);
     }
 
     #[test]
