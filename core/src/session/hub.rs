@@ -1,8 +1,8 @@
 //! [`HubSession`]: the hub side of a runner connection.
 
-use crate::json::{Object, Value};
 use indexmap::IndexMap;
 
+use crate::json::{Object, Value};
 use crate::sequencing::{ConnectionState, Position, Role};
 use crate::wire::{self, Hello};
 

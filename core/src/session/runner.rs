@@ -1,8 +1,8 @@
 //! [`RunnerSession`]: the runner side of a hub connection.
 
-use crate::json::{Object, Value};
 use indexmap::IndexMap;
 
+use crate::json::{Object, Value};
 use crate::sequencing::{ConnectionState, Position, Role};
 use crate::wire::{self, Hello, Message, Ping};
 

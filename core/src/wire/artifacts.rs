@@ -5,12 +5,12 @@
 //! Forward compatibility follows the taskspecs schemas: TaskSpec and TaskReport keep
 //! unknown fields (in `extra`); UsageSplit is closed — exactly five non-negative integers.
 
-use crate::json::{Object, Value};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use super::check::{finish, Checker, Loc};
 use super::error::{Rule, SchemaError, Violation};
+use crate::json::{Object, Value};
 
 /// The five usage components, in schema order.
 pub const USAGE_COMPONENTS: [&str; 5] = [

@@ -1,9 +1,8 @@
 //! Small helpers that check JSON values against schema rules and collect violations.
 
-use crate::json::{Object, Value};
-
 use super::error::{Rule, Violation};
 use super::MAX_SAFE_INTEGER;
+use crate::json::{Object, Value};
 
 /// `prefix/key`, with `~` and `/` in `key` escaped as in JSON Pointer.
 pub(crate) fn join(prefix: &str, key: &str) -> String {

@@ -1,6 +1,5 @@
 //! `decode`, `validate` and `encode`.
 
-use crate::json::{Object, Value};
 use indexmap::IndexMap;
 
 use super::artifacts::{TaskReport, TaskSpec, UsageSplit};
@@ -9,6 +8,7 @@ use super::error::{DecodeError, Rule, SchemaError, Violation};
 use super::json::{parse_top, parse_top_str, Key, TopLevel};
 use super::messages::*;
 use super::SCHEMA_VERSION;
+use crate::json::{Object, Value};
 
 /// Decode one frame.
 ///

@@ -7,12 +7,12 @@
 //! order, and re-emitted by [`encode`](super::encode). Roles, progress kinds, capabilities
 //! and statuses are open strings.
 
-use crate::json::{Object, Value};
 use indexmap::IndexMap;
 
 use super::artifacts::{TaskReport, TaskSpec, UsageSplit};
 use super::error::SchemaError;
 use super::{PROTOCOL_VERSION, SCHEMA_VERSION};
+use crate::json::{Object, Value};
 
 /// Common values of [`TaskProgress::kind`] (an open string).
 pub mod progress_kind {
