@@ -270,6 +270,24 @@ impl<T: Native> Field for Slot<T> {
     }
 }
 
+/// A field with a property of its own (`=> { … }` in `message_class!`).
+pub trait Property {
+    /// The property's value.
+    fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>>;
+    /// Set the property.
+    fn set(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()>;
+}
+
+impl<T: Native> Property for Slot<T> {
+    fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Slot::get(self, py)
+    }
+    fn set(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Slot::set(self, value);
+        Ok(())
+    }
+}
+
 /// A scalar field: stored as the core holds it and copied to the core.
 pub trait Plain: Clone {
     /// The constructor argument.

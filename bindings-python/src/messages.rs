@@ -13,7 +13,7 @@ use stapel_runner_protocol::wire::{
 };
 
 use crate::errors::{decode_error, schema_error};
-use crate::fields::{Field, Plain, Slot};
+use crate::fields::{Field, Plain, Property, Slot};
 use crate::json::{number_to_py, object_to_py, py_to_object, type_name};
 
 type Obj = Slot<Object>;
@@ -129,6 +129,16 @@ impl Plain for Option<Nonce> {
     }
 }
 
+impl Property for Option<Nonce> {
+    fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(nonce_to_py(py, self)?.unbind())
+    }
+    fn set(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        *self = nonce_from_py(Some(value))?;
+        Ok(())
+    }
+}
+
 impl Plain for Option<SentAt> {
     type Arg<'a> = Option<Py<PyAny>>;
     fn from_arg(py: Python<'_>, arg: Self::Arg<'_>) -> PyResult<Self> {
@@ -143,6 +153,16 @@ impl Plain for Option<SentAt> {
     }
     fn repr(&self, py: Python<'_>) -> PyResult<String> {
         Ok(sent_at_to_py(py, self)?.repr()?.to_string())
+    }
+}
+
+impl Property for Option<SentAt> {
+    fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(sent_at_to_py(py, self)?.unbind())
+    }
+    fn set(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        *self = sent_at_from_py(Some(value))?;
+        Ok(())
     }
 }
 
@@ -284,8 +304,8 @@ fn validate_message(py: Python<'_>, m: PyResult<Message>) -> PyResult<()> {
 ///
 /// The fields are stated once, in `__new__`'s order, each `name: Type = default`: a
 /// scalar carries `#[pyo3(get, set)]`; a field with `=> { /// doc  set_name }` gets a
-/// property (`name` / `set_name`) with that doc. Each field is handled through
-/// [`Field`]. `schema_version` and `extra`, last in every class, are added here.
+/// property (`name` / `set_name`, through [`Property`]) with that doc. Each field is
+/// handled through [`Field`]. `schema_version` and `extra`, last in every class, are added here.
 /// `$mismatch` makes the error for fields of the wrong shape (from the message's JSON);
 /// `$methods` are the class's own methods.
 macro_rules! message_class {
@@ -387,11 +407,11 @@ macro_rules! message_class {
                 $(#[$prop_doc])*
                 #[getter]
                 fn $field(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-                    self.$field.get(py)
+                    Property::get(&mut self.$field, py)
                 }
                 #[setter]
-                fn $setter(&mut self, v: &Bound<'_, PyAny>) {
-                    self.$field.set(v)
+                fn $setter(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+                    Property::set(&mut self.$field, v)
                 }
             )?)*
 
@@ -600,37 +620,25 @@ message_class! {
 message_class! {
     /// `ping`, either direction.
     PyPing("Ping", Ping(Ping), "ping", mismatch = extra_not_a_dict) {
-        nonce: Option<Nonce> = None,
-        sent_at: Option<SentAt> = None,
+        nonce: Option<Nonce> = None => {
+            /// Token the pong echoes: a str, an int or None.
+            set_nonce
+        },
+        sent_at: Option<SentAt> = None => {
+            /// Optional send timestamp: a str, a number or None.
+            set_sent_at
+        },
     }
-    {
-        /// Token the pong echoes: a str, an int or None.
-        #[getter]
-        fn nonce<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-            nonce_to_py(py, &self.nonce)
-        }
-        #[setter]
-        fn set_nonce(&mut self, v: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-            self.nonce = nonce_from_py(v)?;
-            Ok(())
-        }
-        /// Optional send timestamp: a str, a number or None.
-        #[getter]
-        fn sent_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-            sent_at_to_py(py, &self.sent_at)
-        }
-        #[setter]
-        fn set_sent_at(&mut self, v: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-            self.sent_at = sent_at_from_py(v)?;
-            Ok(())
-        }
-    }
+    {}
 }
 
 message_class! {
     /// `pong`, either direction: answers a `Ping`.
     PyPong("Pong", Pong(Pong), "pong", mismatch = extra_not_a_dict) {
-        nonce: Option<Nonce> = None,
+        nonce: Option<Nonce> = None => {
+            /// The answered ping's nonce: a str, an int or None.
+            set_nonce
+        },
     }
     {
         /// The pong answering `ping` (echoes its nonce).
@@ -638,17 +646,6 @@ message_class! {
         fn answer(_cls: &Bound<'_, pyo3::types::PyType>, ping: PyRef<'_, PyPing>) -> Self {
             let core = Pong::answering(&Ping::new(ping.nonce.clone()));
             Self::from_core(core)
-        }
-
-        /// The answered ping's nonce: a str, an int or None.
-        #[getter]
-        fn nonce<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-            nonce_to_py(py, &self.nonce)
-        }
-        #[setter]
-        fn set_nonce(&mut self, v: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-            self.nonce = nonce_from_py(v)?;
-            Ok(())
         }
     }
 }
