@@ -136,14 +136,6 @@ impl<T: Native> Default for Slot<T> {
 }
 
 impl<T: Native> Slot<T> {
-    /// A slot for a constructor argument (`None` = empty).
-    pub fn arg(obj: Option<&Bound<'_, PyAny>>) -> Self {
-        match obj {
-            Some(o) if !o.is_none() => Slot::Py(o.clone().unbind()),
-            _ => Slot::default(),
-        }
-    }
-
     /// The Python object of the field (built and kept on first access).
     pub fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match self {
@@ -216,5 +208,150 @@ impl<T: Native> Slot<T> {
             Slot::Py(p) => p.bind(py).clone(),
         };
         Ok(obj.repr()?.to_cow()?.into_owned())
+    }
+}
+
+/// One field of a message class, as the class stores it: a [`Slot`] for a container, the
+/// core's own value for a scalar ([`Plain`]). The message classes handle every field
+/// through this trait, so each states its fields once.
+pub trait Field: Sized {
+    /// The field in the core's message.
+    type Core;
+    /// The constructor argument.
+    type Arg<'a>;
+    /// The field for a constructor argument.
+    fn from_arg(py: Python<'_>, arg: Self::Arg<'_>) -> PyResult<Self>;
+    /// The field of a core message.
+    fn from_core(value: Self::Core) -> Self;
+    /// The core value (a copy); `Ok(None)` when a Python value has the wrong shape.
+    fn native(&self, py: Python<'_>) -> PyResult<Option<Self::Core>>;
+    /// Phase one of lending the field to the core (see [`Slot::prepare`]).
+    fn prepare(&self, py: Python<'_>) -> PyResult<Lend<Self::Core>>;
+    /// Phase two (see [`Slot::take`]).
+    fn take(&mut self, prepared: Lend<Self::Core>) -> Self::Core;
+    /// Take back a lent value (see [`Slot::give_back`]).
+    fn give_back(&mut self, value: Self::Core);
+    /// The field as JSON, whatever its shape.
+    fn json(&self, py: Python<'_>) -> PyResult<Value>;
+    /// Python `repr()` of the field's value.
+    fn repr(&self, py: Python<'_>) -> PyResult<String>;
+}
+
+impl<T: Native> Field for Slot<T> {
+    type Core = T;
+    /// Any object (`None` = empty): stored as given, converted when the message is used.
+    type Arg<'a> = Option<Py<PyAny>>;
+    fn from_arg(py: Python<'_>, arg: Self::Arg<'_>) -> PyResult<Self> {
+        Ok(match arg {
+            Some(o) if !o.is_none(py) => Slot::Py(o),
+            _ => Slot::default(),
+        })
+    }
+    fn from_core(value: T) -> Self {
+        Slot::Native(value)
+    }
+    fn native(&self, py: Python<'_>) -> PyResult<Option<T>> {
+        Slot::native(self, py)
+    }
+    fn prepare(&self, py: Python<'_>) -> PyResult<Lend<T>> {
+        Slot::prepare(self, py)
+    }
+    fn take(&mut self, prepared: Lend<T>) -> T {
+        Slot::take(self, prepared)
+    }
+    fn give_back(&mut self, value: T) {
+        Slot::give_back(self, value)
+    }
+    fn json(&self, py: Python<'_>) -> PyResult<Value> {
+        Slot::json(self, py)
+    }
+    fn repr(&self, py: Python<'_>) -> PyResult<String> {
+        Slot::repr(self, py)
+    }
+}
+
+/// A field with a property of its own (`=> { … }` in `message_class!`).
+pub trait Property {
+    /// The property's value.
+    fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>>;
+    /// Set the property.
+    fn set(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()>;
+}
+
+impl<T: Native> Property for Slot<T> {
+    fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Slot::get(self, py)
+    }
+    fn set(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Slot::set(self, value);
+        Ok(())
+    }
+}
+
+/// A scalar field: stored as the core holds it and copied to the core.
+pub trait Plain: Clone {
+    /// The constructor argument.
+    type Arg<'a>;
+    /// The field for a constructor argument.
+    fn from_arg(py: Python<'_>, arg: Self::Arg<'_>) -> PyResult<Self>;
+    /// As JSON.
+    fn json(&self) -> Value;
+    /// Python `repr()` of the value.
+    fn repr(&self, py: Python<'_>) -> PyResult<String>;
+}
+
+impl<T: Plain> Field for T {
+    type Core = T;
+    type Arg<'a> = <T as Plain>::Arg<'a>;
+    fn from_arg(py: Python<'_>, arg: Self::Arg<'_>) -> PyResult<Self> {
+        <T as Plain>::from_arg(py, arg)
+    }
+    fn from_core(value: T) -> Self {
+        value
+    }
+    fn native(&self, _py: Python<'_>) -> PyResult<Option<T>> {
+        Ok(Some(self.clone()))
+    }
+    fn prepare(&self, _py: Python<'_>) -> PyResult<Lend<T>> {
+        Ok(Lend::Native)
+    }
+    fn take(&mut self, _prepared: Lend<T>) -> T {
+        self.clone()
+    }
+    fn give_back(&mut self, _value: T) {}
+    fn json(&self, _py: Python<'_>) -> PyResult<Value> {
+        Ok(Plain::json(self))
+    }
+    fn repr(&self, py: Python<'_>) -> PyResult<String> {
+        Plain::repr(self, py)
+    }
+}
+
+impl Plain for u64 {
+    type Arg<'a> = u64;
+    fn from_arg(_py: Python<'_>, arg: u64) -> PyResult<Self> {
+        Ok(arg)
+    }
+    fn json(&self) -> Value {
+        Value::from(*self)
+    }
+    fn repr(&self, _py: Python<'_>) -> PyResult<String> {
+        Ok(self.to_string())
+    }
+}
+
+impl Plain for String {
+    type Arg<'a> = &'a str;
+    fn from_arg(_py: Python<'_>, arg: &str) -> PyResult<Self> {
+        Ok(arg.to_owned())
+    }
+    fn json(&self) -> Value {
+        Value::from(self.as_str())
+    }
+    fn repr(&self, py: Python<'_>) -> PyResult<String> {
+        let repr = PyString::new(py, self).repr();
+        Ok(repr
+            .and_then(|r| r.to_cow().map(|c| c.into_owned()))
+            .unwrap_or_else(|_| format!("{self:?}")))
     }
 }

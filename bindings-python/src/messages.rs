@@ -13,17 +13,28 @@ use stapel_runner_protocol::wire::{
 };
 
 use crate::errors::{decode_error, schema_error};
-use crate::fields::Slot;
+use crate::fields::{Field, Plain, Property, Slot};
 use crate::json::{number_to_py, object_to_py, py_to_object, type_name};
 
 type Obj = Slot<Object>;
 
-/// The error the core reports for fields of the wrong shape (e.g. `capabilities = [1]`).
-fn shape_error(py: Python<'_>, object: Object) -> PyErr {
+/// The error the core reports for fields of the wrong shape (e.g. `capabilities = [1]`):
+/// the message's JSON (`json`) is decoded again.
+fn shape_error(py: Python<'_>, json: impl FnOnce() -> PyResult<Object>) -> PyErr {
+    let object = match json() {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
     match wire::from_object(object, false) {
         Err(e) => decode_error(py, &e),
         Ok(_) => PyTypeError::new_err("message fields have types the message cannot hold"),
     }
+}
+
+/// `Ping` and `Pong` report a field of the wrong shape (only `extra` can be) without
+/// decoding their JSON.
+fn extra_not_a_dict(_py: Python<'_>, _json: impl FnOnce() -> PyResult<Object>) -> PyErr {
+    PyTypeError::new_err("extra must be a dict")
 }
 
 /// Append `extra` (a dict) to a message's JSON object, skipping declared keys.
@@ -101,14 +112,58 @@ fn sent_at_to_py<'py>(py: Python<'py>, t: &Option<SentAt>) -> PyResult<Bound<'py
     })
 }
 
-/// Python's `repr()` of a str.
-fn str_repr(s: &str) -> String {
-    Python::attach(|py| {
-        PyString::new(py, s)
-            .repr()
-            .and_then(|r| r.to_cow().map(|c| c.into_owned()))
-            .unwrap_or_else(|_| format!("{s:?}"))
-    })
+impl Plain for Option<Nonce> {
+    type Arg<'a> = Option<Py<PyAny>>;
+    fn from_arg(py: Python<'_>, arg: Self::Arg<'_>) -> PyResult<Self> {
+        nonce_from_py(arg.as_ref().map(|o| o.bind(py)))
+    }
+    fn json(&self) -> Value {
+        match self {
+            None => Value::Null,
+            Some(Nonce::Text(s)) => Value::from(s.as_str()),
+            Some(Nonce::Integer(i)) => Value::from(*i),
+        }
+    }
+    fn repr(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(nonce_to_py(py, self)?.repr()?.to_string())
+    }
+}
+
+impl Property for Option<Nonce> {
+    fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(nonce_to_py(py, self)?.unbind())
+    }
+    fn set(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        *self = nonce_from_py(Some(value))?;
+        Ok(())
+    }
+}
+
+impl Plain for Option<SentAt> {
+    type Arg<'a> = Option<Py<PyAny>>;
+    fn from_arg(py: Python<'_>, arg: Self::Arg<'_>) -> PyResult<Self> {
+        sent_at_from_py(arg.as_ref().map(|o| o.bind(py)))
+    }
+    fn json(&self) -> Value {
+        match self {
+            None => Value::Null,
+            Some(SentAt::Text(s)) => Value::from(s.as_str()),
+            Some(SentAt::Number(n)) => Value::from(n.clone()),
+        }
+    }
+    fn repr(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(sent_at_to_py(py, self)?.repr()?.to_string())
+    }
+}
+
+impl Property for Option<SentAt> {
+    fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(sent_at_to_py(py, self)?.unbind())
+    }
+    fn set(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        *self = sent_at_from_py(Some(value))?;
+        Ok(())
+    }
 }
 
 /// Build the message a dict describes, as the class `mt` (the dict's `type` is ignored).
@@ -146,27 +201,22 @@ pub fn message_to_py(py: Python<'_>, m: Message) -> PyResult<Bound<'_, PyAny>> {
 /// `TypeError` for other objects; the core's error for fields of the wrong shape.
 pub fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Message> {
     let py = obj.py();
-    if let Ok(m) = obj.cast::<PyTaskProgress>() {
-        return m.borrow().to_message(py);
+    macro_rules! message {
+        ($($ty:ty),*) => {$(
+            if let Ok(m) = obj.cast::<$ty>() {
+                return m.borrow().to_message(py);
+            }
+        )*};
     }
-    if let Ok(m) = obj.cast::<PyTaskAssign>() {
-        return m.borrow().to_message(py);
-    }
-    if let Ok(m) = obj.cast::<PyTaskReportMessage>() {
-        return m.borrow().to_message(py);
-    }
-    if let Ok(m) = obj.cast::<PyTaskCancel>() {
-        return m.borrow().to_message(py);
-    }
-    if let Ok(m) = obj.cast::<PyHello>() {
-        return m.borrow().to_message(py);
-    }
-    if let Ok(m) = obj.cast::<PyPing>() {
-        return m.borrow().to_message(py);
-    }
-    if let Ok(m) = obj.cast::<PyPong>() {
-        return m.borrow().to_message(py);
-    }
+    message!(
+        PyTaskProgress,
+        PyTaskAssign,
+        PyTaskReportMessage,
+        PyTaskCancel,
+        PyHello,
+        PyPing,
+        PyPong
+    );
     if obj.cast::<PyDict>().is_ok() {
         return wire::from_object(py_to_object(obj)?, false).map_err(|e| decode_error(py, &e));
     }
@@ -249,681 +299,300 @@ fn validate_message(py: Python<'_>, m: PyResult<Message>) -> PyResult<()> {
     m?.validate().map_err(|e| schema_error(py, &e))
 }
 
-macro_rules! message_methods {
-    ($ty:ident, $mt:expr, $name:literal, { $($body:tt)* }) => {
+/// One message class: a `#[pyclass]` over the core message `$core` (the variant
+/// `Message::$variant`, wire type `$wire`) and every method that only moves its fields.
+///
+/// The fields are stated once, in `__new__`'s order, each `name: Type = default`: a
+/// scalar carries `#[pyo3(get, set)]`; a field with `=> { /// doc  set_name }` gets a
+/// property (`name` / `set_name`, through [`Property`]) with that doc. Each field is
+/// handled through [`Field`]. `schema_version` and `extra`, last in every class, are added here.
+/// `$mismatch` makes the error for fields of the wrong shape (from the message's JSON);
+/// `$methods` are the class's own methods.
+macro_rules! message_class {
+    (
+        $(#[$doc:meta])*
+        $class:ident($name:literal, $variant:ident($core:ident), $wire:literal,
+                     mismatch = $mismatch:ident) {
+            $(
+                $(#[$attr:meta])*
+                $field:ident: $ty:ty = $default:tt
+                $(=> { $(#[$prop_doc:meta])* $setter:ident })?,
+            )*
+        }
+        { $($methods:tt)* }
+    ) => {
+        $(#[$doc])*
+        #[pyclass(module = "stapel_runner_protocol.messages", name = $name)]
+        pub struct $class {
+            $($(#[$attr])* $field: $ty,)*
+            #[pyo3(get, set)]
+            schema_version: u64,
+            extra: Obj,
+        }
+
+        impl $class {
+            /// Move the message out for the core (no copy of native containers); see
+            /// [`restore`](Self::restore).
+            fn lend(&mut self, py: Python<'_>) -> PyResult<Message> {
+                let ($($field,)* extra) =
+                    ($(Field::prepare(&self.$field, py)?,)* self.extra.prepare(py)?);
+                if $($field.is_mismatch() ||)* extra.is_mismatch() {
+                    return Err($mismatch(py, || self.to_json(py)));
+                }
+                Ok(Message::$variant($core {
+                    schema_version: self.schema_version,
+                    $($field: Field::take(&mut self.$field, $field),)*
+                    extra: self.extra.take(extra),
+                }))
+            }
+            /// Take back the containers of a lent message.
+            fn restore(&mut self, m: Message) {
+                if let Message::$variant(m) = m {
+                    $(Field::give_back(&mut self.$field, m.$field);)*
+                    self.extra.give_back(m.extra);
+                }
+            }
+            fn from_core(m: $core) -> Self {
+                Self {
+                    $($field: Field::from_core(m.$field),)*
+                    schema_version: m.schema_version,
+                    extra: Slot::Native(m.extra),
+                }
+            }
+            /// The message as JSON, whatever the shape of its fields.
+            fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
+                let mut o = Object::new();
+                o.insert("schema_version", self.schema_version);
+                o.insert("type", $wire);
+                $(o.insert(stringify!($field), Field::json(&self.$field, py)?);)*
+                push_extra(py, &mut o, &self.extra)?;
+                Ok(o)
+            }
+            /// The core message (a copy).
+            fn to_message(&self, py: Python<'_>) -> PyResult<Message> {
+                match ($(Field::native(&self.$field, py)?,)* self.extra.native(py)?) {
+                    ($(Some($field),)* Some(extra)) => Ok(Message::$variant($core {
+                        schema_version: self.schema_version,
+                        $($field,)*
+                        extra,
+                    })),
+                    _ => Err($mismatch(py, || self.to_json(py))),
+                }
+            }
+        }
+
         #[pymethods]
-        impl $ty {
-        /// The wire `type` of this class.
-        #[classattr]
-        const ARTIFACT: &'static str = $name;
+        impl $class {
+            /// The wire `type` of this class.
+            #[classattr]
+            const ARTIFACT: &'static str = $wire;
 
-        /// Build a message from a dict with the tolerant rules of `decode` (absent
-        /// fields take defaults, unknown keys go to `extra`). The dict's `type` is
-        /// ignored: the class decides.
-        #[classmethod]
-        fn from_dict<'py>(
-            _cls: &Bound<'py, pyo3::types::PyType>,
-            data: &Bound<'py, PyAny>,
-        ) -> PyResult<Bound<'py, PyAny>> {
-            from_dict_as(data.py(), data, $mt, false)
-        }
+            #[new]
+            #[pyo3(signature = ($($field = $default,)* schema_version = 1, extra = None))]
+            #[allow(clippy::too_many_arguments)]
+            fn new(
+                py: Python<'_>,
+                $($field: <$ty as Field>::Arg<'_>,)*
+                schema_version: u64,
+                extra: <Obj as Field>::Arg<'_>,
+            ) -> PyResult<Self> {
+                Ok(Self {
+                    $($field: Field::from_arg(py, $field)?,)*
+                    schema_version,
+                    extra: Field::from_arg(py, extra)?,
+                })
+            }
 
-        /// `from_dict`, then (by default) full schema validation.
-        #[classmethod]
-        #[pyo3(signature = (data, *, validate = true))]
-        fn parse<'py>(
-            _cls: &Bound<'py, pyo3::types::PyType>,
-            data: &Bound<'py, PyAny>,
-            validate: bool,
-        ) -> PyResult<Bound<'py, PyAny>> {
-            from_dict_as(data.py(), data, $mt, validate)
-        }
+            $($(
+                $(#[$prop_doc])*
+                #[getter]
+                fn $field(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                    Property::get(&mut self.$field, py)
+                }
+                #[setter]
+                fn $setter(&mut self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+                    Property::set(&mut self.$field, v)
+                }
+            )?)*
 
-        /// The message as a dict, exactly as `encode` writes it.
-        fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-            to_dict_of(py, self.to_message(py))
-        }
+            /// Unknown top-level fields, in arrival order; re-emitted by `encode`.
+            #[getter]
+            fn extra(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                self.extra.get(py)
+            }
+            #[setter]
+            fn set_extra(&mut self, v: &Bound<'_, PyAny>) {
+                self.extra.set(v)
+            }
 
-        /// Check every schema rule; raises `SchemaValidationError`, returns `self`.
-        fn validate(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
-            let py = slf.py();
-            validate_message(py, slf.borrow().to_message(py))?;
-            Ok(slf)
-        }
+            fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+                let fields = [
+                    $(format!(concat!(stringify!($field), "={}"), Field::repr(&self.$field, py)?),)*
+                    format!("schema_version={}", self.schema_version),
+                    format!("extra={}", self.extra.repr(py)?),
+                ];
+                Ok(format!("{}({})", $name, fields.join(", ")))
+            }
 
-        fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-            eq_messages(self.to_message(other.py()), other)
-        }
+            /// Build a message from a dict with the tolerant rules of `decode` (absent
+            /// fields take defaults, unknown keys go to `extra`). The dict's `type` is
+            /// ignored: the class decides.
+            #[classmethod]
+            fn from_dict<'py>(
+                _cls: &Bound<'py, pyo3::types::PyType>,
+                data: &Bound<'py, PyAny>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                from_dict_as(data.py(), data, MessageType::$variant, false)
+            }
 
-        /// Pickling and copying go through `to_dict` / `from_dict`.
-        #[allow(clippy::type_complexity)]
-        fn __reduce__<'py>(
-            slf: &Bound<'py, Self>,
-        ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
-            let py = slf.py();
-            let from_dict = slf.get_type().getattr("from_dict")?;
-            let d = to_dict_of(py, slf.borrow().to_message(py))?;
-            Ok((from_dict, (d,)))
-        }
+            /// `from_dict`, then (by default) full schema validation.
+            #[classmethod]
+            #[pyo3(signature = (data, *, validate = true))]
+            fn parse<'py>(
+                _cls: &Bound<'py, pyo3::types::PyType>,
+                data: &Bound<'py, PyAny>,
+                validate: bool,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                from_dict_as(data.py(), data, MessageType::$variant, validate)
+            }
 
-        $($body)*
+            /// The message as a dict, exactly as `encode` writes it.
+            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                to_dict_of(py, self.to_message(py))
+            }
+
+            /// Check every schema rule; raises `SchemaValidationError`, returns `self`.
+            fn validate(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+                let py = slf.py();
+                validate_message(py, slf.borrow().to_message(py))?;
+                Ok(slf)
+            }
+
+            fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+                eq_messages(self.to_message(other.py()), other)
+            }
+
+            /// Pickling and copying go through `to_dict` / `from_dict`.
+            #[allow(clippy::type_complexity)]
+            fn __reduce__<'py>(
+                slf: &Bound<'py, Self>,
+            ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
+                let py = slf.py();
+                let from_dict = slf.get_type().getattr("from_dict")?;
+                let d = to_dict_of(py, slf.borrow().to_message(py))?;
+                Ok((from_dict, (d,)))
+            }
+
+            $($methods)*
         }
     };
 }
 
 // ------------------------------------------------------------------------------------
 
-/// `hello`, runner → hub: the first frame of every connection.
-#[pyclass(module = "stapel_runner_protocol.messages", name = "Hello")]
-pub struct PyHello {
-    #[pyo3(get, set)]
-    project_id: String,
-    #[pyo3(get, set)]
-    runner_version: String,
-    #[pyo3(get, set)]
-    protocol_version: u64,
-    capabilities: Slot<Vec<String>>,
-    resume: Slot<IndexMap<String, u64>>,
-    #[pyo3(get, set)]
-    schema_version: u64,
-    extra: Obj,
+message_class! {
+    /// `hello`, runner → hub: the first frame of every connection.
+    PyHello("Hello", Hello(Hello), "hello", mismatch = shape_error) {
+        #[pyo3(get, set)]
+        project_id: String = "",
+        #[pyo3(get, set)]
+        runner_version: String = "",
+        #[pyo3(get, set)]
+        protocol_version: u64 = 1,
+        capabilities: Slot<Vec<String>> = None => {
+            /// Backends the runner can drive (open strings).
+            set_capabilities
+        },
+        resume: Slot<IndexMap<String, u64>> = None => {
+            /// Reconnect declaration: task id → last seq received contiguously from the hub.
+            set_resume
+        },
+    }
+    {}
 }
 
-impl PyHello {
-    /// Move the message out for the core (no copy of native containers); see
-    /// [`restore`](Self::restore).
-    fn lend(&mut self, py: Python<'_>) -> PyResult<Message> {
-        let (c, r, e) = (
-            self.capabilities.prepare(py)?,
-            self.resume.prepare(py)?,
-            self.extra.prepare(py)?,
-        );
-        if c.is_mismatch() || r.is_mismatch() || e.is_mismatch() {
-            return Err(shape_error(py, self.to_json(py)?));
-        }
-        Ok(Message::Hello(Hello {
-            schema_version: self.schema_version,
-            protocol_version: self.protocol_version,
-            project_id: self.project_id.clone(),
-            runner_version: self.runner_version.clone(),
-            capabilities: self.capabilities.take(c),
-            resume: self.resume.take(r),
-            extra: self.extra.take(e),
-        }))
+message_class! {
+    /// `task.assign`, hub → runner: run one attempt of a task.
+    PyTaskAssign("TaskAssign", TaskAssign(TaskAssign), "task.assign", mismatch = shape_error) {
+        #[pyo3(get, set)]
+        task_id: String = "",
+        task: Obj = None => {
+            /// The TaskSpec object (a dict, keys in arrival order).
+            set_task
+        },
+        #[pyo3(get, set)]
+        role: String = "",
+        invocation: Obj = None => {
+            /// Model↔harness pairing and runtime wiring (a dict).
+            set_invocation
+        },
+        #[pyo3(get, set)]
+        seq: u64 = 0,
+        #[pyo3(get, set)]
+        attempt: u64 = 0,
     }
-    /// Take back the containers of a lent message.
-    fn restore(&mut self, m: Message) {
-        if let Message::Hello(m) = m {
-            self.capabilities.give_back(m.capabilities);
-            self.resume.give_back(m.resume);
-            self.extra.give_back(m.extra);
-        }
-    }
-    fn from_core(m: Hello) -> Self {
-        Self {
-            project_id: m.project_id,
-            runner_version: m.runner_version,
-            protocol_version: m.protocol_version,
-            capabilities: Slot::Native(m.capabilities),
-            resume: Slot::Native(m.resume),
-            schema_version: m.schema_version,
-            extra: Slot::Native(m.extra),
-        }
-    }
-    fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
-        let mut o = Object::new();
-        o.insert("schema_version", self.schema_version);
-        o.insert("type", "hello");
-        o.insert("protocol_version", self.protocol_version);
-        o.insert("project_id", self.project_id.as_str());
-        o.insert("runner_version", self.runner_version.as_str());
-        o.insert("capabilities", self.capabilities.json(py)?);
-        o.insert("resume", self.resume.json(py)?);
-        push_extra(py, &mut o, &self.extra)?;
-        Ok(o)
-    }
-    fn to_message(&self, py: Python<'_>) -> PyResult<Message> {
-        match (
-            self.capabilities.native(py)?,
-            self.resume.native(py)?,
-            self.extra.native(py)?,
-        ) {
-            (Some(capabilities), Some(resume), Some(extra)) => Ok(Message::Hello(Hello {
-                schema_version: self.schema_version,
-                protocol_version: self.protocol_version,
-                project_id: self.project_id.clone(),
-                runner_version: self.runner_version.clone(),
-                capabilities,
-                resume,
-                extra,
-            })),
-            _ => Err(shape_error(py, self.to_json(py)?)),
-        }
-    }
-}
-
-message_methods!(PyHello, MessageType::Hello, "hello", {
-    #[new]
-    #[pyo3(signature = (project_id = "", runner_version = "",
-                        protocol_version = 1, capabilities = None,
-                        resume = None, schema_version = 1, extra = None))]
-    fn new(
-        project_id: &str,
-        runner_version: &str,
-        protocol_version: u64,
-        capabilities: Option<&Bound<'_, PyAny>>,
-        resume: Option<&Bound<'_, PyAny>>,
-        schema_version: u64,
-        extra: Option<&Bound<'_, PyAny>>,
-    ) -> Self {
-        Self {
-            project_id: project_id.to_owned(),
-            runner_version: runner_version.to_owned(),
-            protocol_version,
-            capabilities: Slot::arg(capabilities),
-            resume: Slot::arg(resume),
-            schema_version,
-            extra: Slot::arg(extra),
-        }
-    }
-
-    /// Backends the runner can drive (open strings).
-    #[getter]
-    fn capabilities(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.capabilities.get(py)
-    }
-    #[setter]
-    fn set_capabilities(&mut self, v: &Bound<'_, PyAny>) {
-        self.capabilities.set(v)
-    }
-    /// Reconnect declaration: task id → last seq received contiguously from the hub.
-    #[getter]
-    fn resume(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.resume.get(py)
-    }
-    #[setter]
-    fn set_resume(&mut self, v: &Bound<'_, PyAny>) {
-        self.resume.set(v)
-    }
-    /// Unknown top-level fields, in arrival order; re-emitted by `encode`.
-    #[getter]
-    fn extra(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.extra.get(py)
-    }
-    #[setter]
-    fn set_extra(&mut self, v: &Bound<'_, PyAny>) {
-        self.extra.set(v)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "Hello(project_id={}, runner_version={}, protocol_version={}, capabilities={}, resume={}, schema_version={}, extra={})",
-            str_repr(&self.project_id),
-            str_repr(&self.runner_version),
-            self.protocol_version,
-            self.capabilities.repr(py)?,
-            self.resume.repr(py)?,
-            self.schema_version,
-            self.extra.repr(py)?
-        ))
-    }
-});
-
-// ------------------------------------------------------------------------------------
-
-/// `task.assign`, hub → runner: run one attempt of a task.
-#[pyclass(module = "stapel_runner_protocol.messages", name = "TaskAssign")]
-pub struct PyTaskAssign {
-    #[pyo3(get, set)]
-    task_id: String,
-    task: Obj,
-    #[pyo3(get, set)]
-    role: String,
-    invocation: Obj,
-    #[pyo3(get, set)]
-    seq: u64,
-    #[pyo3(get, set)]
-    attempt: u64,
-    #[pyo3(get, set)]
-    schema_version: u64,
-    extra: Obj,
-}
-
-impl PyTaskAssign {
-    /// Move the message out for the core (no copy of native containers).
-    fn lend(&mut self, py: Python<'_>) -> PyResult<Message> {
-        let (t, i, e) = (
-            self.task.prepare(py)?,
-            self.invocation.prepare(py)?,
-            self.extra.prepare(py)?,
-        );
-        if t.is_mismatch() || i.is_mismatch() || e.is_mismatch() {
-            return Err(shape_error(py, self.to_json(py)?));
-        }
-        Ok(Message::TaskAssign(TaskAssign {
-            schema_version: self.schema_version,
-            task_id: self.task_id.clone(),
-            task: self.task.take(t),
-            role: self.role.clone(),
-            invocation: self.invocation.take(i),
-            seq: self.seq,
-            attempt: self.attempt,
-            extra: self.extra.take(e),
-        }))
-    }
-    /// Take back the containers of a lent message.
-    fn restore(&mut self, m: Message) {
-        if let Message::TaskAssign(m) = m {
-            self.task.give_back(m.task);
-            self.invocation.give_back(m.invocation);
-            self.extra.give_back(m.extra);
-        }
-    }
-    fn from_core(m: TaskAssign) -> Self {
-        Self {
-            task_id: m.task_id,
-            task: Slot::Native(m.task),
-            role: m.role,
-            invocation: Slot::Native(m.invocation),
-            seq: m.seq,
-            attempt: m.attempt,
-            schema_version: m.schema_version,
-            extra: Slot::Native(m.extra),
-        }
-    }
-    fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
-        let mut o = Object::new();
-        o.insert("schema_version", self.schema_version);
-        o.insert("type", "task.assign");
-        o.insert("task_id", self.task_id.as_str());
-        o.insert("task", self.task.json(py)?);
-        o.insert("role", self.role.as_str());
-        o.insert("invocation", self.invocation.json(py)?);
-        o.insert("seq", self.seq);
-        o.insert("attempt", self.attempt);
-        push_extra(py, &mut o, &self.extra)?;
-        Ok(o)
-    }
-    fn to_message(&self, py: Python<'_>) -> PyResult<Message> {
-        match (
-            self.task.native(py)?,
-            self.invocation.native(py)?,
-            self.extra.native(py)?,
-        ) {
-            (Some(task), Some(invocation), Some(extra)) => Ok(Message::TaskAssign(TaskAssign {
-                schema_version: self.schema_version,
-                task_id: self.task_id.clone(),
-                task,
-                role: self.role.clone(),
-                invocation,
-                seq: self.seq,
-                attempt: self.attempt,
-                extra,
-            })),
-            _ => Err(shape_error(py, self.to_json(py)?)),
-        }
-    }
-}
-
-message_methods!(PyTaskAssign, MessageType::TaskAssign, "task.assign", {
-    #[new]
-    #[pyo3(signature = (task_id = "", task = None, role = "",
-                        invocation = None, seq = 0, attempt = 0,
-                        schema_version = 1, extra = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        task_id: &str,
-        task: Option<&Bound<'_, PyAny>>,
-        role: &str,
-        invocation: Option<&Bound<'_, PyAny>>,
-        seq: u64,
-        attempt: u64,
-        schema_version: u64,
-        extra: Option<&Bound<'_, PyAny>>,
-    ) -> Self {
-        Self {
-            task_id: task_id.to_owned(),
-            task: Slot::arg(task),
-            role: role.to_owned(),
-            invocation: Slot::arg(invocation),
-            seq,
-            attempt,
-            schema_version,
-            extra: Slot::arg(extra),
-        }
-    }
-
-    /// The TaskSpec object (a dict, keys in arrival order).
-    #[getter]
-    fn task(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.task.get(py)
-    }
-    #[setter]
-    fn set_task(&mut self, v: &Bound<'_, PyAny>) {
-        self.task.set(v)
-    }
-    /// Model↔harness pairing and runtime wiring (a dict).
-    #[getter]
-    fn invocation(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.invocation.get(py)
-    }
-    #[setter]
-    fn set_invocation(&mut self, v: &Bound<'_, PyAny>) {
-        self.invocation.set(v)
-    }
-    /// Unknown top-level fields, in arrival order; re-emitted by `encode`.
-    #[getter]
-    fn extra(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.extra.get(py)
-    }
-    #[setter]
-    fn set_extra(&mut self, v: &Bound<'_, PyAny>) {
-        self.extra.set(v)
-    }
-
-    /// The embedded task as a validated `stapel_taskspecs.TaskSpec` (validation by the
-    /// core; raises `SchemaValidationError` with locations under `task/`).
-    #[getter]
-    fn task_spec<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let task = match self.task.native(py)? {
-            Some(t) => t,
-            None => return Err(shape_error(py, self.to_json(py)?)),
-        };
-        let probe = TaskAssign::new(task, "", Object::new());
-        probe.task_spec().map_err(|e| schema_error(py, &e))?;
-        let d = object_to_py(py, &probe.task)?;
-        crate::errors::import_taskspecs(py)?
-            .getattr("TaskSpec")?
-            .call_method1("from_dict", (d,))
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "TaskAssign(task_id={}, task={}, role={}, invocation={}, seq={}, attempt={}, schema_version={}, extra={})",
-            str_repr(&self.task_id),
-            self.task.repr(py)?,
-            str_repr(&self.role),
-            self.invocation.repr(py)?,
-            self.seq,
-            self.attempt,
-            self.schema_version,
-            self.extra.repr(py)?
-        ))
-    }
-});
-
-// ------------------------------------------------------------------------------------
-
-/// `task.progress`, runner → hub.
-#[pyclass(module = "stapel_runner_protocol.messages", name = "TaskProgress")]
-pub struct PyTaskProgress {
-    #[pyo3(get, set)]
-    task_id: String,
-    #[pyo3(get, set)]
-    seq: u64,
-    #[pyo3(get, set)]
-    kind: String,
-    payload: Obj,
-    #[pyo3(get, set)]
-    attempt: u64,
-    #[pyo3(get, set)]
-    schema_version: u64,
-    extra: Obj,
-}
-
-impl PyTaskProgress {
-    /// Move the message out for the core (no copy of native containers).
-    fn lend(&mut self, py: Python<'_>) -> PyResult<Message> {
-        let (p, e) = (self.payload.prepare(py)?, self.extra.prepare(py)?);
-        if p.is_mismatch() || e.is_mismatch() {
-            return Err(shape_error(py, self.to_json(py)?));
-        }
-        Ok(Message::TaskProgress(TaskProgress {
-            schema_version: self.schema_version,
-            task_id: self.task_id.clone(),
-            seq: self.seq,
-            kind: self.kind.clone(),
-            attempt: self.attempt,
-            payload: self.payload.take(p),
-            extra: self.extra.take(e),
-        }))
-    }
-    /// Take back the containers of a lent message.
-    fn restore(&mut self, m: Message) {
-        if let Message::TaskProgress(m) = m {
-            self.payload.give_back(m.payload);
-            self.extra.give_back(m.extra);
-        }
-    }
-    fn from_core(m: TaskProgress) -> Self {
-        Self {
-            task_id: m.task_id,
-            seq: m.seq,
-            kind: m.kind,
-            payload: Slot::Native(m.payload),
-            attempt: m.attempt,
-            schema_version: m.schema_version,
-            extra: Slot::Native(m.extra),
-        }
-    }
-    fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
-        let mut o = Object::new();
-        o.insert("schema_version", self.schema_version);
-        o.insert("type", "task.progress");
-        o.insert("task_id", self.task_id.as_str());
-        o.insert("seq", self.seq);
-        o.insert("kind", self.kind.as_str());
-        o.insert("attempt", self.attempt);
-        o.insert("payload", self.payload.json(py)?);
-        push_extra(py, &mut o, &self.extra)?;
-        Ok(o)
-    }
-    fn to_message(&self, py: Python<'_>) -> PyResult<Message> {
-        match (self.payload.native(py)?, self.extra.native(py)?) {
-            (Some(payload), Some(extra)) => Ok(Message::TaskProgress(TaskProgress {
-                schema_version: self.schema_version,
-                task_id: self.task_id.clone(),
-                seq: self.seq,
-                kind: self.kind.clone(),
-                attempt: self.attempt,
-                payload,
-                extra,
-            })),
-            _ => Err(shape_error(py, self.to_json(py)?)),
-        }
-    }
-}
-
-message_methods!(
-    PyTaskProgress,
-    MessageType::TaskProgress,
-    "task.progress",
     {
-        #[new]
-        #[pyo3(signature = (task_id = "", seq = 0, kind = "", payload = None,
-                        attempt = 0, schema_version = 1, extra = None))]
-        fn new(
-            task_id: &str,
-            seq: u64,
-            kind: &str,
-            payload: Option<&Bound<'_, PyAny>>,
-            attempt: u64,
-            schema_version: u64,
-            extra: Option<&Bound<'_, PyAny>>,
-        ) -> Self {
-            Self {
-                task_id: task_id.to_owned(),
-                seq,
-                kind: kind.to_owned(),
-                payload: Slot::arg(payload),
-                attempt,
-                schema_version,
-                extra: Slot::arg(extra),
-            }
-        }
-
-        /// Kind-specific body (a dict, keys in arrival order).
+        /// The embedded task as a validated `stapel_taskspecs.TaskSpec` (validation by the
+        /// core; raises `SchemaValidationError` with locations under `task/`).
         #[getter]
-        fn payload(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-            self.payload.get(py)
-        }
-        #[setter]
-        fn set_payload(&mut self, v: &Bound<'_, PyAny>) {
-            self.payload.set(v)
-        }
-        /// Unknown top-level fields, in arrival order; re-emitted by `encode`.
-        #[getter]
-        fn extra(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-            self.extra.get(py)
-        }
-        #[setter]
-        fn set_extra(&mut self, v: &Bound<'_, PyAny>) {
-            self.extra.set(v)
-        }
-
-        fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-            Ok(format!(
-            "TaskProgress(task_id={}, seq={}, kind={}, payload={}, attempt={}, schema_version={}, extra={})",
-            str_repr(&self.task_id),
-            self.seq,
-            str_repr(&self.kind),
-            self.payload.repr(py)?,
-            self.attempt,
-            self.schema_version,
-            self.extra.repr(py)?
-        ))
-        }
-    }
-);
-
-// ------------------------------------------------------------------------------------
-
-/// `task.report`, runner → hub: the attempt's TaskReport.
-#[pyclass(module = "stapel_runner_protocol.messages", name = "TaskReportMessage")]
-pub struct PyTaskReportMessage {
-    #[pyo3(get, set)]
-    task_id: String,
-    report: Obj,
-    #[pyo3(get, set)]
-    seq: u64,
-    #[pyo3(get, set)]
-    attempt: u64,
-    #[pyo3(get, set)]
-    schema_version: u64,
-    extra: Obj,
-}
-
-impl PyTaskReportMessage {
-    /// Move the message out for the core (no copy of native containers).
-    fn lend(&mut self, py: Python<'_>) -> PyResult<Message> {
-        let (r, e) = (self.report.prepare(py)?, self.extra.prepare(py)?);
-        if r.is_mismatch() || e.is_mismatch() {
-            return Err(shape_error(py, self.to_json(py)?));
-        }
-        Ok(Message::TaskReport(TaskReportMessage {
-            schema_version: self.schema_version,
-            task_id: self.task_id.clone(),
-            report: self.report.take(r),
-            seq: self.seq,
-            attempt: self.attempt,
-            extra: self.extra.take(e),
-        }))
-    }
-    /// Take back the containers of a lent message.
-    fn restore(&mut self, m: Message) {
-        if let Message::TaskReport(m) = m {
-            self.report.give_back(m.report);
-            self.extra.give_back(m.extra);
-        }
-    }
-    fn from_core(m: TaskReportMessage) -> Self {
-        Self {
-            task_id: m.task_id,
-            report: Slot::Native(m.report),
-            seq: m.seq,
-            attempt: m.attempt,
-            schema_version: m.schema_version,
-            extra: Slot::Native(m.extra),
-        }
-    }
-    fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
-        let mut o = Object::new();
-        o.insert("schema_version", self.schema_version);
-        o.insert("type", "task.report");
-        o.insert("task_id", self.task_id.as_str());
-        o.insert("report", self.report.json(py)?);
-        o.insert("seq", self.seq);
-        o.insert("attempt", self.attempt);
-        push_extra(py, &mut o, &self.extra)?;
-        Ok(o)
-    }
-    fn to_message(&self, py: Python<'_>) -> PyResult<Message> {
-        match (self.report.native(py)?, self.extra.native(py)?) {
-            (Some(report), Some(extra)) => Ok(Message::TaskReport(TaskReportMessage {
-                schema_version: self.schema_version,
-                task_id: self.task_id.clone(),
-                report,
-                seq: self.seq,
-                attempt: self.attempt,
-                extra,
-            })),
-            _ => Err(shape_error(py, self.to_json(py)?)),
+        fn task_spec<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            let task = match self.task.native(py)? {
+                Some(t) => t,
+                None => return Err(shape_error(py, || self.to_json(py))),
+            };
+            let probe = TaskAssign::new(task, "", Object::new());
+            probe.task_spec().map_err(|e| schema_error(py, &e))?;
+            let d = object_to_py(py, &probe.task)?;
+            crate::errors::import_taskspecs(py)?
+                .getattr("TaskSpec")?
+                .call_method1("from_dict", (d,))
         }
     }
 }
 
-message_methods!(
-    PyTaskReportMessage,
-    MessageType::TaskReport,
-    "task.report",
+message_class! {
+    /// `task.progress`, runner → hub.
+    PyTaskProgress("TaskProgress", TaskProgress(TaskProgress), "task.progress",
+                   mismatch = shape_error) {
+        #[pyo3(get, set)]
+        task_id: String = "",
+        #[pyo3(get, set)]
+        seq: u64 = 0,
+        #[pyo3(get, set)]
+        kind: String = "",
+        payload: Obj = None => {
+            /// Kind-specific body (a dict, keys in arrival order).
+            set_payload
+        },
+        #[pyo3(get, set)]
+        attempt: u64 = 0,
+    }
+    {}
+}
+
+message_class! {
+    /// `task.report`, runner → hub: the attempt's TaskReport.
+    PyTaskReportMessage("TaskReportMessage", TaskReport(TaskReportMessage), "task.report",
+                        mismatch = shape_error) {
+        #[pyo3(get, set)]
+        task_id: String = "",
+        report: Obj = None => {
+            /// The TaskReport object (a dict, keys in arrival order).
+            set_report
+        },
+        #[pyo3(get, set)]
+        seq: u64 = 0,
+        #[pyo3(get, set)]
+        attempt: u64 = 0,
+    }
     {
-        #[new]
-        #[pyo3(signature = (task_id = "", report = None, seq = 0, attempt = 0,
-                        schema_version = 1, extra = None))]
-        fn new(
-            task_id: &str,
-            report: Option<&Bound<'_, PyAny>>,
-            seq: u64,
-            attempt: u64,
-            schema_version: u64,
-            extra: Option<&Bound<'_, PyAny>>,
-        ) -> Self {
-            Self {
-                task_id: task_id.to_owned(),
-                report: Slot::arg(report),
-                seq,
-                attempt,
-                schema_version,
-                extra: Slot::arg(extra),
-            }
-        }
-
-        /// The TaskReport object (a dict, keys in arrival order).
-        #[getter]
-        fn report(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-            self.report.get(py)
-        }
-        #[setter]
-        fn set_report(&mut self, v: &Bound<'_, PyAny>) {
-            self.report.set(v)
-        }
-        /// Unknown top-level fields, in arrival order; re-emitted by `encode`.
-        #[getter]
-        fn extra(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-            self.extra.get(py)
-        }
-        #[setter]
-        fn set_extra(&mut self, v: &Bound<'_, PyAny>) {
-            self.extra.set(v)
-        }
-
         /// The embedded report as a validated `stapel_taskspecs.TaskReport` (validation by
         /// the core; raises `SchemaValidationError` with locations under `report/`).
         #[getter]
         fn report_model<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
             let report = match self.report.native(py)? {
                 Some(r) => r,
-                None => return Err(shape_error(py, self.to_json(py)?)),
+                None => return Err(shape_error(py, || self.to_json(py))),
             };
             let probe = TaskReportMessage::new(report);
             probe.task_report().map_err(|e| schema_error(py, &e))?;
@@ -932,342 +601,51 @@ message_methods!(
                 .getattr("TaskReport")?
                 .call_method1("from_dict", (d,))
         }
-
-        fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-            Ok(format!(
-            "TaskReportMessage(task_id={}, report={}, seq={}, attempt={}, schema_version={}, extra={})",
-            str_repr(&self.task_id),
-            self.report.repr(py)?,
-            self.seq,
-            self.attempt,
-            self.schema_version,
-            self.extra.repr(py)?
-        ))
-        }
-    }
-);
-
-// ------------------------------------------------------------------------------------
-
-/// `task.cancel`, hub → runner: stop at the next automaton boundary.
-#[pyclass(module = "stapel_runner_protocol.messages", name = "TaskCancel")]
-pub struct PyTaskCancel {
-    #[pyo3(get, set)]
-    task_id: String,
-    #[pyo3(get, set)]
-    reason: String,
-    #[pyo3(get, set)]
-    seq: u64,
-    #[pyo3(get, set)]
-    schema_version: u64,
-    extra: Obj,
-}
-
-impl PyTaskCancel {
-    /// Move the message out for the core (no copy of native containers).
-    fn lend(&mut self, py: Python<'_>) -> PyResult<Message> {
-        let e = self.extra.prepare(py)?;
-        if e.is_mismatch() {
-            return Err(shape_error(py, self.to_json(py)?));
-        }
-        Ok(Message::TaskCancel(TaskCancel {
-            schema_version: self.schema_version,
-            task_id: self.task_id.clone(),
-            reason: self.reason.clone(),
-            seq: self.seq,
-            extra: self.extra.take(e),
-        }))
-    }
-    /// Take back the containers of a lent message.
-    fn restore(&mut self, m: Message) {
-        if let Message::TaskCancel(m) = m {
-            self.extra.give_back(m.extra);
-        }
-    }
-    fn from_core(m: TaskCancel) -> Self {
-        Self {
-            task_id: m.task_id,
-            reason: m.reason,
-            seq: m.seq,
-            schema_version: m.schema_version,
-            extra: Slot::Native(m.extra),
-        }
-    }
-    fn to_json(&self, py: Python<'_>) -> PyResult<Object> {
-        let mut o = Object::new();
-        o.insert("schema_version", self.schema_version);
-        o.insert("type", "task.cancel");
-        o.insert("task_id", self.task_id.as_str());
-        o.insert("reason", self.reason.as_str());
-        o.insert("seq", self.seq);
-        push_extra(py, &mut o, &self.extra)?;
-        Ok(o)
-    }
-    fn to_message(&self, py: Python<'_>) -> PyResult<Message> {
-        match self.extra.native(py)? {
-            Some(extra) => Ok(Message::TaskCancel(TaskCancel {
-                schema_version: self.schema_version,
-                task_id: self.task_id.clone(),
-                reason: self.reason.clone(),
-                seq: self.seq,
-                extra,
-            })),
-            None => Err(shape_error(py, self.to_json(py)?)),
-        }
     }
 }
 
-message_methods!(PyTaskCancel, MessageType::TaskCancel, "task.cancel", {
-    #[new]
-    #[pyo3(signature = (task_id = "", reason = "", seq = 0,
-                        schema_version = 1, extra = None))]
-    fn new(
-        task_id: &str,
-        reason: &str,
-        seq: u64,
-        schema_version: u64,
-        extra: Option<&Bound<'_, PyAny>>,
-    ) -> Self {
-        Self {
-            task_id: task_id.to_owned(),
-            reason: reason.to_owned(),
-            seq,
-            schema_version,
-            extra: Slot::arg(extra),
-        }
+message_class! {
+    /// `task.cancel`, hub → runner: stop at the next automaton boundary.
+    PyTaskCancel("TaskCancel", TaskCancel(TaskCancel), "task.cancel", mismatch = shape_error) {
+        #[pyo3(get, set)]
+        task_id: String = "",
+        #[pyo3(get, set)]
+        reason: String = "",
+        #[pyo3(get, set)]
+        seq: u64 = 0,
     }
-
-    /// Unknown top-level fields, in arrival order; re-emitted by `encode`.
-    #[getter]
-    fn extra(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.extra.get(py)
-    }
-    #[setter]
-    fn set_extra(&mut self, v: &Bound<'_, PyAny>) {
-        self.extra.set(v)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "TaskCancel(task_id={}, reason={}, seq={}, schema_version={}, extra={})",
-            str_repr(&self.task_id),
-            str_repr(&self.reason),
-            self.seq,
-            self.schema_version,
-            self.extra.repr(py)?
-        ))
-    }
-});
-
-// ------------------------------------------------------------------------------------
-
-/// `ping`, either direction.
-#[pyclass(module = "stapel_runner_protocol.messages", name = "Ping")]
-pub struct PyPing {
-    nonce: Option<Nonce>,
-    sent_at: Option<SentAt>,
-    #[pyo3(get, set)]
-    schema_version: u64,
-    extra: Obj,
+    {}
 }
 
-impl PyPing {
-    /// Move the message out for the core (no copy of native containers).
-    fn lend(&mut self, py: Python<'_>) -> PyResult<Message> {
-        let e = self.extra.prepare(py)?;
-        if e.is_mismatch() {
-            return Err(PyTypeError::new_err("extra must be a dict"));
-        }
-        Ok(Message::Ping(Ping {
-            schema_version: self.schema_version,
-            nonce: self.nonce.clone(),
-            sent_at: self.sent_at.clone(),
-            extra: self.extra.take(e),
-        }))
+message_class! {
+    /// `ping`, either direction.
+    PyPing("Ping", Ping(Ping), "ping", mismatch = extra_not_a_dict) {
+        nonce: Option<Nonce> = None => {
+            /// Token the pong echoes: a str, an int or None.
+            set_nonce
+        },
+        sent_at: Option<SentAt> = None => {
+            /// Optional send timestamp: a str, a number or None.
+            set_sent_at
+        },
     }
-    /// Take back the containers of a lent message.
-    fn restore(&mut self, m: Message) {
-        if let Message::Ping(m) = m {
-            self.extra.give_back(m.extra);
-        }
+    {}
+}
+
+message_class! {
+    /// `pong`, either direction: answers a `Ping`.
+    PyPong("Pong", Pong(Pong), "pong", mismatch = extra_not_a_dict) {
+        nonce: Option<Nonce> = None => {
+            /// The answered ping's nonce: a str, an int or None.
+            set_nonce
+        },
     }
-    fn from_core(m: Ping) -> Self {
-        Self {
-            nonce: m.nonce,
-            sent_at: m.sent_at,
-            schema_version: m.schema_version,
-            extra: Slot::Native(m.extra),
-        }
-    }
-    fn to_message(&self, py: Python<'_>) -> PyResult<Message> {
-        match self.extra.native(py)? {
-            Some(extra) => Ok(Message::Ping(Ping {
-                schema_version: self.schema_version,
-                nonce: self.nonce.clone(),
-                sent_at: self.sent_at.clone(),
-                extra,
-            })),
-            None => Err(PyTypeError::new_err("extra must be a dict")),
+    {
+        /// The pong answering `ping` (echoes its nonce).
+        #[classmethod]
+        fn answer(_cls: &Bound<'_, pyo3::types::PyType>, ping: PyRef<'_, PyPing>) -> Self {
+            let core = Pong::answering(&Ping::new(ping.nonce.clone()));
+            Self::from_core(core)
         }
     }
 }
-
-message_methods!(PyPing, MessageType::Ping, "ping", {
-    #[new]
-    #[pyo3(signature = (nonce = None, sent_at = None, schema_version = 1,
-                        extra = None))]
-    fn new(
-        nonce: Option<&Bound<'_, PyAny>>,
-        sent_at: Option<&Bound<'_, PyAny>>,
-        schema_version: u64,
-        extra: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        Ok(Self {
-            nonce: nonce_from_py(nonce)?,
-            sent_at: sent_at_from_py(sent_at)?,
-            schema_version,
-            extra: Slot::arg(extra),
-        })
-    }
-
-    /// Token the pong echoes: a str, an int or None.
-    #[getter]
-    fn nonce<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        nonce_to_py(py, &self.nonce)
-    }
-    #[setter]
-    fn set_nonce(&mut self, v: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        self.nonce = nonce_from_py(v)?;
-        Ok(())
-    }
-    /// Optional send timestamp: a str, a number or None.
-    #[getter]
-    fn sent_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        sent_at_to_py(py, &self.sent_at)
-    }
-    #[setter]
-    fn set_sent_at(&mut self, v: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        self.sent_at = sent_at_from_py(v)?;
-        Ok(())
-    }
-    /// Unknown top-level fields, in arrival order; re-emitted by `encode`.
-    #[getter]
-    fn extra(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.extra.get(py)
-    }
-    #[setter]
-    fn set_extra(&mut self, v: &Bound<'_, PyAny>) {
-        self.extra.set(v)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "Ping(nonce={}, sent_at={}, schema_version={}, extra={})",
-            nonce_to_py(py, &self.nonce)?.repr()?,
-            sent_at_to_py(py, &self.sent_at)?.repr()?,
-            self.schema_version,
-            self.extra.repr(py)?
-        ))
-    }
-});
-
-// ------------------------------------------------------------------------------------
-
-/// `pong`, either direction: answers a `Ping`.
-#[pyclass(module = "stapel_runner_protocol.messages", name = "Pong")]
-pub struct PyPong {
-    nonce: Option<Nonce>,
-    #[pyo3(get, set)]
-    schema_version: u64,
-    extra: Obj,
-}
-
-impl PyPong {
-    /// Move the message out for the core (no copy of native containers).
-    fn lend(&mut self, py: Python<'_>) -> PyResult<Message> {
-        let e = self.extra.prepare(py)?;
-        if e.is_mismatch() {
-            return Err(PyTypeError::new_err("extra must be a dict"));
-        }
-        Ok(Message::Pong(Pong {
-            schema_version: self.schema_version,
-            nonce: self.nonce.clone(),
-            extra: self.extra.take(e),
-        }))
-    }
-    /// Take back the containers of a lent message.
-    fn restore(&mut self, m: Message) {
-        if let Message::Pong(m) = m {
-            self.extra.give_back(m.extra);
-        }
-    }
-    fn from_core(m: Pong) -> Self {
-        Self {
-            nonce: m.nonce,
-            schema_version: m.schema_version,
-            extra: Slot::Native(m.extra),
-        }
-    }
-    fn to_message(&self, py: Python<'_>) -> PyResult<Message> {
-        match self.extra.native(py)? {
-            Some(extra) => Ok(Message::Pong(Pong {
-                schema_version: self.schema_version,
-                nonce: self.nonce.clone(),
-                extra,
-            })),
-            None => Err(PyTypeError::new_err("extra must be a dict")),
-        }
-    }
-}
-
-message_methods!(PyPong, MessageType::Pong, "pong", {
-    #[new]
-    #[pyo3(signature = (nonce = None, schema_version = 1, extra = None))]
-    fn new(
-        nonce: Option<&Bound<'_, PyAny>>,
-        schema_version: u64,
-        extra: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        Ok(Self {
-            nonce: nonce_from_py(nonce)?,
-            schema_version,
-            extra: Slot::arg(extra),
-        })
-    }
-
-    /// The pong answering `ping` (echoes its nonce).
-    #[classmethod]
-    fn answer(_cls: &Bound<'_, pyo3::types::PyType>, ping: PyRef<'_, PyPing>) -> Self {
-        let core = Pong::answering(&Ping::new(ping.nonce.clone()));
-        Self::from_core(core)
-    }
-
-    /// The answered ping's nonce: a str, an int or None.
-    #[getter]
-    fn nonce<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        nonce_to_py(py, &self.nonce)
-    }
-    #[setter]
-    fn set_nonce(&mut self, v: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        self.nonce = nonce_from_py(v)?;
-        Ok(())
-    }
-    /// Unknown top-level fields, in arrival order; re-emitted by `encode`.
-    #[getter]
-    fn extra(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.extra.get(py)
-    }
-    #[setter]
-    fn set_extra(&mut self, v: &Bound<'_, PyAny>) {
-        self.extra.set(v)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "Pong(nonce={}, schema_version={}, extra={})",
-            nonce_to_py(py, &self.nonce)?.repr()?,
-            self.schema_version,
-            self.extra.repr(py)?
-        ))
-    }
-});

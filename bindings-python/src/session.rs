@@ -100,7 +100,7 @@ fn output_to_py<'py>(py: Python<'py>, o: Output) -> PyResult<Bound<'py, PyTuple>
     }
 }
 
-/// Keyword configuration shared by both machines.
+/// Keyword configuration shared by both machines (the keywords of `session_new!`).
 #[allow(clippy::too_many_arguments)]
 fn config(
     validate: bool,
@@ -317,60 +317,63 @@ impl PySession {
     }
 }
 
+/// `__new__` of a session class: its own leading parameters, then `state` and the
+/// configuration keywords both classes share (stated once, here; see [`config`]).
+/// `$machine(lead…, state, config)` builds the machine, calling `config` once it has
+/// checked its own arguments.
+macro_rules! session_new {
+    ($class:ident($($lead:ident: $lead_ty:ty),*) => $machine:path) => {
+        session_new!(@keywords $class($($lead: $lead_ty),*) => $machine;
+            validate: bool = true,
+            ping_interval_ms: Option<u64> = None,
+            peer_timeout_ms: Option<u64> = None,
+            ack_every_frames: Option<u64> = None,
+            ack_delay_ms: Option<u64> = None,
+            max_ack_entries: Option<usize> = None,
+            max_control_frame_bytes: Option<usize> = None,
+            max_held_frames: Option<usize> = None,
+            max_held_bytes: Option<usize> = None,
+            min_protocol_version: Option<u64> = None,
+            max_protocol_version: Option<u64> = None,
+            max_line_bytes: Option<usize> = None,
+            sequencing: Option<&Bound<'_, PyAny>> = None
+        );
+    };
+    (@keywords $class:ident($($lead:ident: $lead_ty:ty),*) => $machine:path;
+        $($kw:ident: $ty:ty = $default:tt),*
+    ) => {
+        #[pymethods]
+        impl $class {
+            #[new]
+            #[pyo3(signature = ($($lead,)* *, state = None, $($kw = $default),*))]
+            #[allow(clippy::too_many_arguments)]
+            fn new(
+                $($lead: $lead_ty,)*
+                state: Option<PyRef<'_, PyConnectionState>>,
+                $($kw: $ty),*
+            ) -> PyResult<PyClassInitializer<Self>> {
+                let inner = $machine($($lead,)* state, || config($($kw),*))?;
+                Ok(PyClassInitializer::from(PySession { inner }).add_subclass(Self))
+            }
+        }
+    };
+}
+
 /// The hub side of one hub↔runner connection (see `SessionMachine` for the call order).
 #[pyclass(module = "stapel_runner_protocol.session", name = "HubSession", extends = PySession)]
 pub struct PyHubSession;
 
-#[pymethods]
-impl PyHubSession {
-    #[new]
-    #[pyo3(signature = (*, state = None, validate = true, ping_interval_ms = None,
-                        peer_timeout_ms = None, ack_every_frames = None, ack_delay_ms = None,
-                        max_ack_entries = None, max_control_frame_bytes = None,
-                        max_held_frames = None, max_held_bytes = None,
-                        min_protocol_version = None, max_protocol_version = None,
-                        max_line_bytes = None, sequencing = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        state: Option<PyRef<'_, PyConnectionState>>,
-        validate: bool,
-        ping_interval_ms: Option<u64>,
-        peer_timeout_ms: Option<u64>,
-        ack_every_frames: Option<u64>,
-        ack_delay_ms: Option<u64>,
-        max_ack_entries: Option<usize>,
-        max_control_frame_bytes: Option<usize>,
-        max_held_frames: Option<usize>,
-        max_held_bytes: Option<usize>,
-        min_protocol_version: Option<u64>,
-        max_protocol_version: Option<u64>,
-        max_line_bytes: Option<usize>,
-        sequencing: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        let c = config(
-            validate,
-            ping_interval_ms,
-            peer_timeout_ms,
-            ack_every_frames,
-            ack_delay_ms,
-            max_ack_entries,
-            max_control_frame_bytes,
-            max_held_frames,
-            max_held_bytes,
-            min_protocol_version,
-            max_protocol_version,
-            max_line_bytes,
-            sequencing,
-        )?;
-        let machine = match state {
-            Some(s) => HubSession::with_state(c, s.core().clone()),
-            None => HubSession::new(c),
-        };
-        Ok(PyClassInitializer::from(PySession {
-            inner: Machine::Hub(machine),
-        })
-        .add_subclass(Self))
-    }
+session_new!(PyHubSession() => hub_machine);
+
+fn hub_machine(
+    state: Option<PyRef<'_, PyConnectionState>>,
+    config: impl FnOnce() -> PyResult<SessionConfig>,
+) -> PyResult<Machine> {
+    let c = config()?;
+    Ok(Machine::Hub(match state {
+        Some(s) => HubSession::with_state(c, s.core().clone()),
+        None => HubSession::new(c),
+    }))
 }
 
 /// The runner side of one hub↔runner connection: `hello` is the identity template (its
@@ -378,59 +381,20 @@ impl PyHubSession {
 #[pyclass(module = "stapel_runner_protocol.session", name = "RunnerSession", extends = PySession)]
 pub struct PyRunnerSession;
 
-#[pymethods]
-impl PyRunnerSession {
-    #[new]
-    #[pyo3(signature = (hello, *, state = None, validate = true, ping_interval_ms = None,
-                        peer_timeout_ms = None, ack_every_frames = None, ack_delay_ms = None,
-                        max_ack_entries = None, max_control_frame_bytes = None,
-                        max_held_frames = None, max_held_bytes = None,
-                        min_protocol_version = None, max_protocol_version = None,
-                        max_line_bytes = None, sequencing = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        hello: &Bound<'_, PyAny>,
-        state: Option<PyRef<'_, PyConnectionState>>,
-        validate: bool,
-        ping_interval_ms: Option<u64>,
-        peer_timeout_ms: Option<u64>,
-        ack_every_frames: Option<u64>,
-        ack_delay_ms: Option<u64>,
-        max_ack_entries: Option<usize>,
-        max_control_frame_bytes: Option<usize>,
-        max_held_frames: Option<usize>,
-        max_held_bytes: Option<usize>,
-        min_protocol_version: Option<u64>,
-        max_protocol_version: Option<u64>,
-        max_line_bytes: Option<usize>,
-        sequencing: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        let hello = match message_from_py(hello)? {
-            Message::Hello(h) => h,
-            _ => return Err(PyTypeError::new_err("hello must be a Hello message")),
-        };
-        let c = config(
-            validate,
-            ping_interval_ms,
-            peer_timeout_ms,
-            ack_every_frames,
-            ack_delay_ms,
-            max_ack_entries,
-            max_control_frame_bytes,
-            max_held_frames,
-            max_held_bytes,
-            min_protocol_version,
-            max_protocol_version,
-            max_line_bytes,
-            sequencing,
-        )?;
-        let machine = match state {
-            Some(s) => RunnerSession::with_state(hello, c, s.core().clone()),
-            None => RunnerSession::new(hello, c),
-        };
-        Ok(PyClassInitializer::from(PySession {
-            inner: Machine::Runner(machine),
-        })
-        .add_subclass(Self))
-    }
+session_new!(PyRunnerSession(hello: &Bound<'_, PyAny>) => runner_machine);
+
+fn runner_machine(
+    hello: &Bound<'_, PyAny>,
+    state: Option<PyRef<'_, PyConnectionState>>,
+    config: impl FnOnce() -> PyResult<SessionConfig>,
+) -> PyResult<Machine> {
+    let hello = match message_from_py(hello)? {
+        Message::Hello(h) => h,
+        _ => return Err(PyTypeError::new_err("hello must be a Hello message")),
+    };
+    let c = config()?;
+    Ok(Machine::Runner(match state {
+        Some(s) => RunnerSession::with_state(hello, c, s.core().clone()),
+        None => RunnerSession::new(hello, c),
+    }))
 }
