@@ -261,6 +261,41 @@ pub fn with_message<R>(
     Ok(f(m).0)
 }
 
+/// What the sequencing state reads of a received message object — its type, `task_id`,
+/// `attempt` and `seq` — as a core message with empty containers, read straight from the
+/// object's fields (no attribute lookups, no conversion of `payload` & co.). `None` for
+/// anything but the four sequenced message classes.
+///
+/// # Errors
+/// `RuntimeError` when the object is mutably borrowed elsewhere.
+pub fn sequencing_view(obj: &Bound<'_, PyAny>) -> PyResult<Option<Message>> {
+    if let Ok(c) = obj.cast::<PyTaskProgress>() {
+        let b = c.try_borrow()?;
+        let mut m = TaskProgress::new(b.task_id.as_str(), String::new(), Default::default());
+        (m.seq, m.attempt) = (b.seq, b.attempt);
+        return Ok(Some(Message::TaskProgress(m)));
+    }
+    if let Ok(c) = obj.cast::<PyTaskReportMessage>() {
+        let b = c.try_borrow()?;
+        let mut m = TaskReportMessage::new(Default::default());
+        (m.task_id, m.seq, m.attempt) = (b.task_id.clone(), b.seq, b.attempt);
+        return Ok(Some(Message::TaskReport(m)));
+    }
+    if let Ok(c) = obj.cast::<PyTaskCancel>() {
+        let b = c.try_borrow()?;
+        let mut m = TaskCancel::new(b.task_id.as_str(), String::new());
+        m.seq = b.seq;
+        return Ok(Some(Message::TaskCancel(m)));
+    }
+    if let Ok(c) = obj.cast::<PyTaskAssign>() {
+        let b = c.try_borrow()?;
+        let mut m = TaskAssign::new(Default::default(), String::new(), Default::default());
+        (m.task_id, m.seq, m.attempt) = (b.task_id.clone(), b.seq, b.attempt);
+        return Ok(Some(Message::TaskAssign(m)));
+    }
+    Ok(None)
+}
+
 /// Set the `seq` of a Python message object (after the core stamped its copy).
 pub fn set_seq(obj: &Bound<'_, PyAny>, seq: u64) -> PyResult<()> {
     if let Ok(m) = obj.cast::<PyTaskProgress>() {

@@ -3,9 +3,8 @@
 
 use indexmap::IndexMap;
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use stapel_runner_protocol::sequencing::{
     self as seq, Arrival, ConnectionState, Position, Replay, Role, SequencingConfig,
 };
@@ -14,10 +13,7 @@ use stapel_runner_protocol::wire::{self, Message};
 use crate::errors::raise;
 use crate::fields::Native;
 use crate::json::type_name;
-use crate::messages::{
-    message_from_py, message_to_py, set_seq, with_message, PyTaskAssign, PyTaskCancel,
-    PyTaskProgress, PyTaskReportMessage,
-};
+use crate::messages::{message_from_py, message_to_py, set_seq, with_message};
 
 fn state_error(py: Python<'_>, message: String, code: &str) -> PyErr {
     raise(py, "ProtocolStateError", message, code)
@@ -39,42 +35,15 @@ fn sequenced_message(obj: &Bound<'_, PyAny>) -> PyResult<Message> {
     message_from_py(obj)
 }
 
-/// The part of a sequenced message object the sequencing state reads on receipt —
-/// its type, `task_id`, `attempt` and `seq` — as a core message whose containers
-/// (`payload`, `task`, `report`, `extra`, …) are empty: receiving needs no conversion of
-/// them. Any other object goes through [`sequenced_message`], so a dict, a non-message
-/// and an unsequenced message (`hello`, `ping`, `pong`) fail exactly as before.
+/// The part of a sequenced message object the sequencing state reads on receipt (see
+/// [`crate::messages::sequencing_view`]). Any other object goes through [`sequenced_message`],
+/// so a dict, a non-message and an unsequenced message (`hello`, `ping`, `pong`) fail
+/// exactly as before.
 fn sequencing_view(obj: &Bound<'_, PyAny>) -> PyResult<Message> {
-    let py = obj.py();
-    let text = |name: &Bound<'_, PyString>| -> PyResult<String> { obj.getattr(name)?.extract() };
-    let number = |name: &Bound<'_, PyString>| -> PyResult<u64> { obj.getattr(name)?.extract() };
-    let (task_id, seq) = (intern!(py, "task_id"), intern!(py, "seq"));
-    if obj.cast::<PyTaskProgress>().is_ok() {
-        let mut m = wire::TaskProgress::new(text(task_id)?, String::new(), Default::default());
-        m.seq = number(seq)?;
-        m.attempt = number(intern!(py, "attempt"))?;
-        return Ok(Message::TaskProgress(m));
+    match crate::messages::sequencing_view(obj)? {
+        Some(m) => Ok(m),
+        None => sequenced_message(obj),
     }
-    if obj.cast::<PyTaskReportMessage>().is_ok() {
-        let mut m = wire::TaskReportMessage::new(Default::default());
-        m.task_id = text(task_id)?;
-        m.seq = number(seq)?;
-        m.attempt = number(intern!(py, "attempt"))?;
-        return Ok(Message::TaskReport(m));
-    }
-    if obj.cast::<PyTaskCancel>().is_ok() {
-        let mut m = wire::TaskCancel::new(text(task_id)?, String::new());
-        m.seq = number(seq)?;
-        return Ok(Message::TaskCancel(m));
-    }
-    if obj.cast::<PyTaskAssign>().is_ok() {
-        let mut m = wire::TaskAssign::new(Default::default(), String::new(), Default::default());
-        m.task_id = text(task_id)?;
-        m.seq = number(seq)?;
-        m.attempt = number(intern!(py, "attempt"))?;
-        return Ok(Message::TaskAssign(m));
-    }
-    sequenced_message(obj)
 }
 
 fn position_to_py<'py>(py: Python<'py>, p: &Position) -> PyResult<Bound<'py, PyAny>> {
