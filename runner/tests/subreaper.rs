@@ -3,34 +3,21 @@
 
 use nix::sys::signal::Signal;
 use stapel_runner::supervisor::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
-fn sh(script: &str) -> SpawnSpec {
-    SpawnSpec {
-        program: "/bin/sh".into(),
-        args: vec!["-c".into(), script.into()],
-        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-        new_process_group: true,
-    }
-}
-
-async fn wait_gone(pid: i32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
+mod common;
+use common::{sh, wait_gone};
 
 #[tokio::test]
 async fn setsid_escapee_is_adopted_and_killed() {
     become_subreaper().unwrap();
     // The grandchild leaves the harness's process group (and session) with setsid.
-    let mut s = spawn(&sh("setsid sleep 1000 & echo $!; wait")).unwrap();
+    let mut s = spawn(&sh(
+        "setsid sleep 1000 & echo $!; wait",
+        &[("PATH", "/usr/bin:/bin")],
+    ))
+    .unwrap();
     let mut stdout = s.child.stdout.take().unwrap();
     let mut buf = [0u8; 32];
     let n = stdout.read(&mut buf).await.unwrap();

@@ -2,31 +2,10 @@
 
 use nix::sys::signal::Signal;
 use stapel_runner::supervisor::*;
-use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 
-fn sh(script: &str, env: &[(&str, &str)]) -> SpawnSpec {
-    SpawnSpec {
-        program: "/bin/sh".into(),
-        args: vec!["-c".into(), script.into()],
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        new_process_group: true,
-    }
-}
-
-async fn wait_gone(pid: i32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
+mod common;
+use common::{sh, wait_gone};
 
 #[tokio::test]
 async fn child_environment_is_exactly_the_allow_list() {
