@@ -4,7 +4,7 @@
 //! Run: `cargo bench -p stapel-runner-protocol --bench wire`
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use stapel_runner_protocol::wire::{decode, encode, encode_into};
+use stapel_runner_protocol::wire::{decode, decode_str, encode, encode_into, peek_progress};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -57,6 +57,14 @@ fn bench(c: &mut Criterion) {
         group.bench_function("decode_validate", |b| {
             b.iter(|| decode(black_box(bytes), true).unwrap())
         });
+        if name == "usage_progress" {
+            group.bench_function("peek_progress", |b| {
+                b.iter(|| peek_progress(black_box(&frame)).unwrap().seq)
+            });
+            group.bench_function("decode_str_validate", |b| {
+                b.iter(|| decode_str(black_box(&frame), true).unwrap())
+            });
+        }
         group.bench_function("decode_tolerant", |b| {
             b.iter(|| decode(black_box(bytes), false).unwrap())
         });

@@ -38,6 +38,7 @@ mod artifacts;
 mod check;
 mod codec;
 mod error;
+mod fast;
 mod json;
 mod messages;
 
@@ -46,6 +47,7 @@ pub use artifacts::{
 };
 pub use codec::{decode, decode_str, encode, encode_into, from_object, from_value, to_object};
 pub use error::{DecodeError, Rule, SchemaError, Violation};
+pub use fast::{peek_progress, ProgressView};
 pub use json::parse_value;
 pub(crate) use json::type_name;
 pub use messages::{
