@@ -4,14 +4,16 @@
 //! and builds the Python object only when the attribute is first read; from then on the
 //! Python object is the field (so `msg.extra["k"] = v` is seen by `encode`). Values set
 //! from Python are stored as given, like a dataclass field, and converted when the
-//! message is encoded or validated.
+//! message is encoded or validated. A field decoded by the core's fast path
+//! (`wire::peek_progress`) is kept as its validated JSON text ([`Slot::Text`]) and built
+//! straight into Python objects on first read, or parsed for the core on first use.
 
 use indexmap::IndexMap;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 use stapel_runner_protocol::json::{Object, Value};
 
-use crate::json::{object_to_py, py_to_jvalue, py_to_object, strings_to_py};
+use crate::json::{object_to_py, py_to_jvalue, py_to_object, strings_to_py, text_to_py};
 
 /// A container type a field can hold natively.
 pub trait Native: Sized + Default + Clone + PartialEq {
@@ -22,6 +24,8 @@ pub trait Native: Sized + Default + Clone + PartialEq {
     fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Option<Self>>;
     /// As JSON.
     fn to_json(&self) -> Value;
+    /// From JSON text the core has validated; `None` when it does not have this shape.
+    fn from_text(text: &str) -> Option<Self>;
 }
 
 impl Native for Object {
@@ -37,6 +41,9 @@ impl Native for Object {
     }
     fn to_json(&self) -> Value {
         Value::Object(self.clone())
+    }
+    fn from_text(text: &str) -> Option<Self> {
+        serde_json::from_str(text).ok()
     }
 }
 
@@ -63,6 +70,9 @@ impl Native for Vec<String> {
     }
     fn to_json(&self) -> Value {
         Value::from(self.clone())
+    }
+    fn from_text(text: &str) -> Option<Self> {
+        serde_json::from_str(text).ok()
     }
 }
 
@@ -102,6 +112,9 @@ impl Native for IndexMap<String, u64> {
                 .collect(),
         )
     }
+    fn from_text(text: &str) -> Option<Self> {
+        serde_json::from_str(text).ok()
+    }
 }
 
 /// Result of [`Slot::prepare`].
@@ -127,6 +140,8 @@ pub enum Slot<T> {
     Native(T),
     /// The Python object that is the field's value.
     Py(Py<PyAny>),
+    /// Not yet read: the field's JSON text, validated by the core.
+    Text(Box<str>),
 }
 
 impl<T: Native> Default for Slot<T> {
@@ -145,7 +160,19 @@ impl<T: Native> Slot<T> {
                 *self = Slot::Py(obj.clone_ref(py));
                 Ok(obj)
             }
+            Slot::Text(text) => {
+                let obj = text_to_py(py, text)?.unbind();
+                *self = Slot::Py(obj.clone_ref(py));
+                Ok(obj)
+            }
         }
+    }
+
+    /// The native value of a [`Slot::Text`] field.
+    fn parse(text: &str) -> PyResult<T> {
+        T::from_text(text).ok_or_else(|| {
+            pyo3::exceptions::PyRuntimeError::new_err("a validated field no longer parses")
+        })
     }
 
     /// Replace the field with a Python object.
@@ -158,6 +185,7 @@ impl<T: Native> Slot<T> {
         match self {
             Slot::Native(v) => Ok(Some(v.clone())),
             Slot::Py(p) => T::from_py(p.bind(py)),
+            Slot::Text(text) => Self::parse(text).map(Some),
         }
     }
 
@@ -170,6 +198,7 @@ impl<T: Native> Slot<T> {
                 Some(v) => Lend::Value(v),
                 None => Lend::Mismatch,
             }),
+            Slot::Text(text) => Self::parse(text).map(Lend::Value),
         }
     }
 
@@ -182,11 +211,14 @@ impl<T: Native> Slot<T> {
         }
     }
 
-    /// Take back a lent value: a native field gets it again; a Python field keeps its
-    /// object (the lent value was a conversion).
+    /// Take back a lent value: a native field gets it again, and so does a text field
+    /// (parsed once, kept native from then on); a Python field keeps its object (the lent
+    /// value was a conversion).
     pub fn give_back(&mut self, value: T) {
-        if let Slot::Native(v) = self {
-            *v = value;
+        match self {
+            Slot::Native(v) => *v = value,
+            Slot::Text(_) => *self = Slot::Native(value),
+            Slot::Py(_) => {}
         }
     }
 
@@ -198,6 +230,7 @@ impl<T: Native> Slot<T> {
         match self {
             Slot::Native(v) => Ok(v.to_json()),
             Slot::Py(p) => py_to_jvalue(p.bind(py)),
+            Slot::Text(text) => Ok(Self::parse(text)?.to_json()),
         }
     }
 
@@ -206,6 +239,7 @@ impl<T: Native> Slot<T> {
         let obj = match self {
             Slot::Native(v) => v.to_py(py)?,
             Slot::Py(p) => p.bind(py).clone(),
+            Slot::Text(text) => text_to_py(py, text)?,
         };
         Ok(obj.repr()?.to_cow()?.into_owned())
     }

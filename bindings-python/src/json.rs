@@ -245,3 +245,123 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
         type_name(obj)
     )))
 }
+
+/// JSON text the core has validated (`wire::peek_progress`'s payload) as a new Python
+/// object, built in one pass over the text (no intermediate JSON values).
+///
+/// # Errors
+/// `ValueError` if the text is not JSON (it was validated, so only on a bug), or the
+/// error of a failed Python allocation.
+pub fn text_to_py<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    let failed = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let built = serde::de::DeserializeSeed::deserialize(
+        ToPy {
+            py,
+            failed: &failed,
+        },
+        &mut de,
+    )
+    .and_then(|v| de.end().map(|()| v));
+    match (built, failed.into_inner()) {
+        (Ok(v), _) => Ok(v),
+        (Err(_), Some(e)) => Err(e),
+        (Err(e), None) => Err(PyValueError::new_err(format!("invalid JSON text: {e}"))),
+    }
+}
+
+/// Builds Python objects from serde's events; a Python error is kept in `failed` and
+/// stops the parse.
+#[derive(Clone, Copy)]
+struct ToPy<'a, 'py> {
+    py: Python<'py>,
+    failed: &'a RefCell<Option<PyErr>>,
+}
+
+impl<'py> ToPy<'_, 'py> {
+    fn done<E: serde::de::Error>(
+        self,
+        r: PyResult<Bound<'py, PyAny>>,
+    ) -> Result<Bound<'py, PyAny>, E> {
+        r.map_err(|e| {
+            *self.failed.borrow_mut() = Some(e);
+            E::custom("python error")
+        })
+    }
+}
+
+impl<'de, 'py> serde::de::DeserializeSeed<'de> for ToPy<'_, 'py> {
+    type Value = Bound<'py, PyAny>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, 'py> serde::de::Visitor<'de> for ToPy<'_, 'py> {
+    type Value = Bound<'py, PyAny>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(PyBool::new(self.py, v).to_owned().into_any())
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        let Ok(int) = v.into_pyobject(self.py);
+        Ok(int.into_any())
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        let Ok(int) = v.into_pyobject(self.py);
+        Ok(int.into_any())
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(PyFloat::new(self.py, v).into_any())
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(PyString::new(self.py, v).into_any())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(self.py.None().into_bound(self.py))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let list = PyList::empty(self.py);
+        while let Some(item) = seq.next_element_seed(self)? {
+            self.done(
+                list.append(item)
+                    .map(|()| self.py.None().into_bound(self.py)),
+            )?;
+        }
+        Ok(list.into_any())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let dict = PyDict::new(self.py);
+        while let Some(key) = map.next_key_seed(KeyToPy(self.py))? {
+            let value = map.next_value_seed(self)?;
+            self.done(
+                dict.set_item(key, value)
+                    .map(|()| self.py.None().into_bound(self.py)),
+            )?;
+        }
+        Ok(dict.into_any())
+    }
+}
+
+/// An object key as a `str`, through the key cache.
+struct KeyToPy<'py>(Python<'py>);
+
+impl<'de, 'py> serde::de::DeserializeSeed<'de> for KeyToPy<'py> {
+    type Value = Bound<'py, PyString>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'py> serde::de::Visitor<'_> for KeyToPy<'py> {
+    type Value = Bound<'py, PyString>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object key")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(key_to_py(self.0, v))
+    }
+}

@@ -194,6 +194,24 @@ pub fn message_to_py(py: Python<'_>, m: Message) -> PyResult<Bound<'_, PyAny>> {
     })
 }
 
+/// A `task.progress` frame the core's fast path validated, as a `TaskProgress` whose
+/// payload stays JSON text until it is first read or used.
+pub fn progress_from_view<'py>(
+    py: Python<'py>,
+    view: &wire::ProgressView<'_>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let m = PyTaskProgress {
+        task_id: view.task_id.to_owned(),
+        seq: view.seq,
+        kind: view.kind.to_owned(),
+        payload: Slot::Text(view.payload.into()),
+        attempt: view.attempt,
+        schema_version: wire::SCHEMA_VERSION,
+        extra: Slot::default(),
+    };
+    Ok(Bound::new(py, m)?.into_any())
+}
+
 /// The core message of a Python message object. A `dict` is built into a message with
 /// the tolerant rules (`from_dict`).
 ///

@@ -12,22 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, Union
 
-from ._native import decode as _decode
+# The native function: on CPython >= 3.10 a vectorcall function that reads a ``str``
+# without copying it (see ``src/fastcall.rs``); ``decode(frame, *, validate=False)``.
+from ._native import decode
 from ._native import encode
 from .messages import Message
 
 __all__ = ["encode", "decode", "to_frame"]
-
-
-def decode(frame: Union[str, bytes, bytearray, Dict[str, Any]], *, validate: bool = False) -> Message:
-    """Decode one frame (``str``, ``bytes``, ``bytearray`` or an already-parsed ``dict``)
-    into its message class; ``validate=True`` checks every schema rule.
-
-    >>> decode('{"type":"ping","nonce":7}', validate=True).nonce
-    7
-    """
-    # Positional on purpose: a keyword argument to the native function is slower.
-    return _decode(frame, validate)
 
 
 def to_frame(message: Union[Message, Dict[str, Any]]) -> str:

@@ -9,9 +9,7 @@
 //! path, which also produces the error. It is an accelerator, never a second set of
 //! rules: `core/tests/fast_props.rs` checks it against `decode_str` on random frames.
 
-use serde::de::{
-    self, DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor,
-};
+use serde::de::{self, DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use std::fmt;
 
