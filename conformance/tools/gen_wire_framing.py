@@ -101,6 +101,32 @@ ok_roundtrip("task_progress_open_kind", "Progress kinds are open strings; only k
              dict(PROGRESS_STATE, kind="x-vendor-telemetry", payload={"usage": "not a split"}),
              dict(PROGRESS_STATE, kind="x-vendor-telemetry", payload={"usage": "not a split"}))
 
+# Plain progress frames (only the seven declared keys, no escapes in keys): the shape a
+# decoder may take through a one-pass fast path; these pin that path's edge cases.
+PLAIN_PAYLOAD = {"text": "line\nbreak \"quoted\" é 😀 a/b\t", "nested": [{"a": [[], {}, None, True, False]}, {"b": {}}],
+                 "n": [0, -1, 1.5, 0.0025, 100000.0, -9223372036854775808, 18446744073709551615], "empty": {}}
+PLAIN = dict(PROGRESS_STATE, kind="x-log", payload=PLAIN_PAYLOAD)
+ok_roundtrip("task_progress_plain_payload_shapes",
+             "A plain progress frame whose payload has escapes, non-ASCII text, nested arrays and objects and numbers of every form; whitespace between tokens",
+             PLAIN, PLAIN, frame_text=(
+                 ' { "schema_version" : 1 , "type" : "task.progress" , "task_id" : "T-001" , "seq" : 4 , "kind" : "x-log" , "attempt" : 2 ,\n'
+                 '"payload" : { "text" : "line\\nbreak \\"quoted\\" \\u00e9 \\ud83d\\ude00 a\\/b\\t" , "nested" : [ { "a" : [ [ ] , { } , null , true , false ] } , { "b" : { } } ] ,\r\n'
+                 '"n" : [ 0 , -1 , 1.5 , 2.5E-3 , 1e5 , -9223372036854775808 , 18446744073709551615 ] , "empty" : { } } }\t'))
+usage_reordered = dict(PROGRESS_USAGE, payload={"turn": 3, "usage": dict(reversed(list(USAGE.items())))})
+ok_roundtrip("task_progress_usage_any_order",
+             "A usage split's components and the payload's keys may come in any order; both keep it",
+             {"payload": usage_reordered["payload"], **{k: v for k, v in usage_reordered.items() if k != "payload"}},
+             usage_reordered)
+err("duplicate_key_in_payload_array", "A key repeated in an object inside an array inside the payload is rejected",
+    '{"schema_version":1,"type":"task.progress","task_id":"T-1","seq":1,"kind":"state","payload":{"x":[1,{"a":1,"b":2,"a":1}]}}',
+    "duplicate_key")
+err("not_json_lone_surrogate", "A lone surrogate escape in a payload string is not JSON",
+    '{"schema_version":1,"type":"task.progress","task_id":"T-1","seq":1,"kind":"state","payload":{"s":"\\ud800"}}',
+    "not_json")
+err("usage_repeated_component", "A usage component given twice is rejected as a duplicate key",
+    '{"schema_version":1,"type":"task.progress","task_id":"T-1","seq":1,"kind":"usage","payload":{"usage":{"cache_read":1,"cache_write":0,"fresh_input":0,"output":0,"thinking":0,"cache_read":1}}}',
+    "duplicate_key")
+
 REPORT_MSG = {"schema_version": 1, "type": "task.report", "task_id": "T-001", "report": REPORT, "seq": 9, "attempt": 2}
 ok_roundtrip("task_report_full", "A full task.report round-trips; the report keeps unknown fields", REPORT_MSG, REPORT_MSG)
 ok_roundtrip("task_report_task_id_from_report", "task.report without task_id takes it from report.task_id",
