@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number};
-use stapel_runner_protocol::json::{CompactString, Object, Value};
+use stapel_runner_protocol::json::{walk, CompactString, Object, Sink, Value, WalkError};
 
 /// Deepest nesting accepted when converting Python objects to JSON (as the core's parser).
 pub const MAX_DEPTH: usize = 128;
@@ -247,121 +247,64 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
 }
 
 /// JSON text the core has validated (`wire::peek_progress`'s payload) as a new Python
-/// object, built in one pass over the text (no intermediate JSON values).
+/// object, built in one pass over the text by the core's `json::walk` (no intermediate
+/// JSON values). Duplicate keys are not looked for: the text was validated.
 ///
 /// # Errors
 /// `ValueError` if the text is not JSON (it was validated, so only on a bug), or the
 /// error of a failed Python allocation.
 pub fn text_to_py<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
-    let failed = RefCell::new(None);
-    let mut de = serde_json::Deserializer::from_str(text);
-    let built = serde::de::DeserializeSeed::deserialize(
-        ToPy {
-            py,
-            failed: &failed,
-        },
-        &mut de,
-    )
-    .and_then(|v| de.end().map(|()| v));
-    match (built, failed.into_inner()) {
-        (Ok(v), _) => Ok(v),
-        (Err(_), Some(e)) => Err(e),
-        (Err(e), None) => Err(PyValueError::new_err(format!("invalid JSON text: {e}"))),
-    }
+    walk(text, &mut ToPy(py)).map_err(|e| match e {
+        WalkError::Sink(e) => e,
+        syntax => PyValueError::new_err(format!("invalid JSON text: {syntax}")),
+    })
 }
 
-/// Builds Python objects from serde's events; a Python error is kept in `failed` and
-/// stops the parse.
-#[derive(Clone, Copy)]
-struct ToPy<'a, 'py> {
-    py: Python<'py>,
-    failed: &'a RefCell<Option<PyErr>>,
-}
+/// Builds Python objects from `json::walk`'s events.
+struct ToPy<'py>(Python<'py>);
 
-impl<'py> ToPy<'_, 'py> {
-    fn done<E: serde::de::Error>(
-        self,
-        r: PyResult<Bound<'py, PyAny>>,
-    ) -> Result<Bound<'py, PyAny>, E> {
-        r.map_err(|e| {
-            *self.failed.borrow_mut() = Some(e);
-            E::custom("python error")
-        })
-    }
-}
-
-impl<'de, 'py> serde::de::DeserializeSeed<'de> for ToPy<'_, 'py> {
+impl<'py> Sink for ToPy<'py> {
     type Value = Bound<'py, PyAny>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+    type Object = Bound<'py, PyDict>;
+    type Array = Bound<'py, PyList>;
+    type Error = PyErr;
 
-impl<'de, 'py> serde::de::Visitor<'de> for ToPy<'_, 'py> {
-    type Value = Bound<'py, PyAny>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
+    fn null(&mut self) -> PyResult<Self::Value> {
+        Ok(self.0.None().into_bound(self.0))
     }
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(PyBool::new(self.py, v).to_owned().into_any())
+    fn boolean(&mut self, v: bool) -> PyResult<Self::Value> {
+        Ok(PyBool::new(self.0, v).to_owned().into_any())
     }
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        let Ok(int) = v.into_pyobject(self.py);
+    fn unsigned(&mut self, v: u64) -> PyResult<Self::Value> {
+        let Ok(int) = v.into_pyobject(self.0);
         Ok(int.into_any())
     }
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        let Ok(int) = v.into_pyobject(self.py);
+    fn signed(&mut self, v: i64) -> PyResult<Self::Value> {
+        let Ok(int) = v.into_pyobject(self.0);
         Ok(int.into_any())
     }
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(PyFloat::new(self.py, v).into_any())
+    fn float(&mut self, v: f64) -> PyResult<Self::Value> {
+        Ok(PyFloat::new(self.0, v).into_any())
     }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(PyString::new(self.py, v).into_any())
+    fn string(&mut self, v: &str) -> PyResult<Self::Value> {
+        Ok(PyString::new(self.0, v).into_any())
     }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(self.py.None().into_bound(self.py))
+    fn object(&mut self) -> PyResult<Self::Object> {
+        Ok(PyDict::new(self.0))
     }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let list = PyList::empty(self.py);
-        while let Some(item) = seq.next_element_seed(self)? {
-            self.done(
-                list.append(item)
-                    .map(|()| self.py.None().into_bound(self.py)),
-            )?;
-        }
-        Ok(list.into_any())
+    fn member(&mut self, o: &mut Self::Object, key: &str, v: Self::Value) -> PyResult<()> {
+        o.set_item(key_to_py(self.0, key), v)
     }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let dict = PyDict::new(self.py);
-        while let Some(key) = map.next_key_seed(KeyToPy(self.py))? {
-            let value = map.next_value_seed(self)?;
-            self.done(
-                dict.set_item(key, value)
-                    .map(|()| self.py.None().into_bound(self.py)),
-            )?;
-        }
-        Ok(dict.into_any())
+    fn end_object(&mut self, o: Self::Object) -> PyResult<Self::Value> {
+        Ok(o.into_any())
     }
-}
-
-/// An object key as a `str`, through the key cache.
-struct KeyToPy<'py>(Python<'py>);
-
-impl<'de, 'py> serde::de::DeserializeSeed<'de> for KeyToPy<'py> {
-    type Value = Bound<'py, PyString>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
+    fn array(&mut self) -> PyResult<Self::Array> {
+        Ok(PyList::empty(self.0))
     }
-}
-
-impl<'py> serde::de::Visitor<'_> for KeyToPy<'py> {
-    type Value = Bound<'py, PyString>;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("an object key")
+    fn item(&mut self, a: &mut Self::Array, v: Self::Value) -> PyResult<()> {
+        a.append(v)
     }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(key_to_py(self.0, v))
+    fn end_array(&mut self, a: Self::Array) -> PyResult<Self::Value> {
+        Ok(a.into_any())
     }
 }

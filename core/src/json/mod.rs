@@ -48,12 +48,14 @@
 mod object;
 mod serde_impl;
 mod value;
+mod walk;
 
 pub use compact_str::CompactString;
 pub(crate) use object::KeySet;
 pub use object::{DuplicateKey, IntoIter, Iter, IterMut, Object};
 pub use serde_json::Number;
 pub use value::Value;
+pub use walk::{walk, Sink, WalkError, MAX_DEPTH};
 
 /// Members past which parsing detects duplicate keys with a hash set instead of a scan.
 pub(crate) const LINEAR_KEY_SCAN: usize = 16;
