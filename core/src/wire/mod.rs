@@ -30,6 +30,13 @@
 //!   inside open objects (payload, invocation, unknown fields) are carried as parsed:
 //!   64-bit integers exactly, anything larger or fractional as an IEEE double, so their
 //!   re-encoding can differ from the input text.
+//! * **Fast path.** [`peek_progress`] checks a `task.progress` frame, the hub's firehose,
+//!   in one pass without building values and hands back its fields borrowed and its
+//!   payload as JSON text (which [`json::walk`](crate::json::walk) can build into any
+//!   representation). It accepts only frames [`decode_str`] would accept with every rule
+//!   checked, and answers `None` for anything else, so callers fall back to the full
+//!   decode, which also produces the error. The bindings use it to decode without copying
+//!   the payload into a value tree first.
 //! * **Open strings.** Roles, progress kinds, capabilities and statuses are strings with
 //!   constants for common values ([`progress_kind`], [`role`], [`report_status`],
 //!   [`capability`]); a closed enum would leak routing policy into the schema.
