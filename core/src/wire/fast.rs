@@ -8,12 +8,37 @@
 //! payload object); for every other frame it answers `None` and the caller takes the full
 //! path, which also produces the error. It is an accelerator, never a second set of
 //! rules: `core/tests/fast_props.rs` checks it against `decode_str` on random frames.
+//!
+//! # How it checks
+//!
+//! A hand-written strict scanner over the frame's bytes (no serde, no allocation): string
+//! bodies are scanned eight bytes at a time for `"`, `\` and control bytes, integers are
+//! read digit by digit, and the grammar is the one `serde_json` enforces:
+//!
+//! * whitespace is ` \t\n\r` only, and only whitespace may follow the frame's object;
+//! * escapes are `\" \\ \/ \b \f \n \r \t \uXXXX`; a `\u` surrogate must be a complete
+//!   pair (a lone one is an error); raw control characters in strings are errors;
+//! * numbers follow the JSON grammar and must be finite as an `f64` (`1e400` is an error);
+//! * containers nest at most 127 deep, the frame's own object included (serde_json's
+//!   recursion limit of 128);
+//! * a key repeated in any object of the payload, at any depth, is an error.
+//!
+//! On top of the grammar it checks the schema of `task.progress` with `validate = true`:
+//! exactly the keys `type`, `schema_version`, `task_id`, `seq`, `kind`, `payload` and
+//! optionally `attempt`, each once; `type` is `"task.progress"`; `schema_version` is the
+//! integer literal `1`; `task_id` is a non-empty string, `kind` a string and `payload` an
+//! object; `seq` and `attempt` are integer literals in `0..=2^53 - 1`; and when `kind` is
+//! `usage`, `payload.usage` is a valid UsageSplit (exactly the five components, each an
+//! integer literal in `0..=2^53 - 1`).
+//!
+//! # Where it is conservative
+//!
+//! It answers `None` for some valid frames, which the full decode then accepts: a key or
+//! a borrowed string (`type`, `task_id`, `kind`) containing a backslash escape; a payload
+//! object (at any depth) with more than [`MAX_MEMBERS`] members; a number whose exponent
+//! has more than four digits (serde_json's exponent-overflow rules need not be mirrored
+//! for such literals); any unknown top-level field; and a frame of 4 GiB or more.
 
-use serde::de::{self, DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
-use serde_json::value::RawValue;
-use std::fmt;
-
-use super::artifacts::USAGE_COMPONENTS;
 use super::messages::progress_kind;
 use super::{MAX_SAFE_INTEGER, SCHEMA_VERSION};
 
@@ -51,56 +76,98 @@ pub struct ProgressView<'a> {
 /// assert!(peek_progress(r#"{"type":"task.progress"}"#).is_none()); // invalid: full path
 /// ```
 pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
-    let mut de = serde_json::Deserializer::from_str(frame);
-    let view = de.deserialize_map(Top).ok()?;
-    de.end().ok()?;
+    // Key offsets are stored as `u32`; a frame this large takes the full path.
+    if u32::try_from(frame.len()).is_err() {
+        return None;
+    }
+    let mut s = Scanner {
+        text: frame,
+        bytes: frame.as_bytes(),
+        pos: 0,
+    };
+    if s.ws() != b'{' {
+        return None;
+    }
+    s.pos += 1;
+    // serde_json's recursion budget is 128; the frame's object spends one.
+    let depth = DEPTH_BUDGET - 1;
+    let mut view = ProgressView {
+        task_id: "",
+        seq: 0,
+        attempt: 0,
+        kind: "",
+        payload: "",
+    };
+    let mut seen = 0u8;
+    let mut usage_ok = false;
+    loop {
+        if s.ws() != b'"' {
+            return None;
+        }
+        let bit = match s.key()? {
+            b"type" => TYPE,
+            b"schema_version" => SCHEMA,
+            b"task_id" => TASK_ID,
+            b"seq" => SEQ,
+            b"kind" => KIND,
+            b"attempt" => ATTEMPT,
+            b"payload" => PAYLOAD,
+            _ => return None,
+        };
+        if seen & bit != 0 {
+            return None;
+        }
+        seen |= bit;
+        s.colon()?;
+        match bit {
+            TYPE => {
+                if s.plain_str()? != "task.progress" {
+                    return None;
+                }
+            }
+            SCHEMA => {
+                if s.safe_uint()? != SCHEMA_VERSION {
+                    return None;
+                }
+            }
+            TASK_ID => {
+                view.task_id = s.plain_str()?;
+                if view.task_id.is_empty() {
+                    return None;
+                }
+            }
+            SEQ => view.seq = s.safe_uint()?,
+            ATTEMPT => view.attempt = s.safe_uint()?,
+            KIND => view.kind = s.plain_str()?,
+            _ => {
+                let start = s.pos;
+                usage_ok = s.object(depth, true)?;
+                view.payload = &frame[start..s.pos];
+            }
+        }
+        match s.ws() {
+            b',' => s.pos += 1,
+            b'}' => {
+                s.pos += 1;
+                break;
+            }
+            _ => return None,
+        }
+    }
+    if seen & REQUIRED != REQUIRED || (view.kind == progress_kind::USAGE && !usage_ok) {
+        return None;
+    }
+    s.ws();
+    if s.pos != frame.len() {
+        return None;
+    }
     Some(view)
 }
 
-/// A string borrowed from the frame (one with escapes is refused).
-struct Borrowed<'a>(&'a str);
+/// serde_json's recursion budget: entering a container spends one, reaching zero fails.
+const DEPTH_BUDGET: u32 = 128;
 
-impl<'de: 'a, 'a> de::Deserialize<'de> for Borrowed<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = &'de str;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string without escapes")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<&'de str, E> {
-                Ok(v)
-            }
-        }
-        d.deserialize_str(V).map(Borrowed)
-    }
-}
-
-/// An integer literal in `0..=2^53 - 1`.
-struct SafeUint(u64);
-
-impl<'de> de::Deserialize<'de> for SafeUint {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = u64;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an integer in 0..=2^53-1")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
-                if v <= MAX_SAFE_INTEGER {
-                    Ok(v)
-                } else {
-                    Err(E::custom("out of range"))
-                }
-            }
-        }
-        d.deserialize_u64(V).map(SafeUint)
-    }
-}
-
-struct Top;
-
+// One bit per top-level field.
 const TYPE: u8 = 1;
 const SCHEMA: u8 = 2;
 const TASK_ID: u8 = 4;
@@ -110,206 +177,398 @@ const ATTEMPT: u8 = 32;
 const PAYLOAD: u8 = 64;
 const REQUIRED: u8 = TYPE | SCHEMA | TASK_ID | SEQ | KIND | PAYLOAD;
 
-impl<'de> Visitor<'de> for Top {
-    type Value = ProgressView<'de>;
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a task.progress frame")
+/// The bytes of `x` (little-endian) that end a string run: `"`, `\` or a control
+/// character. The lowest flagged byte is exact (higher ones may be false positives).
+#[inline(always)]
+fn specials(x: u64) -> u64 {
+    let quote = x ^ (ONES * u64::from(b'"'));
+    let backslash = x ^ (ONES * u64::from(b'\\'));
+    let quote = quote.wrapping_sub(ONES) & !quote;
+    let backslash = backslash.wrapping_sub(ONES) & !backslash;
+    let control = x.wrapping_sub(ONES * 0x20) & !x;
+    (quote | backslash | control) & HIGHS
+}
+
+#[inline(always)]
+fn is_special(b: u8) -> bool {
+    b == b'"' || b == b'\\' || b < 0x20
+}
+
+fn hex_digit(b: u8) -> Option<u16> {
+    match b {
+        b'0'..=b'9' => Some(u16::from(b - b'0')),
+        b'a'..=b'f' => Some(u16::from(b - b'a' + 10)),
+        b'A'..=b'F' => Some(u16::from(b - b'A' + 10)),
+        _ => None,
+    }
+}
+
+/// The scanner: a cursor over the frame. Every method answers `None` as soon as the frame
+/// is invalid or outside the plain form; the cursor is then meaningless.
+struct Scanner<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Scanner<'a> {
+    /// The byte at `i`, or `0` past the end (no JSON token starts with `0`, and a real NUL
+    /// byte is invalid everywhere it could be read).
+    #[inline(always)]
+    fn at(&self, i: usize) -> u8 {
+        self.bytes.get(i).copied().unwrap_or(0)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut seen = 0u8;
-        let mut view = ProgressView {
-            task_id: "",
-            seq: 0,
-            attempt: 0,
-            kind: "",
-            payload: "",
-        };
+    /// Skip whitespace; the next byte (`0` at the end).
+    #[inline(always)]
+    fn ws(&mut self) -> u8 {
+        loop {
+            let b = self.at(self.pos);
+            if b > b' ' || !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
+                return b;
+            }
+            self.pos += 1;
+        }
+    }
+
+    /// `:` after optional whitespace, then whitespace up to the value.
+    #[inline(always)]
+    fn colon(&mut self) -> Option<()> {
+        if self.ws() != b':' {
+            return None;
+        }
+        self.pos += 1;
+        self.ws();
+        Some(())
+    }
+
+    /// The first byte at or after `i` that ends a string run, or the length.
+    #[inline(always)]
+    fn scan(&self, mut i: usize) -> usize {
+        while let Some(chunk) = self.bytes.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            let m = specials(u64::from_le_bytes(word));
+            if m != 0 {
+                return i + (m.trailing_zeros() / 8) as usize;
+            }
+            i += 8;
+        }
+        while i < self.bytes.len() && !is_special(self.bytes[i]) {
+            i += 1;
+        }
+        i
+    }
+
+    /// A string without escapes at the cursor (its `"`), borrowed.
+    #[inline(always)]
+    fn plain(&mut self) -> Option<(usize, usize)> {
+        if self.at(self.pos) != b'"' {
+            return None;
+        }
+        let start = self.pos + 1;
+        let end = self.scan(start);
+        if self.at(end) != b'"' {
+            return None;
+        }
+        self.pos = end + 1;
+        Some((start, end))
+    }
+
+    /// A key (cursor at its `"`), without escapes.
+    #[inline(always)]
+    fn key(&mut self) -> Option<&'a [u8]> {
+        let (start, end) = self.plain()?;
+        let bytes: &'a [u8] = self.bytes;
+        Some(&bytes[start..end])
+    }
+
+    /// A string value without escapes, borrowed.
+    #[inline(always)]
+    fn plain_str(&mut self) -> Option<&'a str> {
+        let (start, end) = self.plain()?;
+        // Both ends are ASCII quotes, so they are character boundaries.
+        let text: &'a str = self.text;
+        text.get(start..end)
+    }
+
+    /// An integer literal in `0..=2^53 - 1` at the cursor: no sign, fraction or exponent.
+    #[inline(always)]
+    fn safe_uint(&mut self) -> Option<u64> {
+        let start = self.pos;
+        let first = self.at(start).wrapping_sub(b'0');
+        if first > 9 {
+            return None;
+        }
+        let mut n = u64::from(first);
+        let mut i = start + 1;
+        if first != 0 {
+            loop {
+                let d = self.at(i).wrapping_sub(b'0');
+                if d > 9 {
+                    break;
+                }
+                // At most 16 digits: 2^53 - 1 has 16, and 17 cannot overflow `u64`.
+                n = n * 10 + u64::from(d);
+                i += 1;
+                if i - start > 16 {
+                    return None;
+                }
+            }
+        }
+        if n > MAX_SAFE_INTEGER || matches!(self.at(i), b'.' | b'e' | b'E' | b'0'..=b'9') {
+            return None;
+        }
+        self.pos = i;
+        Some(n)
+    }
+
+    /// An object at the cursor (its `{`), with `depth` recursion budget left before
+    /// entering it. `payload` marks the payload object itself, whose `usage` member is
+    /// checked as a UsageSplit: the answer is whether it holds a valid one.
+    fn object(&mut self, depth: u32, payload: bool) -> Option<bool> {
+        if self.at(self.pos) != b'{' {
+            return None;
+        }
+        let depth = depth - 1;
+        if depth == 0 {
+            return None;
+        }
+        self.pos += 1;
+        if self.ws() == b'}' {
+            self.pos += 1;
+            return Some(false);
+        }
+        let mut keys = [(0u32, 0u32); MAX_MEMBERS];
+        let mut len = 0;
         let mut usage_ok = false;
-        while let Some(Borrowed(key)) = map.next_key()? {
-            let bit = match key {
-                "type" => TYPE,
-                "schema_version" => SCHEMA,
-                "task_id" => TASK_ID,
-                "seq" => SEQ,
-                "kind" => KIND,
-                "attempt" => ATTEMPT,
-                "payload" => PAYLOAD,
-                _ => return Err(A::Error::custom("unknown field")),
+        loop {
+            if self.ws() != b'"' {
+                return None;
+            }
+            let (start, end) = self.plain()?;
+            let key = &self.bytes[start..end];
+            if len == MAX_MEMBERS {
+                return None;
+            }
+            for &(s, e) in &keys[..len] {
+                if (e - s) as usize == key.len() && &self.bytes[s as usize..e as usize] == key {
+                    return None;
+                }
+            }
+            // The frame is shorter than 4 GiB (checked on entry).
+            keys[len] = (start as u32, end as u32);
+            len += 1;
+            self.colon()?;
+            if payload && key == b"usage" {
+                let at = self.pos;
+                usage_ok = self.usage_split();
+                if !usage_ok {
+                    self.pos = at;
+                    self.value(depth)?;
+                }
+            } else {
+                self.value(depth)?;
+            }
+            match self.ws() {
+                b',' => self.pos += 1,
+                b'}' => {
+                    self.pos += 1;
+                    return Some(usage_ok);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A valid UsageSplit at the cursor: exactly the five components, each an integer
+    /// literal in `0..=2^53 - 1`. `false` leaves the cursor anywhere.
+    fn usage_split(&mut self) -> bool {
+        if self.at(self.pos) != b'{' {
+            return false;
+        }
+        self.pos += 1;
+        let mut seen = 0u8;
+        loop {
+            if self.ws() != b'"' {
+                return false;
+            }
+            let bit = match self.key() {
+                Some(b"cache_read") => 1,
+                Some(b"cache_write") => 2,
+                Some(b"fresh_input") => 4,
+                Some(b"output") => 8,
+                Some(b"thinking") => 16,
+                _ => return false,
             };
-            if seen & bit != 0 {
-                return Err(A::Error::custom("duplicate key"));
+            if seen & bit != 0 || self.colon().is_none() || self.safe_uint().is_none() {
+                return false;
             }
             seen |= bit;
-            match bit {
-                TYPE => {
-                    if map.next_value::<Borrowed<'de>>()?.0 != "task.progress" {
-                        return Err(A::Error::custom("not task.progress"));
-                    }
+            match self.ws() {
+                b',' => self.pos += 1,
+                b'}' => {
+                    self.pos += 1;
+                    return seen == 0b1_1111;
                 }
-                SCHEMA => {
-                    if map.next_value::<SafeUint>()?.0 != SCHEMA_VERSION {
-                        return Err(A::Error::custom("schema_version"));
-                    }
-                }
-                TASK_ID => {
-                    view.task_id = map.next_value::<Borrowed<'de>>()?.0;
-                    if view.task_id.is_empty() {
-                        return Err(A::Error::custom("empty task_id"));
-                    }
-                }
-                SEQ => view.seq = map.next_value::<SafeUint>()?.0,
-                ATTEMPT => view.attempt = map.next_value::<SafeUint>()?.0,
-                KIND => view.kind = map.next_value::<Borrowed<'de>>()?.0,
-                _ => {
-                    let raw: &'de RawValue = map.next_value()?;
-                    view.payload = raw.get();
-                    let mut de = serde_json::Deserializer::from_str(view.payload);
-                    usage_ok = de.deserialize_map(Payload).map_err(A::Error::custom)?;
-                }
+                _ => return false,
             }
         }
-        if seen & REQUIRED != REQUIRED {
-            return Err(A::Error::custom("missing field"));
-        }
-        if view.kind == progress_kind::USAGE && !usage_ok {
-            return Err(A::Error::custom("usage payload without a valid split"));
-        }
-        Ok(view)
-    }
-}
-
-/// Keys of one object, for duplicate detection.
-struct Keys<'a> {
-    keys: [&'a str; MAX_MEMBERS],
-    len: usize,
-}
-
-impl<'a> Keys<'a> {
-    fn new() -> Self {
-        Keys {
-            keys: [""; MAX_MEMBERS],
-            len: 0,
-        }
-    }
-    fn add<E: de::Error>(&mut self, key: &'a str) -> Result<(), E> {
-        if self.len == MAX_MEMBERS || self.keys[..self.len].contains(&key) {
-            return Err(E::custom("duplicate key or too many members"));
-        }
-        self.keys[self.len] = key;
-        self.len += 1;
-        Ok(())
-    }
-}
-
-/// The payload object; its value is whether it holds a valid `usage` split.
-struct Payload;
-
-impl<'de> Visitor<'de> for Payload {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        let mut keys = Keys::new();
-        let mut usage_ok = false;
-        while let Some(Borrowed(key)) = map.next_key()? {
-            keys.add(key)?;
-            if key == "usage" {
-                map.next_value_seed(Usage)?;
-                usage_ok = true;
-            } else {
-                map.next_value_seed(Any)?;
+    /// An array at the cursor (its `[`).
+    fn array(&mut self, depth: u32) -> Option<()> {
+        let depth = depth - 1;
+        if depth == 0 {
+            return None;
+        }
+        self.pos += 1;
+        if self.ws() == b']' {
+            self.pos += 1;
+            return Some(());
+        }
+        loop {
+            self.ws();
+            self.value(depth)?;
+            match self.ws() {
+                b',' => self.pos += 1,
+                b']' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                _ => return None,
             }
         }
-        Ok(usage_ok)
-    }
-}
-
-/// A valid UsageSplit: exactly the five components, each a safe non-negative integer.
-struct Usage;
-
-impl<'de> DeserializeSeed<'de> for Usage {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Usage {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a usage split")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = 0u8;
-        while let Some(Borrowed(key)) = map.next_key()? {
-            let i = USAGE_COMPONENTS
-                .iter()
-                .position(|c| *c == key)
-                .ok_or_else(|| A::Error::custom("unknown usage component"))?;
-            if seen & (1 << i) != 0 {
-                return Err(A::Error::custom("duplicate key"));
+    /// Any value at the cursor (whitespace already skipped).
+    fn value(&mut self, depth: u32) -> Option<()> {
+        match self.at(self.pos) {
+            b'"' => self.string(),
+            b'-' | b'0'..=b'9' => self.number(),
+            b'{' => self.object(depth, false).map(drop),
+            b'[' => self.array(depth),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => None,
+        }
+    }
+
+    /// The literal `word` at the cursor.
+    #[inline(always)]
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.bytes.get(self.pos..self.pos + word.len())? != word {
+            return None;
+        }
+        self.pos += word.len();
+        Some(())
+    }
+
+    /// A string value at the cursor (its `"`), escapes checked.
+    #[inline(always)]
+    fn string(&mut self) -> Option<()> {
+        let mut i = self.scan(self.pos + 1);
+        loop {
+            match self.at(i) {
+                b'"' => {
+                    self.pos = i + 1;
+                    return Some(());
+                }
+                b'\\' => i = self.scan(self.escape(i + 1)?),
+                // A control character, or the end of the frame.
+                _ => return None,
             }
-            seen |= 1 << i;
-            map.next_value::<SafeUint>()?;
         }
-        if seen != (1 << USAGE_COMPONENTS.len()) - 1 {
-            return Err(A::Error::custom("missing usage component"));
+    }
+
+    /// The escape whose letter is at `i`: the offset after it.
+    fn escape(&self, i: usize) -> Option<usize> {
+        match self.at(i) {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(i + 1),
+            b'u' => match self.hex4(i + 1)? {
+                // A trailing surrogate first: serde_json rejects it.
+                0xDC00..=0xDFFF => None,
+                // A leading surrogate must be followed by an escaped trailing one.
+                0xD800..=0xDBFF => {
+                    if self.at(i + 5) != b'\\' || self.at(i + 6) != b'u' {
+                        return None;
+                    }
+                    match self.hex4(i + 7)? {
+                        0xDC00..=0xDFFF => Some(i + 11),
+                        _ => None,
+                    }
+                }
+                _ => Some(i + 5),
+            },
+            _ => None,
         }
-        Ok(())
     }
-}
 
-/// Any JSON value, checked for duplicate keys at every depth.
-struct Any;
+    /// Four hex digits at `i`.
+    fn hex4(&self, i: usize) -> Option<u16> {
+        let digits = self.bytes.get(i..i + 4)?;
+        digits
+            .iter()
+            .try_fold(0u16, |n, &b| Some((n << 4) | hex_digit(b)?))
+    }
 
-impl<'de> DeserializeSeed<'de> for Any {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Any {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Any)?.is_some() {}
-        Ok(())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut keys = Keys::new();
-        while let Some(Borrowed(key)) = map.next_key()? {
-            keys.add(key)?;
-            map.next_value_seed(Any)?;
+    /// A number at the cursor (`-` or a digit): the JSON grammar, and finite as an `f64`.
+    fn number(&mut self) -> Option<()> {
+        let start = self.pos;
+        let mut i = start + usize::from(self.at(start) == b'-');
+        let int_start = i;
+        match self.at(i) {
+            b'0' => i += 1,
+            b'1'..=b'9' => i = self.digits(i + 1),
+            _ => return None,
         }
-        Ok(())
+        // Integer digits beyond this many could exceed f64::MAX (about 1.8e308).
+        let mut check_range = i - int_start > 300;
+        match self.at(i) {
+            b'0'..=b'9' => return None, // a leading zero
+            b'.' => {
+                if !self.at(i + 1).is_ascii_digit() {
+                    return None;
+                }
+                i = self.digits(i + 2);
+            }
+            _ => {}
+        }
+        if matches!(self.at(i), b'e' | b'E') {
+            i += 1;
+            if matches!(self.at(i), b'+' | b'-') {
+                i += 1;
+            }
+            if !self.at(i).is_ascii_digit() {
+                return None;
+            }
+            let exp_start = i;
+            i = self.digits(i + 1);
+            // Conservative: a long exponent is left to serde_json's overflow rules.
+            if i - exp_start > 4 {
+                return None;
+            }
+            check_range = true;
+        }
+        // serde_json (float_roundtrip) and `str::parse` both round correctly, so they agree
+        // on which literals overflow to infinity.
+        if check_range && !self.text.get(start..i)?.parse::<f64>().ok()?.is_finite() {
+            return None;
+        }
+        self.pos = i;
+        Some(())
+    }
+
+    /// The end of the digit run starting at `i`.
+    #[inline(always)]
+    fn digits(&self, mut i: usize) -> usize {
+        while self.at(i).is_ascii_digit() {
+            i += 1;
+        }
+        i
     }
 }

@@ -54,7 +54,7 @@ pub use artifacts::{
 };
 pub use codec::{decode, decode_str, encode, encode_into, from_object, from_value, to_object};
 pub use error::{DecodeError, Rule, SchemaError, Violation};
-pub use fast::{peek_progress, ProgressView};
+pub use fast::{peek_progress, ProgressView, MAX_MEMBERS};
 pub use json::parse_value;
 pub(crate) use json::type_name;
 pub use messages::{
