@@ -48,7 +48,7 @@
 mod object;
 mod serde_impl;
 mod value;
-mod walk;
+pub(crate) mod walk;
 
 pub use compact_str::CompactString;
 pub(crate) use object::KeySet;

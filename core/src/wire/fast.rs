@@ -40,6 +40,7 @@
 //! for such literals); any unknown top-level field; and a frame of 4 GiB or more.
 
 use super::messages::progress_kind;
+use crate::json::walk::{hex_digit, string_run_end};
 use super::{MAX_SAFE_INTEGER, SCHEMA_VERSION};
 
 /// Most members an object inside a payload may have for the fast path (duplicate keys are
@@ -177,35 +178,6 @@ const ATTEMPT: u8 = 32;
 const PAYLOAD: u8 = 64;
 const REQUIRED: u8 = TYPE | SCHEMA | TASK_ID | SEQ | KIND | PAYLOAD;
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// The bytes of `x` (little-endian) that end a string run: `"`, `\` or a control
-/// character. The lowest flagged byte is exact (higher ones may be false positives).
-#[inline(always)]
-fn specials(x: u64) -> u64 {
-    let quote = x ^ (ONES * u64::from(b'"'));
-    let backslash = x ^ (ONES * u64::from(b'\\'));
-    let quote = quote.wrapping_sub(ONES) & !quote;
-    let backslash = backslash.wrapping_sub(ONES) & !backslash;
-    let control = x.wrapping_sub(ONES * 0x20) & !x;
-    (quote | backslash | control) & HIGHS
-}
-
-#[inline(always)]
-fn is_special(b: u8) -> bool {
-    b == b'"' || b == b'\\' || b < 0x20
-}
-
-fn hex_digit(b: u8) -> Option<u16> {
-    match b {
-        b'0'..=b'9' => Some(u16::from(b - b'0')),
-        b'a'..=b'f' => Some(u16::from(b - b'a' + 10)),
-        b'A'..=b'F' => Some(u16::from(b - b'A' + 10)),
-        _ => None,
-    }
-}
-
 /// The scanner: a cursor over the frame. Every method answers `None` as soon as the frame
 /// is invalid or outside the plain form; the cursor is then meaningless.
 struct Scanner<'a> {
@@ -247,20 +219,8 @@ impl<'a> Scanner<'a> {
 
     /// The first byte at or after `i` that ends a string run, or the length.
     #[inline(always)]
-    fn scan(&self, mut i: usize) -> usize {
-        while let Some(chunk) = self.bytes.get(i..i + 8) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            let m = specials(u64::from_le_bytes(word));
-            if m != 0 {
-                return i + (m.trailing_zeros() / 8) as usize;
-            }
-            i += 8;
-        }
-        while i < self.bytes.len() && !is_special(self.bytes[i]) {
-            i += 1;
-        }
-        i
+    fn scan(&self, i: usize) -> usize {
+        string_run_end(self.bytes, i)
     }
 
     /// A string without escapes at the cursor (its `"`), borrowed.
@@ -513,7 +473,7 @@ impl<'a> Scanner<'a> {
         let digits = self.bytes.get(i..i + 4)?;
         digits
             .iter()
-            .try_fold(0u16, |n, &b| Some((n << 4) | hex_digit(b)?))
+            .try_fold(0u16, |n, &b| Some((n << 4) | hex_digit(b)? as u16))
     }
 
     /// A number at the cursor (`-` or a digit): the JSON grammar, and finite as an `f64`.
