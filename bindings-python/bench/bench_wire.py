@@ -11,9 +11,12 @@ msgspec column is skipped and the rest still runs.
 Cases (every competitor does the same work and its result is used):
 
 * ``decode usage``    decode(validate=True) of a ~250-byte ``task.progress`` frame of
-  kind ``usage``; ``+read`` also reads task_id, seq and the five usage components (the
-  Rust-backed message converts its ``payload`` to Python on first access, so the plain
-  row alone would flatter it).
+  kind ``usage``; ``+read`` also reads task_id, seq and the five usage components. The
+  core checks every rule of the frame, payload included, in one pass, but the message
+  builds its ``payload`` dict only on first access (until then it keeps the validated
+  JSON text), so the plain row alone would flatter it: the ``+read`` rows show the whole
+  cost. The "at least as fast as msgspec" target is the issue's, for the decode rows;
+  the ``+read`` rows are held to the 3x-json target only.
 * ``decode state``    decode(validate=True) of a ``state`` progress frame (+read: payload).
 * ``encode``          encode a usage progress message built in Python.
 * ``hub ingest``      decode(validate=True) + ``ConnectionState("hub").receive`` of an
@@ -402,7 +405,7 @@ def main() -> None:
         "msgspec": (lambda: ms["decode_usage"](USAGE_FRAME), 1) if ms else None,
         "json": (lambda: json_decode(USAGE_FRAME), 1),
     }))
-    cases.append(("decode usage +read", True, {
+    cases.append(("decode usage +read", False, {
         "srp": (lambda: read_srp(decode(USAGE_FRAME, validate=True)), 1),
         "msgspec": (lambda: read_dc(ms["decode_usage"](USAGE_FRAME)), 1) if ms else None,
         "json": (lambda: read_dc(json_decode(USAGE_FRAME)), 1),
@@ -412,7 +415,7 @@ def main() -> None:
         "msgspec": (lambda: ms["decode_state"](STATE_FRAME), 1) if ms else None,
         "json": (lambda: json_decode(STATE_FRAME), 1),
     }))
-    cases.append(("decode state +read", True, {
+    cases.append(("decode state +read", False, {
         "srp": (lambda: len(decode(STATE_FRAME, validate=True).payload["detail"]), 1),
         "msgspec": (lambda: len(ms["decode_state"](STATE_FRAME).payload["detail"]), 1)
         if ms else None,

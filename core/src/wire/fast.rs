@@ -40,8 +40,8 @@
 //! for such literals); any unknown top-level field; and a frame of 4 GiB or more.
 
 use super::messages::progress_kind;
-use crate::json::walk::{hex_digit, string_run_end};
 use super::{MAX_SAFE_INTEGER, SCHEMA_VERSION};
+use crate::json::walk::{hex_digit, string_run_end};
 
 /// Most members an object inside a payload may have for the fast path (duplicate keys are
 /// found by comparing against every earlier key).
