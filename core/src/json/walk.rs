@@ -178,6 +178,25 @@ pub(crate) fn string_run_end(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// The byte at `i`, or `0` past the end (no JSON token starts with `0`, and a real NUL
+/// byte is invalid everywhere a reader could see it).
+#[inline(always)]
+pub(crate) fn byte_at(bytes: &[u8], i: usize) -> u8 {
+    bytes.get(i).copied().unwrap_or(0)
+}
+
+/// Skip JSON whitespace from `*pos`; the next byte (`0` at the end).
+#[inline(always)]
+pub(crate) fn skip_ws(bytes: &[u8], pos: &mut usize) -> u8 {
+    loop {
+        let b = byte_at(bytes, *pos);
+        if b > b' ' || !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
+            return b;
+        }
+        *pos += 1;
+    }
+}
+
 /// The value of a hex digit.
 pub(crate) fn hex_digit(b: u8) -> Option<u32> {
     match b {
@@ -206,22 +225,14 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The byte at `i`, `0` past the end (no token starts with it).
     #[inline(always)]
     fn at(&self, i: usize) -> u8 {
-        self.bytes.get(i).copied().unwrap_or(0)
+        byte_at(self.bytes, i)
     }
 
-    /// Skip whitespace; the next byte (`0` at the end).
     #[inline(always)]
     fn ws(&mut self) -> u8 {
-        loop {
-            let b = self.at(self.pos);
-            if !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
-                return b;
-            }
-            self.pos += 1;
-        }
+        skip_ws(self.bytes, &mut self.pos)
     }
 
     fn value<S: Sink>(&mut self, first: u8, sink: &mut S) -> Result<S::Value, WalkError<S::Error>> {

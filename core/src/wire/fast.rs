@@ -41,7 +41,7 @@
 
 use super::messages::progress_kind;
 use super::{MAX_SAFE_INTEGER, SCHEMA_VERSION};
-use crate::json::walk::{hex_digit, string_run_end};
+use crate::json::walk::{byte_at, hex_digit, skip_ws, string_run_end};
 
 /// Most members an object inside a payload may have for the fast path (duplicate keys are
 /// found by comparing against every earlier key).
@@ -187,23 +187,15 @@ struct Scanner<'a> {
 }
 
 impl<'a> Scanner<'a> {
-    /// The byte at `i`, or `0` past the end (no JSON token starts with `0`, and a real NUL
-    /// byte is invalid everywhere it could be read).
     #[inline(always)]
     fn at(&self, i: usize) -> u8 {
-        self.bytes.get(i).copied().unwrap_or(0)
+        byte_at(self.bytes, i)
     }
 
     /// Skip whitespace; the next byte (`0` at the end).
     #[inline(always)]
     fn ws(&mut self) -> u8 {
-        loop {
-            let b = self.at(self.pos);
-            if b > b' ' || !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
-                return b;
-            }
-            self.pos += 1;
-        }
+        skip_ws(self.bytes, &mut self.pos)
     }
 
     /// `:` after optional whitespace, then whitespace up to the value.
