@@ -18,8 +18,6 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
-use crate::errors::raise;
-
 /// `METH_FASTCALL` (stable ABI since 3.10; pyo3-ffi hides it under the 3.9 ABI).
 const METH_FASTCALL: c_int = 0x0080;
 
@@ -207,12 +205,7 @@ fn decode_object<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bou
         let data = PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut len);
         if data.is_null() {
             drop(PyErr::take(py));
-            return Err(raise(
-                py,
-                "RunnerProtocolError",
-                "frame is not JSON: the str is not encodable as UTF-8".into(),
-                "not_json",
-            ));
+            return Err(crate::wire::not_utf8(py));
         }
         std::str::from_utf8_unchecked(std::slice::from_raw_parts(data.cast::<u8>(), len as usize))
     };

@@ -30,30 +30,12 @@ pub fn decode<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bound<
     let result = if let Ok(s) = frame.cast::<PyString>() {
         // One copy into a `bytes` object: under the 3.9 stable ABI there is no borrowed
         // UTF-8 view of a `str`, and `to_cow` would copy twice.
-        return match s.encode_utf8() {
-            Ok(bytes) => match std::str::from_utf8(bytes.as_bytes()) {
-                Ok(text) => decode_text(py, text, validate),
-                Err(e) => Err(decode_error(
-                    py,
-                    &DecodeError::NotJson {
-                        message: format!("invalid UTF-8 at byte {}", e.valid_up_to()),
-                    },
-                )),
-            },
-            Err(_) => Err(raise(
-                py,
-                "RunnerProtocolError",
-                "frame is not JSON: the str is not encodable as UTF-8".into(),
-                "not_json",
-            )),
-        };
+        let bytes = s.encode_utf8().map_err(|_| not_utf8(py))?;
+        return decode_bytes(py, bytes.as_bytes(), validate);
     } else if let Ok(b) = frame.cast::<PyBytes>() {
-        match std::str::from_utf8(b.as_bytes()) {
-            Ok(text) => return decode_text(py, text, validate),
-            Err(_) => wire::decode(b.as_bytes(), validate),
-        }
+        return decode_bytes(py, b.as_bytes(), validate);
     } else if let Ok(b) = frame.cast::<PyByteArray>() {
-        wire::decode(&b.to_vec(), validate)
+        return decode_bytes(py, &b.to_vec(), validate);
     } else if frame.cast::<PyDict>().is_ok() {
         wire::from_object(py_to_object(frame)?, validate)
     } else {
@@ -65,6 +47,27 @@ pub fn decode<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bound<
     match result {
         Ok(m) => message_to_py(py, m),
         Err(e) => Err(decode_error(py, &e)),
+    }
+}
+
+/// The error for a `str` frame with lone surrogates (it has no UTF-8 form).
+pub fn not_utf8(py: Python<'_>) -> PyErr {
+    raise(
+        py,
+        "RunnerProtocolError",
+        "frame is not JSON: the str is not encodable as UTF-8".into(),
+        "not_json",
+    )
+}
+
+/// Decode a frame's bytes: valid UTF-8 through [`decode_text`], anything else through the
+/// core's decode, which reports where the UTF-8 breaks.
+fn decode_bytes<'py>(py: Python<'py>, bytes: &[u8], validate: bool) -> PyResult<Bound<'py, PyAny>> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => decode_text(py, text, validate),
+        Err(_) => wire::decode(bytes, validate)
+            .map_err(|e| decode_error(py, &e))
+            .and_then(|m| message_to_py(py, m)),
     }
 }
 
