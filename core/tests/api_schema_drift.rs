@@ -17,7 +17,7 @@
 
 use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use stapel_runner_protocol::adapter::RoleSpec;
@@ -77,8 +77,14 @@ fn steps(vector: &Value) -> impl Iterator<Item = (usize, &Value, &Value)> {
 /// One validator per `$defs` entry of every API schema file, and what it has seen.
 struct Api {
     validators: BTreeMap<String, (String, jsonschema::Validator)>,
+    /// The declared properties of each object `$defs` entry.
+    properties: BTreeMap<String, BTreeSet<String>>,
+    /// The keys of each entry that some checked value carried.
+    seen_keys: BTreeMap<String, BTreeSet<String>>,
     hits: BTreeMap<String, usize>,
-    failures: Vec<String>,
+    /// Distinct violations (schema entry and errors) → the first value's origin and
+    /// text, and how many values had them.
+    failures: IndexMap<String, (String, usize)>,
 }
 
 impl Api {
@@ -106,6 +112,7 @@ impl Api {
         }
         let registry = registry.prepare().unwrap();
         let mut validators = BTreeMap::new();
+        let mut properties = BTreeMap::new();
         for (file, doc) in &files {
             let defs = doc["$defs"]
                 .as_object()
@@ -116,7 +123,8 @@ impl Api {
                     def["description"].as_str().is_some_and(|d| !d.is_empty()),
                     "{file}#/$defs/{name}: description"
                 );
-                if def.get("properties").is_some() {
+                if let Some(props) = def.get("properties").and_then(Value::as_object) {
+                    properties.insert(name.clone(), props.keys().cloned().collect());
                     assert!(
                         def.get("additionalProperties").is_some(),
                         "{file}#/$defs/{name}: say whether other keys are allowed"
@@ -134,8 +142,10 @@ impl Api {
         }
         Self {
             validators,
+            properties,
+            seen_keys: BTreeMap::new(),
             hits: BTreeMap::new(),
-            failures: Vec::new(),
+            failures: IndexMap::new(),
         }
     }
 
@@ -145,6 +155,12 @@ impl Api {
             panic!("no $defs entry {def} in conformance/schema/api/");
         };
         *self.hits.entry(def.to_owned()).or_default() += 1;
+        if let Some(o) = value.as_object() {
+            self.seen_keys
+                .entry(def.to_owned())
+                .or_default()
+                .extend(o.keys().cloned());
+        }
         let errors: Vec<String> = v
             .iter_errors(value)
             .take(5)
@@ -156,11 +172,16 @@ impl Api {
                 shown.truncate(600);
                 shown.push('…');
             }
-            self.failures.push(format!(
-                "conformance/schema/api/{file}#/$defs/{def} rejects a value from {origin}:\n    {}\n    value: {shown}",
+            let key = format!(
+                "conformance/schema/api/{file}#/$defs/{def} rejects:\n    {}",
                 errors.join("\n    ")
-            ));
+            );
+            self.fail(key, format!("first from {origin}: {shown}"));
         }
+    }
+
+    fn fail(&mut self, key: String, first: String) {
+        self.failures.entry(key).or_insert((first, 0)).1 += 1;
     }
 
     /// `check`, then the nested shapes that have their own `$defs` entry.
@@ -262,9 +283,10 @@ impl Api {
             "destroy_sandbox" => "DestroySandboxAction",
             "result" => "ResultOutput",
             other => {
-                self.failures.push(format!(
-                    "{origin}: gateway value of unknown type {other:?}: {value}"
-                ));
+                self.fail(
+                    format!("gateway value of unknown type {other:?}"),
+                    format!("first from {origin}: {value}"),
+                );
                 return;
             }
         };
@@ -292,9 +314,19 @@ impl Api {
             .filter(|k| !self.hits.contains_key(*k))
             .collect();
         let mut report = String::new();
-        for f in self.failures.iter().take(20) {
-            report.push_str(f);
-            report.push('\n');
+        for (def, declared) in &self.properties {
+            let seen = self.seen_keys.get(def).cloned().unwrap_or_default();
+            let never: Vec<&String> = declared.difference(&seen).collect();
+            if !never.is_empty() {
+                let file = &self.validators[def].0;
+                report.push_str(&format!(
+                    "conformance/schema/api/{file}#/$defs/{def} declares keys no core value \
+                     carried (dropped by the core, or missing from the vectors): {never:?}\n"
+                ));
+            }
+        }
+        for (what, (first, n)) in self.failures.iter().take(20) {
+            report.push_str(&format!("{what}\n    ({n} values; {first})\n"));
         }
         if self.failures.len() > 20 {
             report.push_str(&format!("… and {} more\n", self.failures.len() - 20));
@@ -550,10 +582,12 @@ fn local_values(api: &mut Api) {
             continue;
         };
         let run_id = config.run_id.clone();
-        let Ok(mut run) = LocalRun::new(config) else {
+        let Ok(mut run) = LocalRun::new(config.clone()) else {
             continue;
         };
         api.check("LocalConfig", &config_value, &format!("{name} config"));
+        let full = serde_json::to_value(&config).unwrap();
+        api.check("LocalConfig", &full, &format!("{name} config (serialized)"));
         let mut reducer = SessionReducer::new(ReducerConfig::for_run(run_id));
         let mut now = 0;
         for (i, input, _) in steps(&vector) {
@@ -576,6 +610,17 @@ fn local_values(api: &mut Api) {
                             api.check("CanonicalEvent", event, &format!("{origin} (event)"));
                             if let Ok(o) = reducer.apply(event) {
                                 api.check("ReduceOutcome", &json!(o.code()), &origin);
+                            }
+                            // The optional keys a consumer may meet (kept by the core).
+                            let mut with_extra = event.clone();
+                            with_extra["observedAt"] = json!("2026-01-01T00:00:00.000Z");
+                            with_extra["debug"] = json!({"note": "x"});
+                            let mut fresh = SessionReducer::new(ReducerConfig::for_run(
+                                event["runId"].as_str().unwrap_or_default(),
+                            ));
+                            if fresh.apply(&with_extra).is_ok() {
+                                let o = format!("{origin} (event with observedAt, debug)");
+                                api.check("CanonicalEvent", &with_extra, &o);
                             }
                         }
                     }
@@ -603,6 +648,12 @@ fn reducer_values(api: &mut Api) {
             continue;
         };
         api.check("ReducerConfig", &config_value, &format!("{name} config"));
+        let full = serde_json::to_value(&config).unwrap();
+        api.check(
+            "ReducerConfig",
+            &full,
+            &format!("{name} config (serialized)"),
+        );
         let mut reducer = SessionReducer::new(config);
         for (i, input, _) in steps(&vector) {
             let origin = format!("{name} step {i}");
@@ -858,7 +909,7 @@ fn api_schemas_reject_drifted_values() {
         api.check("GatewayResultDict", &v, what);
         assert_eq!(api.failures.len(), before + 1, "{what} was accepted");
     }
-    let msg = &api.failures[0];
+    let msg = api.failures.keys().next().unwrap();
     assert!(
         msg.contains("contract.json#/$defs/GatewayResultDict"),
         "{msg}"
