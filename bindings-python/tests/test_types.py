@@ -1,9 +1,10 @@
 """The TypedDict shapes: user code written against them type-checks (mypy --strict runs
-on this file) and they name exactly the keys the core returns."""
+on this file) and they name exactly the keys the core returns. (``_types.py`` is generated
+from conformance/schema/api/; test_api_schemas.py checks it is up to date.)"""
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Set
+from typing import Any, List, Mapping, Set, Tuple
 
 from stapel_runner_protocol import _types, contract
 from stapel_runner_protocol.contract import (
@@ -65,7 +66,8 @@ def test_contract_shapes() -> None:
 
 def test_local_and_reducer_shapes() -> None:
     config: LocalConfig = {"harness_program": "fake-harness", "harness_args": ["--x"],
-                           "env_allow": []}
+                           "harness_env": {"PATH": "/bin", "SECRET": "s"},
+                           "env_allow": ["PATH"]}
     run = LocalRun(config)
     run.controller_bytes(0, b'{"schema":"paperclip.prp.command.v1","commandId":"c1",'
                             b'"controllerSeq":1,"type":"run.prepare",'
@@ -76,6 +78,8 @@ def test_local_and_reducer_shapes() -> None:
             spawns.append(output[1])
     assert [set(s) for s in spawns] == [keys(SpawnAction)]
     assert (spawns[0]["program"], spawns[0]["args"]) == ("fake-harness", ["--x"])
+    env: List[Tuple[str, str]] = spawns[0]["env"]  # (name, value) pairs, not a dict
+    assert env == [("PATH", "/bin")]
 
     event: CanonicalEvent = {
         "schema": "paperclip.prp.event.v1", "schemaVersion": 1, "sourceEventId": "e_1",
