@@ -502,26 +502,54 @@ fn contract_values(api: &mut Api) {
     }
 }
 
-/// Every output the gateway has queued, in JSON form.
-fn drain_gateway(gw: &mut Gateway) -> Vec<Value> {
-    let mut out = Vec::new();
-    loop {
-        match gw.poll_output() {
-            GatewayOutput::Waiting => return out,
-            o => out.push(o.to_value()),
-        }
+/// `poll_output` returns `XOutput` ending with a `Waiting`/`Timeout` variant today and
+/// `Option<XOutput>` under issue 12's one machine vocabulary (`None` = drained); this
+/// accepts both, so the test compiles on either side of that change.
+trait Polled<T> {
+    /// The output, `None` when the machine is drained.
+    fn item(self) -> Option<T>;
+}
+
+impl<T> Polled<T> for Option<T> {
+    fn item(self) -> Option<T> {
+        self
     }
 }
 
-/// Every output the local-run machine has queued (without the closing timer).
-fn drain_local(run: &mut LocalRun) -> Vec<local::Output> {
-    let mut out = Vec::new();
-    loop {
-        match run.poll_output() {
-            local::Output::Timeout(_) => return out,
-            o => out.push(o),
-        }
+/// `true` for the closing "nothing more" variant (`Waiting`, `Timeout(…)`).
+fn is_closing<T: std::fmt::Debug>(o: &T) -> bool {
+    let s = format!("{o:?}");
+    s == "Waiting" || s.starts_with("Timeout(")
+}
+
+impl Polled<GatewayOutput> for GatewayOutput {
+    fn item(self) -> Option<Self> {
+        (!is_closing(&self)).then_some(self)
     }
+}
+
+impl Polled<local::Output> for local::Output {
+    fn item(self) -> Option<Self> {
+        (!is_closing(&self)).then_some(self)
+    }
+}
+
+impl Polled<session::Output> for session::Output {
+    fn item(self) -> Option<Self> {
+        (!is_closing(&self)).then_some(self)
+    }
+}
+
+/// Every output the gateway has queued, in JSON form.
+fn drain_gateway(gw: &mut Gateway) -> Vec<Value> {
+    std::iter::from_fn(|| gw.poll_output().item())
+        .map(|o| o.to_value())
+        .collect()
+}
+
+/// Every output the local-run machine has queued.
+fn drain_local(run: &mut LocalRun) -> Vec<local::Output> {
+    std::iter::from_fn(|| run.poll_output().item()).collect()
 }
 
 fn local_input(input: &Value) -> Option<local::Input> {
@@ -834,18 +862,16 @@ fn session_values(api: &mut Api) {
 
 /// Every event the session has queued (other outputs dropped).
 fn drain_session_events(side: &mut Side) -> Vec<Event> {
-    let mut out = Vec::new();
-    loop {
-        let o = match side {
-            Side::Hub(h) => h.poll_output(),
-            Side::Runner(r) => r.poll_output(),
-        };
-        match o {
-            session::Output::Timeout(_) => return out,
-            session::Output::Event(e) => out.push(e),
-            _ => {}
-        }
-    }
+    let poll = |side: &mut Side| match side {
+        Side::Hub(h) => h.poll_output().item(),
+        Side::Runner(r) => r.poll_output().item(),
+    };
+    std::iter::from_fn(|| poll(side))
+        .filter_map(|o| match o {
+            session::Output::Event(e) => Some(e),
+            _ => None,
+        })
+        .collect()
 }
 
 fn adapter_values(api: &mut Api) {
