@@ -3,7 +3,7 @@
 # Regenerate after changing a schema: python3 conformance/tools/gen_python_types.py
 """Typed shapes (``TypedDict``) of the JSON-form values the API accepts and returns.
 
-The values stay plain dicts with the wire's keys - this module only names their shapes
+The values stay plain dicts with the wire's keys — this module only names their shapes
 so that code using them type-checks (``mypy --strict``). The public submodules re-export
 the shapes of their area: :mod:`~stapel_runner_protocol.state` and
 :mod:`~stapel_runner_protocol.session` (sequencing), :mod:`~stapel_runner_protocol.contract`
