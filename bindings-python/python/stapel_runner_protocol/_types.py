@@ -394,6 +394,7 @@ class ToolCallCounts(TypedDict):
 class ExecutionEvidence(TypedDict):
     """Compact, content-free evidence of one execution (every key always present)."""
 
+    #: The contract version (``1.0``).
     contract_version: str
     #: Normalized outcome.
     outcome: Literal["succeeded", "refused", "failed"]
@@ -412,15 +413,25 @@ class ExecutionEvidence(TypedDict):
     failure_code: Optional[str]
     #: Refusal reason codes, or the host's abort code.
     failure_reasons: List[str]
+    #: The request's profile reference.
     harness_profile_ref: str
+    #: The resolved rein; null when resolution refused.
     rein_id: Optional[str]
+    #: The profile's approved model; null when resolution refused.
     model: Optional[str]
+    #: The request's repository.
     repository: str
+    #: Correlation reference.
     assignment_ref: Optional[str]
+    #: Correlation reference.
     role_ref: Optional[str]
+    #: Correlation reference.
     duty_ref: Optional[str]
+    #: Correlation references.
     goal_refs: List[str]
+    #: Correlation references.
     resource_envelope_refs: List[str]
+    #: The sandbox's id; null when none was created.
     sandbox_id: Optional[str]
     #: What happened to the rein's session end.
     session_end: Literal["not_attempted", "ended", "failed", "abandoned"]
@@ -431,12 +442,21 @@ class ExecutionEvidence(TypedDict):
     tools_used: List[str]
     #: Gateway-measured duration from ``execute`` to the result.
     duration_ms: int
+    #: The rein's own session duration; null when unknown.
     rein_duration_ms: Optional[int]
+    #: Session tokens; null when unknown.
     tokens: Optional[UsageSplitDict]
+    #: The model that served the session; null when unknown.
     resolved_model: Optional[str]
+    #: The commit produced; null when unknown.
     commit: Optional[str]
+    #: Artifact references; null when unknown.
     artifacts: Optional[List[str]]
+    #: The summary's claim, capped at what the rein descriptor declares; ``unavailable``
+    #: when no summary was received.
     tool_event_visibility: ToolEventVisibility
+    #: Inner tool events counted (null when visibility is ``unavailable``; never null when
+    #: ``complete``).
     tool_event_count: Optional[int]
     #: Names of the evidence fields whose value was redacted or stripped.
     redacted_fields: List[str]
@@ -445,9 +465,15 @@ class ExecutionEvidence(TypedDict):
 class GatewayResultDict(TypedDict):
     """The JSON form of a gateway result (see ``contract.GatewayResult``)."""
 
+    #: Derived from the normalized outcome: true exactly when it is ``succeeded``.
     ok: bool
+    #: Compact, content-free evidence; the only part fit for the State Hub.
     evidence: ExecutionEvidence
+    #: Output of the last dispatched tool call whose result was reported; null when it was
+    #: denied, failed to dispatch or was abandoned. Direct caller only; never reported.
     tool_output: Any
+    #: Error text of that tool call, else the message of the first ``*_failed`` report that
+    #: carried one. Direct caller only; never reported.
     tool_error: Optional[str]
 
 
@@ -796,15 +822,18 @@ class ReducerGap(TypedDict):
 class RunView(TypedDict):
     """The run in a snapshot."""
 
+    #: ``idle``, ``active`` or the run's terminal state.
     state: str
     phase: Optional[str]
     workspaceReady: bool
+    #: The proposed result, or null.
     result: Any
 
 
 class SessionView(TypedDict):
     """The session in a snapshot."""
 
+    #: ``not_started`` or the suffix of the last ``session.*`` event.
     state: str
     driverSessionId: Optional[str]
 
@@ -813,6 +842,7 @@ class ReducerTurn(TypedDict):
     """One turn in a snapshot."""
 
     turnId: Optional[str]
+    #: The suffix of the last ``turn.*`` event.
     state: str
     text: Optional[str]
     reason: Optional[str]
@@ -824,10 +854,13 @@ class ReducerItem(TypedDict):
     itemId: str
     turnId: Optional[str]
     kind: Optional[str]
+    #: ``started``, ``streaming``, ``completed`` or ``failed``.
     state: str
     text: Optional[str]
     message: Optional[str]
+    #: The ``item.delta`` payloads kept.
     deltas: List[Any]
+    #: Deltas beyond ``max_deltas_per_item``.
     droppedDeltas: int
 
 
@@ -835,9 +868,11 @@ class ReducerRequest(TypedDict):
     """A runtime (permission / input) request in a snapshot."""
 
     requestId: str
+    #: ``pending``, ``resolved``, ``expired`` or ``cancelled``.
     status: str
     type: Optional[str]
     prompt: Optional[str]
+    #: The answer; null while pending.
     response: Any
     request: Any
 
@@ -855,21 +890,30 @@ class ReducerLimits(TypedDict):
 class ReducerSnapshot(TypedDict):
     """The reducer's snapshot of one run and its session (every key always present)."""
 
+    #: The bound run.
     runId: str
+    #: The bound session; null until bound.
     normalizedSessionId: Optional[str]
+    #: Events applied.
     appliedEvents: int
+    #: Applied events per ``eventType`` (keys sorted).
     eventCounts: Dict[str, int]
     cursors: List[ReducerCursor]
     gaps: List[ReducerGap]
     run: RunView
+    #: ``state`` (``not_started``, ``starting``, ``ready``, ``exited``), ``driverKind``,
+    #: ``driverVersion``, ``transport``, ``processExit``, ``semanticResultObserved``.
     harness: Dict[str, Any]
     session: SessionView
     turns: List[ReducerTurn]
     items: List[ReducerItem]
     pendingRequests: List[ReducerRequest]
     answeredRequests: List[ReducerRequest]
+    #: The ``harness.exited`` payload's ``logs``, or null.
     logs: Any
+    #: ``{eventType, code, message}`` per diagnostic event.
     diagnostics: List[Dict[str, Any]]
+    #: The ``run.terminal`` payload, or null.
     terminal: Any
     limits: ReducerLimits
 
