@@ -6,14 +6,22 @@
 //!
 //! The test drives the core through the conformance vectors of the `contract`, `local`,
 //! `reducer`, `sequencing`, `session` and `adapter` areas and validates, with an
-//! independent JSON Schema validator (the `jsonschema` crate), every JSON value the core
-//! accepted (model inputs, gateway inputs, configurations, canonical events) and every
-//! JSON value it emitted (canonical models, gateway outputs, evidence, snapshots, delivery
-//! reports, local-run events) against its `$defs` entry. The few shapes whose JSON form a
-//! binding assembles from a core struct (replay reports, resync notices, peer errors,
-//! spawn/signal actions, role specs) are built here from an exhaustive destructuring of
-//! that struct, so adding or removing a field fails to compile or to validate. Every
-//! `$defs` entry must be exercised at least once.
+//! independent JSON Schema validator (the `jsonschema` crate), against its `$defs` entry:
+//!
+//! * every JSON value the core emitted: canonical models (`to_value` of every model a
+//!   `parse` step accepted — parsing itself is lenient where the canonical form is not:
+//!   an absent optional key and `null` are the same on input), gateway outputs with their
+//!   evidence, local-run events, reducer snapshots and delivery reports, configurations
+//!   as the core serializes them (every key);
+//! * every JSON value the core accepted where the schema is the input form: gateway
+//!   inputs, configuration objects, canonical events, positions.
+//!
+//! The few shapes whose JSON form a binding assembles from a core struct (replay reports,
+//! resync notices, peer errors, spawn/signal actions, role specs) are built here from an
+//! exhaustive destructuring of that struct, so adding or removing a field fails to
+//! compile or to validate. Every `$defs` entry must be exercised, and every key a schema
+//! declares must be carried by some checked value (a key the core stopped emitting
+//! fails too).
 
 use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
