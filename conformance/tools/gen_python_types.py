@@ -18,7 +18,9 @@ Mapping (the subset of JSON Schema the API schemas use; anything else is an erro
   (mixed: a private ``_<Name>Required`` base plus ``total=False``); ``description`` ->
   docstring, property descriptions -> ``#:`` comments;
 * ``oneOf`` of ``$ref``s -> a ``Union`` alias (the discriminated unions on ``type``);
-* any other ``$defs`` entry (``enum``, ``const``, a type) -> an alias;
+* any other ``$defs`` entry (``enum``, ``const``, a type) -> an alias (an ``enum`` of
+  several values as ``Union[Literal[a], Literal[b], ...]``, the union mypy reads it as,
+  so that stubtest finds a ``Union`` at runtime too);
 * ``enum``/``const`` -> ``Literal[...]`` (a ``null`` member -> ``Optional``);
   ``["T", "null"]`` or ``anyOf [S, {"type": "null"}]`` -> ``Optional[...]``;
   ``array`` -> ``List[...]`` (with ``prefixItems`` and ``items: false``: ``Tuple[...]``); an object without ``properties`` -> ``Dict[str, ...]``;
@@ -299,6 +301,10 @@ class Generator:
         where = "%s#/$defs/%s" % (area, name)
         body = {k: v for k, v in d.items() if k not in ("title", "description")}
         t = self.type_of(where, body)
+        if t.head == "Literal" and t.args is not None and len(t.args) > 1:
+            # A module-level alias of several literals is spelled as the union mypy reads
+            # it as, so that the runtime object is a ``Union`` too (stubtest compares them).
+            t = T(self.use("Union"), [T("Literal", [a]) for a in t.args])
         out = ["#: " + l for l in textwrap.wrap(py_doc(d.get("description", "")), WIDTH - 3)]
         out.append("%s = %s" % (name, t.fmt(0, len(name) + 3)))
         return out

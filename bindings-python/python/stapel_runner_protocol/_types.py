@@ -219,7 +219,7 @@ class RoleSpecDict(TypedDict):
 
 
 #: A rein's tool-event visibility.
-ToolEventVisibility = Literal["complete", "partial", "unavailable"]
+ToolEventVisibility = Union[Literal["complete"], Literal["partial"], Literal["unavailable"]]
 
 
 class ToolPolicy(TypedDict):
@@ -799,7 +799,12 @@ class CanonicalEvent(_CanonicalEventRequired, total=False):
 
 
 #: What ``SessionReducer.apply`` did with an accepted event.
-ReduceOutcome = Literal["applied", "applied_after_gap", "duplicate", "out_of_order"]
+ReduceOutcome = Union[
+    Literal["applied"],
+    Literal["applied_after_gap"],
+    Literal["duplicate"],
+    Literal["out_of_order"],
+]
 
 
 class ReducerCursor(TypedDict):
