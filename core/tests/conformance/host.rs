@@ -26,9 +26,7 @@ const INPUT_KEYS: &[&str] = &[
     "runner_added",
     "parse_config",
 ];
-const EXPECT_KEYS: &[&str] = &[
-    "outputs", "error", "timeout", "state", "runners", "pending",
-];
+const EXPECT_KEYS: &[&str] = &["outputs", "error", "timeout", "state", "runners", "pending"];
 
 enum Machine {
     Socket(SocketHost),
@@ -247,10 +245,9 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 Machine::Socket(s) => {
                     let error = s.handle_input(now, socket_input(input)?).err();
                     let mut out = Vec::new();
-                    while poll {
-                        match s.poll_output() {
-                            Some(o) => out.push(socket_output(o)),
-                            None => break,
+                    if poll {
+                        while let Some(o) = s.poll_output() {
+                            out.push(socket_output(o));
                         }
                     }
                     (error.map(|e| e.code()), out)
@@ -258,22 +255,28 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 Machine::Hub(h) => {
                     let error = h.handle_input(now, hub_input(input)?).err();
                     let mut out = Vec::new();
-                    while poll {
-                        match h.poll_output() {
-                            Some(o) => out.push(hub_output(o)),
-                            None => break,
+                    if poll {
+                        while let Some(o) = h.poll_output() {
+                            out.push(hub_output(o));
                         }
                     }
                     (error.map(|e| e.code()), out)
                 }
             }
         };
-        same(i, "error", &json!(error), &expect.get("error").cloned().unwrap_or(Value::Null))?;
+        same(
+            i,
+            "error",
+            &json!(error),
+            &expect.get("error").cloned().unwrap_or(Value::Null),
+        )?;
         if poll {
             let want = expect.get("outputs").cloned().unwrap_or_else(|| json!([]));
             same(i, "outputs", &Value::Array(outputs), &want)?;
         } else if expect.get("outputs").is_some() {
-            return Err(format!("step {i}: outputs expected on a step with poll: false"));
+            return Err(format!(
+                "step {i}: outputs expected on a step with poll: false"
+            ));
         }
         if let Some(want) = expect.get("timeout") {
             let got = match &m {
