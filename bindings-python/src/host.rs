@@ -401,3 +401,10 @@ pub fn runner_is_idle(activity: Activity) -> bool {
     }
     .is_idle()
 }
+
+/// The `Authorization` header value a runner sends for `token` (`Bearer <token>`), or
+/// `None` for an empty token (no header).
+#[pyfunction]
+pub fn bearer_authorization(token: &str) -> Option<String> {
+    auth::authorization_value(token)
+}

@@ -7,12 +7,14 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from conftest import json_equal
 from stapel_runner_protocol import ProtocolStateError
+from stapel_runner_protocol._native import bearer_authorization
 from stapel_runner_protocol.transport_ws import HubHost, SocketHost
 
 _INPUT_KEYS = {"now", "poll", "opened", "text", "binary", "binary_hex", "transmit",
                "session_close", "close", "failed", "socket_closed", "timeout", "request",
-               "upgraded", "authenticated", "runner_added", "parse_config"}
-_EXPECT_KEYS = {"outputs", "error", "timeout", "state", "runners", "pending"}
+               "upgraded", "authenticated", "runner_added", "parse_config",
+               "authorization_for"}
+_EXPECT_KEYS = {"outputs", "error", "timeout", "state", "runners", "pending", "value"}
 
 
 def _eq(what: str, got: Any, want: Any) -> None:
@@ -120,6 +122,12 @@ def run_host(vector: Dict[str, Any]) -> None:
         inp, expect = step["input"], step.get("expect", {})
         assert set(inp) <= _INPUT_KEYS, f"step {i}: unknown input keys {set(inp) - _INPUT_KEYS}"
         assert set(expect) <= _EXPECT_KEYS, f"step {i}: unknown expect keys"
+        if "authorization_for" in inp:
+            assert "value" in expect, f"step {i}: authorization_for needs expect.value"
+            _eq(f"step {i} value", bearer_authorization(inp["authorization_for"]),
+                expect["value"])
+            continue
+        assert "value" not in expect, f"step {i}: value is an authorization_for expectation"
         now = inp.get("now", now)
         poll = inp.get("poll", True)
         error: Optional[str] = None

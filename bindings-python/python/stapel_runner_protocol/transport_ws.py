@@ -91,6 +91,7 @@ from ._native import (
     TaskCancel,
     TaskProgress,
     TaskReportMessage,
+    bearer_authorization,
     bearer_token,
     runner_is_idle,
 )
@@ -566,9 +567,10 @@ class RunnerConnection(_Connection):
         self._clock = clock
         self._max_queued_events = max_queued_events
         self._connect_kwargs = dict(connect_kwargs or {})
-        if auth_token:
+        authorization = bearer_authorization(auth_token or "")
+        if authorization is not None:
             headers = dict(self._connect_kwargs.pop("additional_headers", None) or {})
-            headers["Authorization"] = f"Bearer {auth_token}"
+            headers["Authorization"] = authorization
             self._connect_kwargs["additional_headers"] = headers
         self._driver = None
         self._connecting: Optional[asyncio.Lock] = None

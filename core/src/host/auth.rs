@@ -101,6 +101,17 @@ pub fn bearer_from_headers<N: AsRef<str>, V: AsRef<str>>(
     authorization_header(headers).and_then(bearer_token)
 }
 
+/// The `Authorization` header value a runner sends to present `token`:
+/// `Bearer <token>`. `None` for an empty token: no header is sent (the hub then
+/// refuses the upgrade with `missing_authorization`).
+pub fn authorization_value(token: &str) -> Option<String> {
+    if token.is_empty() {
+        None
+    } else {
+        Some(format!("Bearer {token}"))
+    }
+}
+
 /// Compare two byte strings without an early exit: the time depends on the longer
 /// length only (the lengths themselves are not hidden, as with Python's
 /// `hmac.compare_digest`).
@@ -194,6 +205,8 @@ mod tests {
         assert_eq!(bearer_token("Bearer"), Err(Refusal::EmptyToken));
         assert_eq!(bearer_token("bEaReR   tok  "), Ok("tok"));
         assert_eq!(bearer_token("Bearer a b"), Ok("a b"));
+        assert_eq!(authorization_value("t").as_deref(), Some("Bearer t"));
+        assert_eq!(authorization_value(""), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! API. See conformance/README.md, "Area `host`".
 
 use serde_json::{json, Map, Value};
+use stapel_runner_protocol::host::auth::authorization_value;
 use stapel_runner_protocol::host::{
     HostConfig, HubHost, HubInput, HubOutput, InboundFrame, RunnerActivity, SocketHost,
     SocketInput, SocketOutput,
@@ -25,8 +26,11 @@ const INPUT_KEYS: &[&str] = &[
     "authenticated",
     "runner_added",
     "parse_config",
+    "authorization_for",
 ];
-const EXPECT_KEYS: &[&str] = &["outputs", "error", "timeout", "state", "runners", "pending"];
+const EXPECT_KEYS: &[&str] = &[
+    "outputs", "error", "timeout", "state", "runners", "pending", "value",
+];
 
 enum Machine {
     Socket(SocketHost),
@@ -235,6 +239,19 @@ pub fn run(vector: &Value) -> Result<(), String> {
             now = n;
         }
         let poll = input.get("poll").and_then(Value::as_bool).unwrap_or(true);
+        if let Some(token) = input.get("authorization_for") {
+            let token = token.as_str().ok_or("authorization_for takes a string")?;
+            let want = expect
+                .get("value")
+                .ok_or("authorization_for needs expect.value")?;
+            same(i, "value", &json!(authorization_value(token)), want)?;
+            continue;
+        }
+        if expect.get("value").is_some() {
+            return Err(format!(
+                "step {i}: value is an authorization_for expectation"
+            ));
+        }
         let (error, outputs) = if let Some(cfg) = input.get("parse_config") {
             (
                 HostConfig::from_value(cfg).err().map(|e| e.code()),
