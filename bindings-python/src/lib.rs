@@ -12,6 +12,7 @@ mod errors;
 mod fastcall;
 mod fields;
 mod framing;
+mod host;
 mod json;
 mod local;
 mod messages;
@@ -49,6 +50,28 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(contract::is_sensitive_key, m)?)?;
     m.add_function(wrap_pyfunction!(contract::is_credential_reference, m)?)?;
     m.add("CONTRACT_MODELS", contract::MODELS.to_vec())?;
+    m.add_class::<host::PySocketHost>()?;
+    m.add_class::<host::PyHubHost>()?;
+    m.add_function(wrap_pyfunction!(host::bearer_token, m)?)?;
+    m.add_function(wrap_pyfunction!(host::bearer_refusal, m)?)?;
+    m.add_function(wrap_pyfunction!(host::runner_is_idle, m)?)?;
+    m.add_function(wrap_pyfunction!(host::bearer_authorization, m)?)?;
+    m.add(
+        "HOST_REPLACED_REASON",
+        stapel_runner_protocol::host::REPLACED_REASON,
+    )?;
+    m.add(
+        "HOST_CLOSE_TIMEOUT_MS",
+        stapel_runner_protocol::host::DEFAULT_CLOSE_TIMEOUT_MS,
+    )?;
+    m.add(
+        "HOST_MAX_IDLE_RUNNERS",
+        stapel_runner_protocol::host::DEFAULT_MAX_IDLE_RUNNERS,
+    )?;
+    m.add(
+        "HOST_MAX_QUEUED_EVENTS",
+        stapel_runner_protocol::host::DEFAULT_MAX_QUEUED_EVENTS,
+    )?;
     m.add_class::<framing::PyLineFramer>()?;
     m.add_class::<framing::PyLineError>()?;
     m.add_function(wrap_pyfunction!(wire::encode, m)?)?;

@@ -16,6 +16,7 @@ import pytest
 
 from conformance_adapter import run_adapter
 from conformance_contract import run_contract
+from conformance_host import run_host
 from conformance_local import run_local
 from conformance_reducer import run_reducer
 from conformance_sequencing import run_sequencing
@@ -141,6 +142,7 @@ RUNNERS["session"] = run_session
 RUNNERS["reducer"] = run_reducer
 RUNNERS["local"] = run_local
 RUNNERS["contract"] = run_contract
+RUNNERS["host"] = run_host
 
 
 def test_vectors_exist() -> None:

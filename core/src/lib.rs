@@ -12,6 +12,8 @@
 //! * [`json`] — the ordered JSON value type of the messages' open objects (`payload`,
 //!   `task`, `extra`, …): members in arrival order, inline short strings, no hashing;
 //! * [`framing`] — the bounded JSONL line framer used by every newline-delimited stream;
+//! * [`host`] — the connection host policy of WebSocket transports (token check, close
+//!   or abort, binary frames, idle-runner eviction) as sans-IO machines;
 //! * [`local`] — the local-runner protocol of seed 002 (commands, canonical events, supervision as actions, terminal reconciliation);
 //! * [`reducer`] — folds canonical local-runner events into a session snapshot.
 //!
@@ -24,6 +26,7 @@
 pub mod adapter;
 pub mod contract;
 pub mod framing;
+pub mod host;
 pub mod json;
 pub mod local;
 pub mod reducer;

@@ -28,6 +28,13 @@ written in the order the session produced them. Text frames carry the protocol; 
 binary frame is decoded strictly as UTF-8 (one that is not is dropped with a
 ``("peer_error", {"code": "invalid_utf8", ...})`` event).
 
+Every decision about the sockets — the token check and its order, HTTP 401 or close
+code 1008, abort or bounded close handshake, binary frames, which idle runner is
+evicted, when a runner is announced — is the Rust core's connection host policy
+(:class:`SocketHost` per socket, :class:`HubHost` for the server, ``core/src/host/``);
+this module performs their outputs (reads, writes, closes, aborts, queues events) and
+nothing else.
+
 Bounds and timing:
 
 * the event queue holds :data:`EVENT_QUEUE_SIZE` events (``max_queued_events=``): when
@@ -54,7 +61,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hmac
 import logging
 import time
 import weakref
@@ -67,17 +73,34 @@ from typing import (
     List,
     Mapping,
     Optional,
+    Sequence,
     Tuple,
     Type,
     Union,
 )
 
-from ._native import Hello, TaskAssign, TaskCancel, TaskProgress, TaskReportMessage
-from .errors import AdapterUnavailableError
+from ._native import (
+    HOST_CLOSE_TIMEOUT_MS,
+    HOST_MAX_IDLE_RUNNERS,
+    HOST_MAX_QUEUED_EVENTS,
+    HOST_REPLACED_REASON,
+    Hello,
+    HubHost,
+    SocketHost,
+    TaskAssign,
+    TaskCancel,
+    TaskProgress,
+    TaskReportMessage,
+    bearer_authorization,
+    bearer_token,
+    runner_is_idle,
+)
+from .errors import AdapterUnavailableError, ProtocolStateError
 from .session import HubSession, RunnerSession, SessionMachine
 
 __all__ = ["RunnerConnection", "HubConnection", "HubServer", "HubRunner", "Event",
-           "Authenticate", "EVENT_QUEUE_SIZE", "CLOSE_TIMEOUT_S", "MAX_IDLE_RUNNERS"]
+           "Authenticate", "EVENT_QUEUE_SIZE", "CLOSE_TIMEOUT_S", "MAX_IDLE_RUNNERS",
+           "SocketHost", "HubHost"]
 
 #: A sequenced message a connection sends.
 Sequenced = Union[TaskAssign, TaskProgress, TaskReportMessage, TaskCancel]
@@ -90,15 +113,17 @@ Event = Tuple[str, Any]
 
 Clock = Callable[[], float]
 
-#: Events a connection queues for the application before its reader waits.
-EVENT_QUEUE_SIZE = 1024
+#: Events a connection queues for the application before its reader waits (the core's
+#: default).
+EVENT_QUEUE_SIZE: int = HOST_MAX_QUEUED_EVENTS
 
 #: Seconds a close handshake with a live peer may take before the TCP connection is
-#: aborted.
-CLOSE_TIMEOUT_S = 2.0
+#: aborted (the core's default).
+CLOSE_TIMEOUT_S: float = HOST_CLOSE_TIMEOUT_MS / 1000
 
-#: Disconnected, fully idle runners a :class:`HubServer` keeps (oldest dropped first).
-MAX_IDLE_RUNNERS = 1024
+#: Disconnected, fully idle runners a :class:`HubServer` keeps (oldest dropped first;
+#: the core's default).
+MAX_IDLE_RUNNERS: int = HOST_MAX_IDLE_RUNNERS
 
 _log = logging.getLogger(__name__)
 
@@ -134,15 +159,74 @@ def _socket_closed_errors() -> Tuple[Type[BaseException], ...]:
     return errors + (ConnectionClosed,)
 
 
-def _abort(socket: Any) -> bool:
-    """Drop the socket's TCP connection at once (no close handshake); ``False`` when the
-    socket has no transport to abort (an injected one)."""
+def _next_output(machine: Union[SocketHost, HubHost]) -> Optional[Tuple[str, Any]]:
+    """The machine's next ``(kind, value)`` output, ``None`` when drained."""
+    output: Optional[Tuple[str, Any]] = machine.poll_output()
+    return output
+
+
+def _now_ms(clock: Clock) -> int:
+    return int(clock() * 1000)
+
+
+async def _abort(socket: Any) -> None:
+    """Drop the socket's TCP connection at once (no close handshake). A socket without a
+    transport to abort (an injected one) gets a close bounded by :data:`CLOSE_TIMEOUT_S`
+    instead, the nearest it has."""
     transport = getattr(socket, "transport", None)
     abort = getattr(transport, "abort", None)
-    if abort is None:
-        return False
-    abort()
-    return True
+    if abort is not None:
+        abort()
+        return
+    try:
+        await asyncio.wait_for(socket.close(), CLOSE_TIMEOUT_S)
+    except Exception:
+        pass
+
+
+async def _handshake(socket: Any, host: SocketHost, clock: Clock, code: int, reason: str,
+                     deadline_ms: int, failed: Callable[[str, BaseException], None]) -> None:
+    """Run the close handshake the host machine asked for until its deadline and report
+    how it ended (the machine then asks for an abort, or nothing)."""
+    try:
+        await asyncio.wait_for(socket.close(code, reason),
+                               max(0.0, deadline_ms / 1000 - clock()))
+    except asyncio.TimeoutError:
+        host.timeout(max(_now_ms(clock), deadline_ms))
+        return
+    except _socket_closed_errors():
+        pass
+    except Exception as exc:
+        failed("close handshake", exc)
+        host.failed(_now_ms(clock))
+        return
+    host.socket_closed(_now_ms(clock))
+
+
+async def _refuse(socket: Any, code: int, reason: str, clock: Clock) -> None:
+    """Close a socket the hub refused, as its own :class:`SocketHost` decides."""
+    host = SocketHost()
+    host.close(_now_ms(clock), code, reason)
+
+    def failed(where: str, exc: BaseException) -> None:
+        _log.warning("transport_ws: the %s failed: %r", where, exc, exc_info=exc)
+
+    while (output := _next_output(host)) is not None:
+        kind, value = output
+        if kind == "close":
+            code, reason, deadline_ms = value
+            await _handshake(socket, host, clock, code, reason, deadline_ms, failed)
+        elif kind == "abort":
+            await _abort(socket)
+
+
+def _queue_bound(maxsize: int) -> int:
+    """``maxsize`` if the core accepts it as an event queue bound, else ``ValueError``."""
+    try:
+        SocketHost({"max_queued_events": maxsize})
+    except (ProtocolStateError, OverflowError, TypeError) as exc:
+        raise ValueError(f"max_queued_events must be at least 1 ({exc})") from None
+    return maxsize
 
 
 class _EventQueue:
@@ -153,9 +237,7 @@ class _EventQueue:
     queue; there are few of those. Created inside the running loop."""
 
     def __init__(self, maxsize: int) -> None:
-        if maxsize < 1:
-            raise ValueError("max_queued_events must be at least 1")
-        self.maxsize = maxsize
+        self.maxsize = _queue_bound(maxsize)
         self._items: Deque[Event] = collections.deque()
         self._nonempty = asyncio.Event()
         self._space = asyncio.Event()
@@ -193,9 +275,13 @@ class _EventQueue:
 
 
 class _Driver:
-    """Runs one session machine over one socket: a reader task, a timer task, and a
-    flush after every input. Once :meth:`lost` ran it never touches the session again
-    (a newer driver may own it)."""
+    """Runs one session machine over one socket, as the socket's :class:`SocketHost`
+    decides: a reader task, a timer task for the session's deadlines, and the machine's
+    outputs performed after every input. The outputs that need no waiting (attach,
+    deliver, peer error, detach) are performed at once; the rest (send, close, abort)
+    go through :attr:`io` in order, so a task cancelled while writing leaves them for
+    the next one. Once detached it never touches the session again (a newer driver may
+    own it)."""
 
     def __init__(
         self,
@@ -208,19 +294,24 @@ class _Driver:
         self.socket = socket
         self.clock = clock
         self.events = events
+        self.host = SocketHost()
+        self.io: Deque[Tuple[str, Any]] = collections.deque()
         self.deadline: Optional[int] = None
         self.wake = asyncio.Event()
         self.gone = asyncio.Event()
         self.send_lock = asyncio.Lock()
         self.tasks: List["asyncio.Task[None]"] = []
-        self.open = False
+
+    @property
+    def open(self) -> bool:
+        """``True`` while the socket is open and the session attached."""
+        return self.host.is_open
 
     def now(self) -> int:
-        return int(self.clock() * 1000)
+        return _now_ms(self.clock)
 
     async def start(self) -> None:
-        self.session.connected(self.now())
-        self.open = True
+        self.host.opened(self.now())
         await self.flush()
         self.tasks = [asyncio.ensure_future(self.read()), asyncio.ensure_future(self.timer())]
 
@@ -229,87 +320,76 @@ class _Driver:
         _log.warning("transport_ws: the %s failed: %r", where, exc, exc_info=exc)
         self.events.put_nowait(("error", exc))
 
-    async def flush(self) -> None:
-        if not self.open:
-            return  # the session may already belong to a newer driver
-        frames: List[str] = []
-        close: Optional[str] = None
-        for kind, value in self.session.drain_outputs():
-            if kind == "transmit" and isinstance(value, str):
-                frames.append(value)
+    def relay(self) -> None:
+        """Hand the session's outputs on: frames and close requests to the socket's
+        machine, the deadline to the timer, events to the application."""
+        outputs: Sequence[Tuple[str, Any]] = self.session.drain_outputs()
+        for kind, value in outputs:
+            if kind == "transmit":
+                self.host.transmit(self.now(), value)
+            elif kind == "close":
+                self.host.session_close(self.now(), value if isinstance(value, str) else "close")
             elif kind == "timeout":
                 self.deadline = value if isinstance(value, int) else None
                 self.wake.set()
-            elif kind == "close":
-                close = value if isinstance(value, str) else "close"
             else:
                 self.events.put_nowait((kind, value))
-        if frames:
-            # One writer at a time, batches in the order they were drained (the lock
-            # is FIFO), so frames reach the socket in the session's order.
-            async with self.send_lock:
-                for frame in frames:
-                    if not self.open:
-                        break
-                    try:
-                        await self.socket.send(frame)
-                    except _socket_closed_errors():
-                        await self.drop()
-                    except Exception as exc:
-                        self.failed("send", exc)
-                        await self.drop()
-        if close is not None:
-            # The session gave up on this connection. A dead peer (peer_timeout) gets
-            # no close handshake: the transport is aborted, so nothing waits for it.
-            self.lost()
-            if close == "peer_timeout":
-                await self.close_socket(handshake=False)
+
+    def step(self) -> None:
+        """Perform the machine's outputs that need no waiting; queue the others."""
+        while (output := _next_output(self.host)) is not None:
+            kind, value = output
+            if kind == "attach":
+                self.session.connected(self.now())
+                self.relay()
+            elif kind == "deliver":
+                self.session.frame(self.now(), value)
+                self.relay()
+            elif kind == "peer_error":
+                self.events.put_nowait(("peer_error", value))
+            elif kind == "detach":
+                try:
+                    self.session.disconnected(self.now())
+                    self.relay()
+                finally:
+                    self.events.put_nowait(("disconnected", None))
+                    self.gone.set()
+                    self.wake.set()
             else:
-                await self.close_socket(handshake=True)
+                self.io.append(output)
 
-    def lost(self) -> None:
-        """The socket is gone (or given up): tell the session, queue the events it
-        still has and ``("disconnected", None)``. Idempotent; never waits."""
-        if not self.open:
-            return
-        self.open = False
-        try:
-            self.session.disconnected(self.now())
-            for kind, value in self.session.drain_outputs():
-                if kind not in ("transmit", "timeout", "close"):
-                    self.events.put_nowait((kind, value))
-        finally:
-            self.events.put_nowait(("disconnected", None))
-            self.gone.set()
-            self.wake.set()
-
-    async def drop(self) -> None:
-        """Give up on a broken connection: :meth:`lost`, then abort the transport (the
-        reader's pending read ends with it)."""
-        self.lost()
-        await self.close_socket(handshake=False)
-
-    async def close_socket(self, *, handshake: bool) -> None:
-        """Close the socket: with a close handshake bounded by
-        :data:`CLOSE_TIMEOUT_S`, else (or when that times out) by aborting it."""
-        if handshake:
-            try:
-                await asyncio.wait_for(self.socket.close(), CLOSE_TIMEOUT_S)
-                return
-            except asyncio.TimeoutError:
-                pass
-            except _socket_closed_errors():
-                pass
-            except Exception as exc:
-                self.failed("close handshake", exc)
-        if not _abort(self.socket):
-            # no transport to abort (an injected socket): a bounded close is all there is
-            try:
-                await asyncio.wait_for(self.socket.close(), CLOSE_TIMEOUT_S)
-            except (asyncio.TimeoutError, Exception):
-                pass
+    async def flush(self) -> None:
+        """:meth:`step`, then perform the queued writes, closes and aborts in order."""
+        self.step()
+        while self.io:
+            kind, value = self.io.popleft()
+            if kind == "send":
+                frames = [value]
+                while self.io and self.io[0][0] == "send":
+                    frames.append(self.io.popleft()[1])
+                # One writer at a time, batches in the order they were queued (the lock
+                # is FIFO), so frames reach the socket in the session's order.
+                async with self.send_lock:
+                    for frame in frames:
+                        try:
+                            await self.socket.send(frame)
+                        except _socket_closed_errors():
+                            self.host.socket_closed(self.now())
+                            break
+                        except Exception as exc:
+                            self.failed("send", exc)
+                            self.host.failed(self.now())
+                            break
+            elif kind == "close":
+                code, reason, deadline_ms = value
+                await _handshake(self.socket, self.host, self.clock, code, reason, deadline_ms,
+                                 self.failed)
+            elif kind == "abort":
+                await _abort(self.socket)
+            self.step()
 
     async def read(self) -> None:
+        ended = False
         try:
             frames = self.socket.__aiter__()
             while self.open:
@@ -319,29 +399,20 @@ class _Driver:
                 try:
                     frame = await frames.__anext__()
                 except StopAsyncIteration:
+                    ended = True
                     break
-                if not self.open:
-                    break
-                if isinstance(frame, str):
-                    text = frame
-                else:
-                    try:
-                        text = bytes(frame).decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        self.events.put_nowait(("peer_error", {
-                            "code": "invalid_utf8",
-                            "detail": f"a binary frame that is not UTF-8 was dropped: {exc}",
-                        }))
-                        continue
-                self.session.frame(self.now(), text)
+                self.host.frame(self.now(), frame)
                 await self.flush()
         except _socket_closed_errors():
-            pass  # the socket went away: a normal disconnect
+            ended = True  # the socket went away: a normal disconnect
         except Exception as exc:
             self.failed("reader", exc)
-            await self.drop()
-        finally:
-            self.lost()
+            self.host.failed(self.now())
+            await self.flush()
+            return
+        if ended:
+            self.host.socket_closed(self.now())
+            await self.flush()
 
     async def timer(self) -> None:
         try:
@@ -360,24 +431,30 @@ class _Driver:
                 self.deadline = None
                 if self.open:
                     self.session.tick(self.now())
+                    self.relay()
                     await self.flush()
         except Exception as exc:
             # Without its timer the connection has no keepalive: give it up (the
             # application reconnects and resumes).
             self.failed("timer", exc)
-            await self.drop()
+            self.host.failed(self.now())
+            await self.flush()
 
     async def send(self, message: Any) -> None:
         self.session.send(self.now(), message)
+        self.relay()
         await self.flush()
 
-    async def stop(self, *, handshake: Optional[bool] = None) -> None:
-        """Detach from the session, end the tasks, close the socket: with a bounded
-        close handshake when ``handshake`` (default: the connection was still open),
-        else by aborting it."""
-        if handshake is None:
-            handshake = self.open
-        self.lost()
+    def begin_stop(self, reason: str = "") -> None:
+        """Ask the socket's machine to close (detaching the session now); the close
+        itself waits for :meth:`finish_stop`."""
+        self.host.close(self.now(), reason=reason)
+        self.step()
+
+    async def finish_stop(self) -> None:
+        """End the tasks, then perform the close the machine decided (a bounded
+        handshake with a live socket, an abort of one being closed, nothing for one
+        gone)."""
         current = asyncio.current_task()
         tasks = [t for t in self.tasks if t is not current]
         self.tasks = []
@@ -388,7 +465,12 @@ class _Driver:
         for t in tasks:
             if not t.cancelled() and t.exception() is not None:
                 self.failed("connection task", t.exception())  # type: ignore[arg-type]
-        await self.close_socket(handshake=handshake)
+        await self.flush()
+
+    async def stop(self) -> None:
+        """Detach from the session, end the tasks, close the socket."""
+        self.begin_stop()
+        await self.finish_stop()
 
 
 class _Connection:
@@ -438,9 +520,9 @@ class _Connection:
                 return
 
     async def close(self) -> None:
-        """Close the socket (the session state is kept): a close handshake of at most
-        :data:`CLOSE_TIMEOUT_S` while the connection is alive, an abort otherwise.
-        Idempotent."""
+        """Close the socket (the session state is kept), as its :class:`SocketHost`
+        decides: a close handshake of at most :data:`CLOSE_TIMEOUT_S` while the
+        connection is alive, an abort while it is being closed. Idempotent."""
         if self._driver is not None:
             driver, self._driver = self._driver, None
             await driver.stop()
@@ -485,9 +567,10 @@ class RunnerConnection(_Connection):
         self._clock = clock
         self._max_queued_events = max_queued_events
         self._connect_kwargs = dict(connect_kwargs or {})
-        if auth_token:
+        authorization = bearer_authorization(auth_token or "")
+        if authorization is not None:
             headers = dict(self._connect_kwargs.pop("additional_headers", None) or {})
-            headers["Authorization"] = f"Bearer {auth_token}"
+            headers["Authorization"] = authorization
             self._connect_kwargs["additional_headers"] = headers
         self._driver = None
         self._connecting: Optional[asyncio.Lock] = None
@@ -578,7 +661,6 @@ class HubRunner(_Connection):
         self._max_queued_events = max_queued_events
         self._driver = None
         self._lock: Optional[asyncio.Lock] = None
-        self._arrived = False  # announced by HubServer.accept (once per handle)
         self._announced = False  # in the arrivals queue, not yet taken by accept()
         self._serving = 0
 
@@ -591,36 +673,42 @@ class HubRunner(_Connection):
     def idle(self) -> bool:
         """``True`` when nothing depends on this handle: no socket, no frame kept for
         replay, no event queued, nobody waiting for one, not waiting in
-        :meth:`HubServer.accept`."""
+        :meth:`HubServer.accept` (the core's rule)."""
+        return runner_is_idle(self._activity())
+
+    def _activity(self) -> Tuple[str, int, int, int, int, bool]:
+        """What this handle is doing, for the core's eviction decision."""
         queue = self._event_queue
         return (
-            self._driver is None
-            and self._serving == 0
-            and not self._announced
-            and self.session.outbox_frames == 0
-            and (queue is None or (queue.qsize() == 0 and queue.getters == 0))
+            self.runner_id,
+            self._serving + (self._driver is not None),
+            self.session.outbox_frames,
+            0 if queue is None else queue.qsize(),
+            0 if queue is None else queue.getters,
+            self._announced,
         )
 
     async def _serve(self, socket: Any) -> None:
         """Drive the session over ``socket`` until it is gone; a newer socket of the same
-        runner replaces an older one. The swap happens under the lock; closing the older
-        socket (a bounded handshake, or an abort when it is already dead) does not, so
-        the newer socket's hello is processed at once."""
+        runner replaces an older one. The swap happens under the lock (the older socket's
+        machine detaches the session before the newer one attaches); closing the older
+        socket (as its machine decides: a bounded handshake, or an abort when it is
+        already being closed) does not, so the newer socket's hello is processed at
+        once."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         self._serving += 1
         try:
             async with self._lock:
                 old, self._driver = self._driver, None
-                old_alive = old is not None and old.open
                 if old is not None:
-                    old.lost()  # the session sees the old socket go before the new one
+                    old.begin_stop(HOST_REPLACED_REASON)
                 driver = _Driver(self.session, socket, self._clock, self._events)
                 self._driver = driver
                 await driver.start()
             try:
                 if old is not None:
-                    await old.stop(handshake=old_alive)
+                    await old.finish_stop()
                 await driver.gone.wait()
             finally:
                 if self._driver is driver:
@@ -630,15 +718,11 @@ class HubRunner(_Connection):
             self._serving -= 1
 
 
-def _authorization(headers: Any) -> Optional[str]:
-    """The one ``Authorization`` header value, or ``None`` when there is none or more
-    than one (a repeated header is refused, never guessed at)."""
-    get_all = getattr(headers, "get_all", None)
-    if get_all is None:
-        value = headers.get("Authorization")
-        return value if isinstance(value, str) else None
-    values = get_all("Authorization")
-    return values[0] if len(values) == 1 else None
+def _header_pairs(headers: Any) -> List[Tuple[str, str]]:
+    """The request's headers as name/value pairs in arrival order, repeats included."""
+    raw_items = getattr(headers, "raw_items", None)
+    items = raw_items() if raw_items is not None else headers.items()
+    return [(str(name), str(value)) for name, value in items]
 
 
 class HubServer:
@@ -682,27 +766,49 @@ class HubServer:
     ) -> None:
         if (tokens is None) == (authenticate is None):
             raise TypeError("HubServer needs exactly one of tokens= and authenticate=")
+        config: Dict[str, Any] = {"max_idle_runners": max_idle_runners}
         if tokens is not None:
-            table = dict(tokens)
-
-            def by_table(token: str) -> Optional[str]:
-                found: Optional[str] = None
-                for known, runner_id in table.items():
-                    if hmac.compare_digest(known.encode(), token.encode()):
-                        found = runner_id
-                return found
-
-            authenticate = by_table
-        assert authenticate is not None
-        self._authenticate: Authenticate = authenticate
+            config["tokens"] = dict(tokens)  # compared in constant time by the core
+        self._host = HubHost(config)
+        self._authenticate = authenticate
         self._session_factory = session_factory or (lambda _id: HubSession(**session_kwargs))
         self._clock = clock
-        self._max_idle_runners = max_idle_runners
         self._max_queued_events = max_queued_events
         self._runners: Dict[str, HubRunner] = {}
         self._arrivals: "Optional[asyncio.Queue[HubRunner]]" = None
-        # runner id found by process_request, for the handler of that connection
-        self._authenticated: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+        # the host machine's connection ids (process_request and the handler of one
+        # connection get the same connection object)
+        self._conn_ids: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+        self._next_conn = 0
+
+    def _now(self) -> int:
+        return _now_ms(self._clock)
+
+    def _conn_id(self, connection: Any) -> int:
+        conn = self._conn_ids.get(connection)
+        if conn is None:
+            self._next_conn += 1
+            conn = self._conn_ids[connection] = self._next_conn
+        return conn
+
+    def _decide(self) -> List[Tuple[str, Any]]:
+        """The host machine's outputs, its questions to ``authenticate`` answered."""
+        outputs: List[Tuple[str, Any]] = []
+        while (output := _next_output(self._host)) is not None:
+            kind, value = output
+            if kind != "authenticate":
+                outputs.append(output)
+                continue
+            conn, token = value
+            assert self._authenticate is not None
+            try:
+                runner_id = self._authenticate(token)
+            except BaseException:
+                self._host.authenticated(self._now(), conn, None)
+                self._host.drain_outputs()
+                raise
+            self._host.authenticated(self._now(), conn, runner_id)
+        return outputs
 
     @property
     def runners(self) -> Dict[str, HubRunner]:
@@ -717,16 +823,12 @@ class HubServer:
             runner = HubRunner(runner_id, self._session_factory(runner_id), self._clock,
                                self._max_queued_events)
             self._runners[runner_id] = runner
-            self._evict_idle(keep=runner)
+            self._host.runner_added(self._now(), runner_id,
+                                    [r._activity() for r in self._runners.values()])
+            for kind, value in self._decide():
+                if kind == "evict":
+                    self._runners.pop(value, None)
         return runner
-
-    def _evict_idle(self, keep: HubRunner) -> None:
-        """Drop the oldest idle runners beyond the bound (never ``keep``, the handle
-        just created for a caller)."""
-        idle = [r for r in self._runners.values() if r.idle]
-        for runner in idle[: max(0, len(idle) - self._max_idle_runners)]:
-            if runner is not keep:
-                del self._runners[runner.runner_id]
 
     async def accept(self) -> HubRunner:
         """The next runner that connects for the first time (or again after it was
@@ -744,10 +846,12 @@ class HubServer:
         """The runner id an ``Authorization`` header value authenticates, else ``None``."""
         if not authorization:
             return None
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        if self._host.has_token_table:
+            return self._host.runner_id_for(authorization)
+        token = bearer_token(authorization)
+        if token is None or self._authenticate is None:
             return None
-        return self._authenticate(token.strip())
+        return self._authenticate(token)
 
     def serve(self, host: Optional[str] = None, port: Optional[int] = None,
               **serve_kwargs: Any) -> Any:
@@ -757,10 +861,13 @@ class HubServer:
         from http import HTTPStatus
 
         def process_request(connection: Any, request: Any) -> Any:
-            runner_id = self.runner_id_for(_authorization(request.headers))
-            if runner_id is None:
-                return connection.respond(HTTPStatus.UNAUTHORIZED, "a valid bearer token is required\n")
-            self._authenticated[connection] = runner_id
+            self._host.request(self._now(), self._conn_id(connection),
+                               _header_pairs(request.headers))
+            for kind, value in self._decide():
+                if kind == "reject":
+                    _conn, status, body, refusal = value
+                    _log.debug("transport_ws: upgrade refused (%s)", refusal)
+                    return connection.respond(HTTPStatus(status), body)
             return None
 
         return serve(self.handler, host, port, process_request=process_request, **serve_kwargs)
@@ -769,14 +876,19 @@ class HubServer:
         """The connection handler (for a server you start yourself: it checks the token
         and closes the socket with code 1008 when it is not valid; behind
         :meth:`serve` the check already happened)."""
-        runner_id = self._authenticated.pop(socket, None)
-        if runner_id is None:
-            runner_id = self.runner_id_for(_authorization(socket.request.headers))
-        if runner_id is None:
-            await socket.close(1008, "a valid bearer token is required")
-            return
-        runner = self.runner(runner_id)
-        if not runner._arrived:
-            runner._arrived = runner._announced = True
-            self._arrivals_queue().put_nowait(runner)
-        await runner._serve(socket)
+        self._host.upgraded(self._now(), self._conn_id(socket),
+                            _header_pairs(socket.request.headers))
+        for kind, value in self._decide():
+            if kind == "refuse":
+                _conn, code, reason, refusal = value
+                _log.debug("transport_ws: socket refused (%s)", refusal)
+                await _refuse(socket, code, reason, self._clock)
+                return
+            if kind == "attach":
+                _conn, runner_id, announce = value
+                runner = self.runner(runner_id)
+                if announce:
+                    runner._announced = True
+                    self._arrivals_queue().put_nowait(runner)
+                await runner._serve(socket)
+                return

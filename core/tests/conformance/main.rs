@@ -9,6 +9,7 @@ mod adapter;
 mod common;
 mod contract;
 mod framing;
+mod host;
 mod local;
 mod reducer;
 mod sequencing;
@@ -28,6 +29,7 @@ fn run_vector(area: &str, vector: &Value) -> Result<(), String> {
         "adapter" => adapter::run(vector),
         "local" => local::run(vector),
         "reducer" => reducer::run(vector),
+        "host" => host::run(vector),
         other => Err(format!("no runner for area {other:?}")),
     }
 }

@@ -1,0 +1,219 @@
+//! Independent oracles for the host policy: the token rules and the eviction order
+//! against small reference models written from the documented rules, constant-time
+//! equality against `==`, and invariants of `SocketHost` over random input sequences.
+
+// The model spells the rules the way the Python transport did (`lower()`), on purpose.
+#![allow(clippy::manual_ignore_case_cmp)]
+
+use proptest::prelude::*;
+use stapel_runner_protocol::host::auth::{bearer_from_headers, constant_time_eq, TokenTable};
+use stapel_runner_protocol::host::{
+    HostConfig, HubHost, HubInput, HubOutput, InboundFrame, Refusal, RunnerActivity, SocketHost,
+    SocketInput, SocketOutput,
+};
+
+/// The documented rules, written as Python's `transport_ws` spelled them before the
+/// core took them over (`get_all`, `partition(" ")`, `lower()`, `strip()`).
+fn model_token(headers: &[(String, String)]) -> Result<String, &'static str> {
+    let values: Vec<&String> = headers
+        .iter()
+        .filter(|(n, _)| n.to_ascii_lowercase() == "authorization")
+        .map(|(_, v)| v)
+        .collect();
+    if values.len() > 1 {
+        return Err("duplicate_authorization");
+    }
+    let value = match values.first() {
+        Some(v) if !v.is_empty() => v.as_str(),
+        _ => return Err("missing_authorization"),
+    };
+    let (scheme, token) = match value.find(' ') {
+        Some(i) => (&value[..i], &value[i + 1..]),
+        None => (value, ""),
+    };
+    if scheme.to_ascii_lowercase() != "bearer" {
+        return Err("not_bearer");
+    }
+    let token = token.trim_matches(|c: char| c.is_whitespace());
+    if token.is_empty() {
+        return Err("empty_token");
+    }
+    Ok(token.to_owned())
+}
+
+fn header() -> impl Strategy<Value = (String, String)> {
+    let name = prop_oneof![
+        Just("Authorization"),
+        Just("authorization"),
+        Just("AUTHORIZATION"),
+        Just("X-Authorization"),
+        Just("Host"),
+    ];
+    let scheme = prop_oneof![
+        Just(""),
+        Just("Bearer"),
+        Just("bearer"),
+        Just("bEaReR"),
+        Just("Basic"),
+        Just("Bearerx"),
+        Just(" Bearer"),
+    ];
+    let sep = prop_oneof![Just(""), Just(" "), Just("  "), Just("\t")];
+    let token = prop_oneof![
+        Just(String::new()),
+        Just(" ".to_owned()),
+        Just("tok".to_owned()),
+        Just("tok ".to_owned()),
+        Just(" a b ".to_owned()),
+        Just("t\u{a0}".to_owned()),
+        "[a-z]{1,4}",
+    ];
+    (name, scheme, sep, token).prop_map(|(n, s, sep, t)| (n.to_owned(), format!("{s}{sep}{t}")))
+}
+
+proptest! {
+    #[test]
+    fn token_rules_match_the_model(headers in prop::collection::vec(header(), 0..4)) {
+        let got = bearer_from_headers(&headers).map(str::to_owned).map_err(Refusal::code);
+        prop_assert_eq!(got, model_token(&headers));
+    }
+
+    #[test]
+    fn hub_refusals_and_acceptance_follow_the_model(
+        headers in prop::collection::vec(header(), 0..4),
+        upgraded in any::<bool>(),
+    ) {
+        let config = HostConfig::from_value(&serde_json::json!({"tokens": {"tok": "R"}})).unwrap();
+        let mut hub = HubHost::new(&config);
+        let input = if upgraded {
+            HubInput::Upgraded { conn: 7, headers: headers.clone() }
+        } else {
+            HubInput::Request { conn: 7, headers: headers.clone() }
+        };
+        hub.handle_input(0, input).unwrap();
+        let out = hub.poll_output();
+        prop_assert!(hub.poll_output().is_none());
+        let want = match model_token(&headers) {
+            Ok(t) if t == "tok" => Ok(()),
+            Ok(_) => Err("unknown_token"),
+            Err(code) => Err(code),
+        };
+        match (out, want, upgraded) {
+            (Some(HubOutput::Accept { conn: 7, runner_id }), Ok(()), false) => prop_assert_eq!(runner_id, "R"),
+            (Some(HubOutput::Attach { conn: 7, runner_id, announce: true }), Ok(()), true) => prop_assert_eq!(runner_id, "R"),
+            (Some(HubOutput::Reject { conn: 7, status: 401, refusal, .. }), Err(code), false) => prop_assert_eq!(refusal.code(), code),
+            (Some(HubOutput::Refuse { conn: 7, code: 1008, refusal, .. }), Err(code), true) => prop_assert_eq!(refusal.code(), code),
+            (out, want, up) => prop_assert!(false, "got {:?}, want {:?} (upgraded {})", out, want, up),
+        }
+    }
+
+    #[test]
+    fn constant_time_eq_is_eq(a in prop::collection::vec(any::<u8>(), 0..8), b in prop::collection::vec(any::<u8>(), 0..8)) {
+        prop_assert_eq!(constant_time_eq(&a, &b), a == b);
+        prop_assert!(constant_time_eq(&a, &a));
+    }
+
+    #[test]
+    fn token_table_finds_exactly_the_known_tokens(
+        tokens in prop::collection::btree_map("[a-c]{0,3}", "[A-C]{1,2}", 0..6),
+        probe in "[a-c]{0,3}",
+    ) {
+        let table = TokenTable::new(tokens.clone());
+        prop_assert_eq!(table.lookup(&probe), tokens.get(&probe).map(String::as_str));
+    }
+
+    /// Eviction against a plain model: a Vec in creation order; on each addition, drop
+    /// registered runners the host no longer lists, then the oldest idle ones beyond
+    /// the bound, never the new one.
+    #[test]
+    fn eviction_follows_the_model(
+        max_idle in 0usize..4,
+        ops in prop::collection::vec((0u8..8, prop::collection::vec(any::<bool>(), 8)), 1..30),
+    ) {
+        let config = HostConfig::from_value(&serde_json::json!({"tokens": {}, "max_idle_runners": max_idle})).unwrap();
+        let mut hub = HubHost::new(&config);
+        let mut model: Vec<String> = Vec::new();
+        let mut host: Vec<String> = Vec::new(); // the host's handles
+        for (id, busy) in ops {
+            let id = format!("r{id}");
+            if host.contains(&id) {
+                continue; // the host adds a handle only once
+            }
+            host.push(id.clone());
+            let idle_of = |r: &str| !busy[r[1..].parse::<usize>().unwrap()];
+            let activity: Vec<RunnerActivity> = host
+                .iter()
+                .map(|r| RunnerActivity {
+                    runner_id: r.clone(),
+                    queued_events: u64::from(!idle_of(r)),
+                    ..RunnerActivity::default()
+                })
+                .collect();
+            hub.handle_input(0, HubInput::RunnerAdded { runner_id: id.clone(), activity }).unwrap();
+            let mut evicted = Vec::new();
+            while let Some(o) = hub.poll_output() {
+                match o {
+                    HubOutput::Evict { runner_id } => evicted.push(runner_id),
+                    other => prop_assert!(false, "unexpected {:?}", other),
+                }
+            }
+            // the model
+            model.retain(|r| host.contains(r));
+            model.push(id.clone());
+            let idle: Vec<String> = model.iter().filter(|r| idle_of(r)).cloned().collect();
+            let excess = idle.len().saturating_sub(max_idle);
+            let want: Vec<String> = idle.into_iter().take(excess).filter(|r| *r != id).collect();
+            model.retain(|r| !want.contains(r));
+            prop_assert_eq!(&evicted, &want);
+            host.retain(|r| !evicted.contains(r));
+            prop_assert_eq!(hub.runners().collect::<Vec<_>>(), model.iter().map(String::as_str).collect::<Vec<_>>());
+            prop_assert!(!evicted.contains(&id));
+        }
+    }
+
+    /// Over any input sequence: `Attach` at most once and first; `Detach` at most once,
+    /// only after `Attach`, before any `Close`/`Abort`; nothing is delivered or sent
+    /// after `Detach`; nothing at all after `Abort`; a `Close` deadline is
+    /// `now + close_timeout_ms`.
+    #[test]
+    fn socket_invariants(inputs in prop::collection::vec((0u8..10, 0u64..5000), 0..40)) {
+        let mut s = SocketHost::new(&HostConfig::default());
+        let (mut attached, mut detached, mut ended, mut aborted) = (false, false, false, false);
+        let mut now = 0u64;
+        for (kind, dt) in inputs {
+            now += dt;
+            let input = match kind {
+                0 => SocketInput::Opened,
+                1 => SocketInput::Frame(InboundFrame::Text("t".into())),
+                2 => SocketInput::Frame(InboundFrame::Binary(vec![0xff])),
+                3 => SocketInput::Transmit("f".into()),
+                4 => SocketInput::SessionClose("peer_timeout".into()),
+                5 => SocketInput::SessionClose("hello_required".into()),
+                6 => SocketInput::Close { code: 1000, reason: String::new() },
+                7 => SocketInput::Failed,
+                8 => SocketInput::SocketClosed,
+                _ => SocketInput::Timeout,
+            };
+            let _ = s.handle_input(now, input);
+            while let Some(o) = s.poll_output() {
+                prop_assert!(!aborted, "output {:?} after abort", o);
+                match o {
+                    SocketOutput::Attach => { prop_assert!(!attached && !ended); attached = true; }
+                    SocketOutput::Deliver(_) | SocketOutput::PeerError { .. } | SocketOutput::Send(_) => {
+                        prop_assert!(attached && !detached && !ended);
+                    }
+                    SocketOutput::Detach => { prop_assert!(attached && !detached && !ended); detached = true; }
+                    SocketOutput::Close { deadline_ms, .. } => {
+                        prop_assert!(!ended);
+                        prop_assert_eq!(deadline_ms, now + 2000);
+                        ended = true;
+                    }
+                    SocketOutput::Abort => { aborted = true; ended = true; }
+                    other => prop_assert!(false, "unknown output {:?}", other),
+                }
+            }
+            prop_assert_eq!(s.is_open(), attached && !detached);
+            if attached && ended { prop_assert!(detached); }
+        }
+    }
+}
