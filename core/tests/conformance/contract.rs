@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 use stapel_runner_protocol::contract::{
     self, safety, Catalog, ContractError, ExecutionEvidence, ExecutionRequest, ExecutionSummary,
-    Gateway, GatewayConfig, GatewayInput, GatewayOutput, GatewayResult, HarnessProfile,
-    ReinDescriptor, SandboxHandle, ToolCall, ToolResult,
+    Gateway, GatewayConfig, GatewayInput, GatewayResult, HarnessProfile, ReinDescriptor,
+    SandboxHandle, ToolCall, ToolResult,
 };
 
 use crate::common::{same, steps};
@@ -125,11 +125,8 @@ pub fn run(vector: &Value) -> Result<(), String> {
             let now = input.get("now_ms").and_then(Value::as_u64).unwrap_or(0);
             let result = GatewayInput::from_value(g).and_then(|inp| gw.handle_input(now, inp));
             let mut outputs = Vec::new();
-            loop {
-                match gw.poll_output() {
-                    GatewayOutput::Waiting => break,
-                    out => outputs.push(out.to_value()),
-                }
+            while let Some(out) = gw.poll_output() {
+                outputs.push(out.to_value());
                 if outputs.len() > 64 {
                     return Err(format!("step {i}: gateway does not settle"));
                 }
