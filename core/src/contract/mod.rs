@@ -8,6 +8,8 @@
 //!   `unknown`, `disabled`, `ambiguous`, `incompatible`, `unsafe`.
 //! * [`Gateway`] — the lifecycle machine: resolve → create sandbox → start session →
 //!   dispatch tools → end session → destroy sandbox → [`GatewayResult`].
+//! * [`rein`] — the rules of the reference rein (`SubprocessRein`): role, tool-call
+//!   prompt, turn outcome → tool result, usage sum and summary.
 //! * [`safety`] — the one definition of sensitive keys and credential-shaped values, and
 //!   the identifier shapes evidence enforces ([`IdentifierKind`]).
 //!
@@ -64,6 +66,7 @@ pub mod evidence;
 mod fields;
 mod gateway;
 pub mod models;
+pub mod rein;
 pub mod resolution;
 pub mod safety;
 
@@ -81,5 +84,6 @@ pub use models::{
     ExecutionRequest, ExecutionSummary, HarnessProfile, ReinDescriptor, SandboxHandle, StringMap,
     ToolCall, ToolEventVisibility, ToolPolicy, ToolResult, CONTRACT_VERSION,
 };
+pub use rein::{ReinSession, HARNESS_ERROR};
 pub use resolution::{resolve, unsafe_reasons, Catalog, Refusal, RefusalKind, Resolved};
 pub use safety::{safe_identifier_as, IdentifierKind};
