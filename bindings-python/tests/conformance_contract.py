@@ -110,8 +110,9 @@ def run_contract(vector: Dict[str, Any]) -> None:
         elif "rein_tool_result" in inp:
             _outcome(i, _native.rein_tool_result(inp["rein_tool_result"]), None, expect)
         elif "rein_turn_error" in inp:
-            e = inp["rein_turn_error"]
-            _outcome(i, _native.rein_turn_error_result(e["code"], e["message"]), None, expect)
+            turn_error = inp["rein_turn_error"]
+            _outcome(i, _native.rein_turn_error_result(turn_error["code"], turn_error["message"]),
+                     None, expect)
         elif "rein_summary" in inp:
             assert rein is not None, f"step {i}: no rein_start"
             _outcome(i, rein.summary(int(inp.get("now_ms", 0))), None, expect)
