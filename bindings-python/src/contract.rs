@@ -313,6 +313,14 @@ pub fn rein_role_spec<'py>(profile: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
     value_to_py(py, &rein::role_spec(&profile).to_value())
 }
 
+/// The prompt of the turn `start_session` runs first (`inputs["prompt"]` when present and
+/// not empty), or `None`.
+#[pyfunction]
+pub fn rein_initial_prompt(inputs: std::collections::BTreeMap<String, String>) -> Option<String> {
+    let inputs: contract::StringMap = inputs.into_iter().collect();
+    rein::initial_prompt(&inputs).map(str::to_owned)
+}
+
 /// The session map of the rein's `n`-th session in `sandbox`.
 #[pyfunction]
 pub fn rein_session_map<'py>(n: u64, sandbox: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -353,6 +361,7 @@ pub fn register_rein(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyReinSession>()?;
     m.add_function(wrap_pyfunction!(rein_role_spec, m)?)?;
     m.add_function(wrap_pyfunction!(rein_session_map, m)?)?;
+    m.add_function(wrap_pyfunction!(rein_initial_prompt, m)?)?;
     m.add_function(wrap_pyfunction!(rein_tool_result, m)?)?;
     m.add_function(wrap_pyfunction!(rein_turn_error_result, m)?)?;
     Ok(())

@@ -97,6 +97,8 @@ def run_contract(vector: Dict[str, Any]) -> None:
         elif "rein_session_map" in inp:
             m = inp["rein_session_map"]
             _outcome(i, _native.rein_session_map(m["n"], m["sandbox"]), None, expect)
+        elif "rein_initial_prompt" in inp:
+            _outcome(i, _native.rein_initial_prompt(inp["rein_initial_prompt"]), None, expect)
         elif "rein_start" in inp:
             rein = contract.ReinSession(inp["rein_start"], int(inp.get("now_ms", 0)))
             _outcome(i, None, None, expect)

@@ -40,6 +40,7 @@ from ._native import (
     looks_like_credential,
     parse_catalog,
     parse_model,
+    rein_initial_prompt,
     rein_role_spec,
     rein_session_map,
     rein_tool_result,
@@ -432,8 +433,8 @@ class SubprocessRein(Rein):
         with self._lock:
             session = rein_session_map(next(self._ids), sandbox)
             self._sessions[session["session_id"]] = state
-        prompt = inputs.get("prompt")
-        if prompt:
+        prompt = rein_initial_prompt(inputs)
+        if prompt is not None:
             try:
                 state.turn(prompt)
             except BaseException:

@@ -7,6 +7,8 @@
 //! * [`role_spec`] — the harness role of a profile: `role` = `profile_id`, `model` = the
 //!   profile's model, `allowed_tools` = the tool policy's list, `session` =
 //!   [`DEFAULT_SESSION`];
+//! * [`initial_prompt`] — the turn `start_session` runs first: the rein input `prompt`,
+//!   when present and not empty;
 //! * [`session_map`] — the session map `start_session` returns:
 //!   `{"session_id": "s-<n>", "sandbox_id": <the sandbox's id>}`;
 //! * [`ReinSession::tool_call_prompt`] — a tool call's turn prompt: compact JSON
@@ -49,6 +51,18 @@ pub fn role_spec(profile: &HarnessProfile) -> RoleSpec {
         budget: None,
         extra: Map::new(),
     }
+}
+
+/// The rein input key whose value `start_session` runs as a first turn.
+pub const PROMPT_INPUT: &str = "prompt";
+
+/// The prompt of the turn `start_session` runs before any tool call: `inputs["prompt"]`
+/// when present and not empty, else `None` (no initial turn).
+pub fn initial_prompt(inputs: &StringMap) -> Option<&str> {
+    inputs
+        .get(PROMPT_INPUT)
+        .map(String::as_str)
+        .filter(|p| !p.is_empty())
 }
 
 /// The session map of the rein's `n`-th session in `sandbox`:

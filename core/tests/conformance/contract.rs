@@ -164,6 +164,10 @@ pub fn run(vector: &Value) -> Result<(), String> {
             let sandbox =
                 SandboxHandle::from_value(&m["sandbox"]).map_err(|e| format!("step {i}: {e}"))?;
             outcome(i, Ok(json!(rein::session_map(n, &sandbox))), expect)?;
+        } else if let Some(m) = input.get("rein_initial_prompt") {
+            let inputs: contract::StringMap =
+                serde_json::from_value(m.clone()).map_err(|e| format!("step {i}: {e}"))?;
+            outcome(i, Ok(json!(rein::initial_prompt(&inputs))), expect)?;
         } else if let Some(p) = input.get("rein_start") {
             let profile = HarnessProfile::from_value(p).map_err(|e| format!("step {i}: {e}"))?;
             let now = input.get("now_ms").and_then(Value::as_u64).unwrap_or(0);
