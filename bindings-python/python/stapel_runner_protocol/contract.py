@@ -7,7 +7,8 @@ form (dicts).
   ``model`` and ``field``;
 * :func:`resolve` — a profile reference against a catalog, or
   :class:`~stapel_runner_protocol.errors.ResolutionRefused` (``code``, ``reasons``);
-* :class:`GatewayMachine` — the core's sans-IO gateway lifecycle machine;
+* :class:`GatewayMachine` — the core's sans-IO gateway lifecycle machine (``stage``,
+  ``handle_input``, ``poll_output`` / ``drain``, ``poll_timeout``);
 * :class:`Rein`, :class:`Sandboxer` and :class:`Gateway` — seed 001's rein lifecycle
   (``start_session`` / ``dispatch_tool`` / ``end_session``) and a blocking gateway that
   drives the machine with them: resolve the profile, create the sandbox, start the
@@ -15,7 +16,8 @@ form (dicts).
   once it exists), and return a :class:`GatewayResult` with its evidence;
 * :class:`SubprocessRein` — the reference rein: one JSONL harness child per session
   (seed 000's subprocess protocol, through
-  :class:`~stapel_runner_protocol.subprocess_adapter.SubprocessAdapter`).
+  :class:`~stapel_runner_protocol.subprocess_adapter.SubprocessAdapter`), whose rules
+  are the core's :class:`ReinSession` and ``rein_*`` functions.
 
 The models' JSON shapes are ``TypedDict``s re-exported here (``ExecutionRequest``,
 ``HarnessProfile``, ``ToolCall``, ``ToolResult``, ``ExecutionSummary``,
