@@ -3,13 +3,16 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyModule;
 use pyo3::types::{PyDict, PyList};
 use serde_json::{json, Value};
 use stapel_runner_protocol::contract::{
-    self, safety, Catalog, ContractError, ExecutionEvidence, ExecutionRequest, ExecutionSummary,
-    Gateway, GatewayConfig, GatewayError, GatewayInput, GatewayOutput, GatewayResult,
-    HarnessProfile, IdentifierKind, Refusal, ReinDescriptor, SandboxHandle, ToolCall, ToolResult,
+    self, rein, safety, Catalog, ContractError, ExecutionEvidence, ExecutionRequest,
+    ExecutionSummary, Gateway, GatewayConfig, GatewayError, GatewayInput, GatewayResult,
+    HarnessProfile, IdentifierKind, Refusal, ReinDescriptor, ReinSession, SandboxHandle, ToolCall,
+    ToolResult,
 };
+use stapel_runner_protocol::wire::UsageSplit;
 
 use crate::errors::errors_module;
 use crate::json::{py_to_value, value_to_py};
@@ -215,21 +218,32 @@ impl PyGateway {
 
     /// The next output (JSON form), or `None` when waiting.
     fn poll_output<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.inner.poll_output() {
-            GatewayOutput::Waiting => Ok(None),
-            o => value_to_py(py, &o.to_value()).map(Some),
-        }
+        self.inner
+            .poll_output()
+            .map(|o| value_to_py(py, &o.to_value()))
+            .transpose()
     }
 
     /// Every ready output.
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        loop {
-            match self.inner.poll_output() {
-                GatewayOutput::Waiting => return Ok(list),
-                o => list.append(value_to_py(py, &o.to_value())?)?,
-            }
+        while let Some(o) = self.inner.poll_output() {
+            list.append(value_to_py(py, &o.to_value())?)?;
         }
+        Ok(list)
+    }
+
+    /// Always `None`: the gateway has no timers (the one-shape vocabulary).
+    fn poll_timeout(&self) -> Option<u64> {
+        self.inner.poll_timeout()
+    }
+
+    /// The lifecycle stage: `idle`, `creating_sandbox`, `starting_session`,
+    /// `dispatching`, `ending_session`, `destroying_sandbox`, `discarding_sandbox` or
+    /// `finished`.
+    #[getter]
+    fn stage(&self) -> &'static str {
+        self.inner.stage().as_str()
     }
 
     /// `True` once the result was emitted.
@@ -237,4 +251,118 @@ impl PyGateway {
     fn finished(&self) -> bool {
         self.inner.is_finished()
     }
+}
+
+fn model_of<T>(
+    py: Python<'_>,
+    value: &Bound<'_, PyAny>,
+    parse: impl FnOnce(&Value) -> Result<T, ContractError>,
+) -> PyResult<T> {
+    parse(&py_to_value(value)?).map_err(|e| contract_error(py, &e))
+}
+
+/// One session of the reference rein (`SubprocessRein`): the core's rules for the tool
+/// call prompt, the usage sum and the summary.
+#[pyclass(module = "stapel_runner_protocol.contract", name = "ReinSession")]
+pub struct PyReinSession {
+    inner: ReinSession,
+}
+
+#[pymethods]
+impl PyReinSession {
+    #[new]
+    fn new(profile: &Bound<'_, PyAny>, now_ms: u64) -> PyResult<Self> {
+        let profile = model_of(profile.py(), profile, HarnessProfile::from_value)?;
+        Ok(Self {
+            inner: ReinSession::new(&profile, now_ms),
+        })
+    }
+
+    /// The turn prompt for a tool call (counts one tool call).
+    fn tool_call_prompt(&mut self, call: &Bound<'_, PyAny>) -> PyResult<String> {
+        let call = model_of(call.py(), call, ToolCall::from_value)?;
+        Ok(self.inner.tool_call_prompt(&call))
+    }
+
+    /// Add one turn's token split (`{"cache_read", …}`); `ValueError` when it is not a
+    /// valid split.
+    fn record_turn(&mut self, usage: &Bound<'_, PyAny>) -> PyResult<()> {
+        let usage: UsageSplit = serde_json::from_value(py_to_value(usage)?)
+            .map_err(|e| PyValueError::new_err(format!("invalid usage split: {e}")))?;
+        self.inner.record_turn(&usage);
+        Ok(())
+    }
+
+    /// The summary `end_session` reports at `now_ms` (canonical JSON form).
+    fn summary<'py>(&self, py: Python<'py>, now_ms: u64) -> PyResult<Bound<'py, PyAny>> {
+        value_to_py(py, &self.inner.summary(now_ms).to_value())
+    }
+
+    /// Tool calls counted so far.
+    #[getter]
+    fn tool_calls(&self) -> u64 {
+        self.inner.tool_calls()
+    }
+}
+
+/// The harness role of a profile (`RoleSpec` JSON form).
+#[pyfunction]
+pub fn rein_role_spec<'py>(profile: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = profile.py();
+    let profile = model_of(py, profile, HarnessProfile::from_value)?;
+    value_to_py(py, &rein::role_spec(&profile).to_value())
+}
+
+/// The prompt of the turn `start_session` runs first (`inputs["prompt"]` when present and
+/// not empty), or `None`.
+#[pyfunction]
+pub fn rein_initial_prompt(inputs: std::collections::BTreeMap<String, String>) -> Option<String> {
+    let inputs: contract::StringMap = inputs.into_iter().collect();
+    rein::initial_prompt(&inputs).map(str::to_owned)
+}
+
+/// The session map of the rein's `n`-th session in `sandbox`.
+#[pyfunction]
+pub fn rein_session_map<'py>(n: u64, sandbox: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = sandbox.py();
+    let sandbox = model_of(py, sandbox, SandboxHandle::from_value)?;
+    let map: serde_json::Map<String, Value> = rein::session_map(n, &sandbox)
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    value_to_py(py, &Value::Object(map))
+}
+
+/// The successful tool result of a turn whose text is `text`.
+#[pyfunction]
+pub fn rein_tool_result<'py>(py: Python<'py>, text: String) -> PyResult<Bound<'py, PyAny>> {
+    value_to_py(py, &rein::tool_result_from_text(text).to_value())
+}
+
+/// The tool result of a turn that failed with adapter error `code` (`message`: the
+/// harness's words): `ok: false` for `harness_error`, else `None` (no result: the rein
+/// re-raises and the dispatch fails).
+#[pyfunction]
+pub fn rein_turn_error_result<'py>(
+    py: Python<'py>,
+    code: &str,
+    message: &str,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    rein::tool_result_from_turn_error(code, message)
+        .map(|r| value_to_py(py, &r.to_value()))
+        .transpose()
+}
+
+/// Register the reference rein's helpers.
+///
+/// # Errors
+/// When a registration fails.
+pub fn register_rein(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyReinSession>()?;
+    m.add_function(wrap_pyfunction!(rein_role_spec, m)?)?;
+    m.add_function(wrap_pyfunction!(rein_session_map, m)?)?;
+    m.add_function(wrap_pyfunction!(rein_initial_prompt, m)?)?;
+    m.add_function(wrap_pyfunction!(rein_tool_result, m)?)?;
+    m.add_function(wrap_pyfunction!(rein_turn_error_result, m)?)?;
+    Ok(())
 }

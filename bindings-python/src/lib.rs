@@ -42,6 +42,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reducer::PySessionReducer>()?;
     m.add_class::<local::PyLocalRun>()?;
     m.add_class::<contract::PyGateway>()?;
+    contract::register_rein(m)?;
     m.add_function(wrap_pyfunction!(contract::parse_model, m)?)?;
     m.add_function(wrap_pyfunction!(contract::parse_catalog, m)?)?;
     m.add_function(wrap_pyfunction!(contract::resolve, m)?)?;

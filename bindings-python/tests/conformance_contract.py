@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from conftest import json_equal
-from stapel_runner_protocol import contract
+from stapel_runner_protocol import _native, contract
 from stapel_runner_protocol.errors import ContractError, ResolutionRefused
 
 
@@ -31,6 +31,7 @@ def _outcome(i: int, value: Any, error: Optional[Dict[str, Any]], expect: Dict[s
 def run_contract(vector: Dict[str, Any]) -> None:
     cfg = vector.get("config", {})
     gateway: Optional[contract.GatewayMachine] = None
+    rein: Optional[contract.ReinSession] = None
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
         value: Any = None
@@ -88,5 +89,34 @@ def run_contract(vector: Dict[str, Any]) -> None:
             _eq(f"step {i} outputs", outputs, expect.get("outputs", []))
             if "finished" in expect:
                 _eq(f"step {i} finished", gateway.finished, expect["finished"])
+            if "stage" in expect:
+                _eq(f"step {i} stage", gateway.stage, expect["stage"])
+            _eq(f"step {i} poll_timeout", gateway.poll_timeout(), None)
+        elif "rein_role_spec" in inp:
+            _outcome(i, _native.rein_role_spec(inp["rein_role_spec"]), None, expect)
+        elif "rein_session_map" in inp:
+            m = inp["rein_session_map"]
+            _outcome(i, _native.rein_session_map(m["n"], m["sandbox"]), None, expect)
+        elif "rein_initial_prompt" in inp:
+            _outcome(i, _native.rein_initial_prompt(inp["rein_initial_prompt"]), None, expect)
+        elif "rein_start" in inp:
+            rein = contract.ReinSession(inp["rein_start"], int(inp.get("now_ms", 0)))
+            _outcome(i, None, None, expect)
+        elif "rein_tool_call_prompt" in inp:
+            assert rein is not None, f"step {i}: no rein_start"
+            _outcome(i, rein.tool_call_prompt(inp["rein_tool_call_prompt"]), None, expect)
+        elif "rein_turn" in inp:
+            assert rein is not None, f"step {i}: no rein_start"
+            rein.record_turn(inp["rein_turn"])
+            _outcome(i, None, None, expect)
+        elif "rein_tool_result" in inp:
+            _outcome(i, _native.rein_tool_result(inp["rein_tool_result"]), None, expect)
+        elif "rein_turn_error" in inp:
+            turn_error = inp["rein_turn_error"]
+            _outcome(i, _native.rein_turn_error_result(turn_error["code"], turn_error["message"]),
+                     None, expect)
+        elif "rein_summary" in inp:
+            assert rein is not None, f"step {i}: no rein_start"
+            _outcome(i, rein.summary(int(inp.get("now_ms", 0))), None, expect)
         else:
             raise AssertionError(f"step {i}: unknown input {inp}")

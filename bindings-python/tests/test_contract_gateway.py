@@ -17,6 +17,7 @@ from stapel_runner_protocol.contract import (
     ExecutionRequest,
     ExecutionSummary,
     Gateway,
+    GatewayMachine,
     GatewayResult,
     HarnessProfile,
     Rein,
@@ -263,6 +264,44 @@ def test_an_interrupt_cleans_up_then_propagates(
     assert [entry.split(" ")[0] for entry in rein.log] == rein_log
     assert [e for e in sandboxer.log if e.startswith("destroy")] == ["destroy sb-1"] * destroys
     assert sandboxer.live == live
+
+
+def test_a_failing_discard_of_an_invalid_handle_still_returns_the_result() -> None:
+    """The core asks for the invalid handle to be discarded; a destroy that raises there
+    changes nothing (teardown stays abandoned, the invalid handle stays the failure)."""
+    rein, sandboxer = FakeRein(), FakeSandboxer(bad=True, fail="destroy")
+    result = run(rein, sandboxer)
+    ev = result.evidence
+    assert (ev["failure_stage"], ev["failure_code"], ev["failure_reasons"], ev["teardown"]) == (
+        "sandbox_create", "aborted", ["invalid_sandbox_handle"], "abandoned")
+    assert sandboxer.log[1:] == ["destroy sb-1"] and rein.log == []
+    assert SECRET not in str(ev)
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_while_discarding_propagates_after_the_result(error: type) -> None:
+    sandboxer = FakeSandboxer(bad=True, fail="destroy", error=error("stop"))
+    with pytest.raises(error):
+        run(FakeRein(), sandboxer)
+    assert [e.split(" ")[0] for e in sandboxer.log] == ["create", "destroy"]
+
+
+def test_gateway_machine_vocabulary() -> None:
+    """The machine exposes its stage and has no timers."""
+    machine = GatewayMachine(CATALOG)
+    assert (machine.stage, machine.poll_timeout(), machine.poll_output()) == ("idle", None, None)
+    machine.handle_input(0, {"type": "execute", "request": REQUEST})
+    assert machine.stage == "creating_sandbox"
+    assert [o["type"] for o in machine.drain()] == ["create_sandbox"]
+    machine.handle_input(1, {"type": "answer", "value": {"sandbox_id": 5}})
+    assert machine.stage == "discarding_sandbox"
+    assert machine.drain() == [{"type": "discard_sandbox"}]
+    machine.handle_input(2, {"type": "action_failed", "message": "gone"})
+    out = machine.drain()
+    assert machine.finished and [o["type"] for o in out] == ["result"]
+    with pytest.raises(ContractError) as info:
+        machine.handle_input(3, {"type": "answer"})
+    assert info.value.code == "unexpected_input"
 
 
 def test_refusals_create_nothing() -> None:

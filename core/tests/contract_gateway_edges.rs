@@ -23,8 +23,8 @@ fn drain(gw: &mut Gateway) -> Vec<GatewayOutput> {
     let mut out = Vec::new();
     loop {
         match gw.poll_output() {
-            GatewayOutput::Waiting => return out,
-            o => out.push(o),
+            None => return out,
+            Some(o) => out.push(o),
         }
     }
 }

@@ -56,12 +56,16 @@ __all__ = [
     "StageFailedInput",
     "SandboxDestroyedInput",
     "AbortInput",
+    "AnswerInput",
+    "AnswerInvalidInput",
+    "ActionFailedInput",
     "GatewayInput",
     "CreateSandboxAction",
     "StartSessionAction",
     "DispatchToolAction",
     "EndSessionAction",
     "DestroySandboxAction",
+    "DiscardSandboxAction",
     "GatewayAction",
     "ResultOutput",
     "GatewayOutput",
@@ -572,6 +576,37 @@ class AbortInput(TypedDict):
     code: str
 
 
+class _AnswerInputRequired(TypedDict):
+    type: Literal["answer"]
+
+
+class AnswerInput(_AnswerInputRequired, total=False):
+    """Gateway input: the callback for the outstanding action returned ``value`` (the
+    core validates it as that action's answer; an invalid one fails the stage)."""
+
+    value: Any
+
+
+class _AnswerInvalidInputRequired(TypedDict):
+    type: Literal["answer_invalid"]
+
+
+class AnswerInvalidInput(_AnswerInvalidInputRequired, total=False):
+    """Gateway input: the callback's return value could not be turned into JSON."""
+
+    message: Optional[str]
+
+
+class _ActionFailedInputRequired(TypedDict):
+    type: Literal["action_failed"]
+
+
+class ActionFailedInput(_ActionFailedInputRequired, total=False):
+    """Gateway input: the callback for the outstanding action raised."""
+
+    message: Optional[str]
+
+
 #: Any input of the gateway machine.
 GatewayInput = Union[
     ExecuteInput,
@@ -582,6 +617,9 @@ GatewayInput = Union[
     StageFailedInput,
     SandboxDestroyedInput,
     AbortInput,
+    AnswerInput,
+    AnswerInvalidInput,
+    ActionFailedInput,
 ]
 
 
@@ -627,6 +665,13 @@ class DestroySandboxAction(TypedDict):
     sandbox: SandboxHandle
 
 
+class DiscardSandboxAction(TypedDict):
+    """Gateway action: the sandboxer's answer was not a valid handle; pass whatever it
+    returned to ``destroy``, best effort."""
+
+    type: Literal["discard_sandbox"]
+
+
 #: An action of the gateway machine for the host.
 GatewayAction = Union[
     CreateSandboxAction,
@@ -634,6 +679,7 @@ GatewayAction = Union[
     DispatchToolAction,
     EndSessionAction,
     DestroySandboxAction,
+    DiscardSandboxAction,
 ]
 
 
@@ -651,6 +697,7 @@ GatewayOutput = Union[
     DispatchToolAction,
     EndSessionAction,
     DestroySandboxAction,
+    DiscardSandboxAction,
     ResultOutput,
 ]
 

@@ -7,7 +7,8 @@ form (dicts).
   ``model`` and ``field``;
 * :func:`resolve` — a profile reference against a catalog, or
   :class:`~stapel_runner_protocol.errors.ResolutionRefused` (``code``, ``reasons``);
-* :class:`GatewayMachine` — the core's sans-IO gateway lifecycle machine;
+* :class:`GatewayMachine` — the core's sans-IO gateway lifecycle machine (``stage``,
+  ``handle_input``, ``poll_output`` / ``drain``, ``poll_timeout``);
 * :class:`Rein`, :class:`Sandboxer` and :class:`Gateway` — seed 001's rein lifecycle
   (``start_session`` / ``dispatch_tool`` / ``end_session``) and a blocking gateway that
   drives the machine with them: resolve the profile, create the sandbox, start the
@@ -15,7 +16,8 @@ form (dicts).
   once it exists), and return a :class:`GatewayResult` with its evidence;
 * :class:`SubprocessRein` — the reference rein: one JSONL harness child per session
   (seed 000's subprocess protocol, through
-  :class:`~stapel_runner_protocol.subprocess_adapter.SubprocessAdapter`).
+  :class:`~stapel_runner_protocol.subprocess_adapter.SubprocessAdapter`), whose rules
+  are the core's :class:`ReinSession` and ``rein_*`` functions.
 
 The models' JSON shapes are ``TypedDict``s re-exported here (``ExecutionRequest``,
 ``HarnessProfile``, ``ToolCall``, ``ToolResult``, ``ExecutionSummary``,
@@ -25,7 +27,6 @@ The models' JSON shapes are ``TypedDict``s re-exported here (``ExecutionRequest`
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -35,20 +36,30 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from ._native import (
     CONTRACT_MODELS,
     GatewayMachine,
+    ReinSession,
     is_credential_reference,
     is_sensitive_key,
     looks_like_credential,
     parse_catalog,
     parse_model,
+    rein_initial_prompt,
+    rein_role_spec,
+    rein_session_map,
+    rein_tool_result,
+    rein_turn_error_result,
     resolve,
     safe_identifier,
 )
 from ._types import (
     AbortInput,
+    ActionFailedInput,
+    AnswerInput,
+    AnswerInvalidInput,
     Catalog,
     CatalogCounts,
     CreateSandboxAction,
     DestroySandboxAction,
+    DiscardSandboxAction,
     DispatchToolAction,
     EndSessionAction,
     ExecuteInput,
@@ -87,6 +98,7 @@ __all__ = [
     "GatewayMachine",
     "GatewayResult",
     "Rein",
+    "ReinSession",
     "Sandboxer",
     "SubprocessRein",
     "parse_model",
@@ -98,10 +110,14 @@ __all__ = [
     "is_credential_reference",
     # JSON shapes
     "AbortInput",
+    "ActionFailedInput",
+    "AnswerInput",
+    "AnswerInvalidInput",
     "Catalog",
     "CatalogCounts",
     "CreateSandboxAction",
     "DestroySandboxAction",
+    "DiscardSandboxAction",
     "DispatchToolAction",
     "EndSessionAction",
     "ExecuteInput",
@@ -213,64 +229,32 @@ class Sandboxer(ABC):
         """Destroy the sandbox."""
 
 
-_FAILED_BY_REPORT: Dict[str, StageFailedInput] = {
-    "sandbox_created": {"type": "sandbox_create_failed"},
-    "sandbox_destroyed": {"type": "sandbox_destroy_failed"},
-    "session_started": {"type": "session_start_failed"},
-    "tool_dispatched": {"type": "tool_dispatch_failed"},
-    "session_ended": {"type": "session_end_failed"},
-}
-
-
-#: The report that answers each gateway action.
-_ANSWERS: Dict[str, str] = {
-    "create_sandbox": "sandbox_created",
-    "destroy_sandbox": "sandbox_destroyed",
-    "start_session": "session_started",
-    "dispatch_tool": "tool_dispatched",
-    "end_session": "session_ended",
-}
-
-#: The actions still performed after an interruption (a ``BaseException``).
-_CLEANUP = frozenset({"end_session", "destroy_sandbox"})
-
-
-class _Run:
-    """Per-``execute`` state: the interruption to re-raise once cleanup is done."""
-
-    def __init__(self) -> None:
-        self.interrupted: Optional[BaseException] = None
-
-
 def _message(exc: BaseException) -> Optional[str]:
     text = str(exc)
     return text or None
 
 
-def _failed(report_type: str, exc: BaseException) -> StageFailedInput:
-    failed: StageFailedInput = {"type": _FAILED_BY_REPORT[report_type]["type"]}
-    failed["message"] = _message(exc)
-    return failed
-
-
 class Gateway:
     """Executes requests through the core's gateway machine with injected reins (by
-    ``rein_id``) and a sandboxer. A rein or sandboxer that raises (or returns a model
-    the core rejects) is reported to the machine as the failure of that stage; its
-    message goes to the direct caller only (``tool_error``), never into evidence. Once
-    a sandbox exists, its teardown is attempted on every path — also when the sandboxer
-    returned a handle the core rejects (the stage is aborted with
+    ``rein_id``) and a sandboxer. This class only performs the machine's actions — it
+    calls the rein or sandboxer the action names and reports back what happened; every
+    decision is the core's (see ``GatewayMachine`` and the transition table of the
+    core's ``Gateway``).
+
+    A rein or sandboxer that raises, or returns a model the core rejects, fails that
+    stage; its message goes to the direct caller only (``tool_error``), never into
+    evidence. Once a sandbox exists, its teardown is attempted on every path — also when
+    the sandboxer returned a handle the core rejects (the stage is aborted with
     ``invalid_sandbox_handle``, the evidence says ``teardown: abandoned``, and the
-    gateway passes that handle to ``destroy`` itself, ignoring errors).
+    machine asks for that handle to be passed to ``destroy``, ignoring errors).
 
     A value the core cannot even take as JSON (``NaN``, a non-string key, an arbitrary
-    object: ``TypeError`` / ``ValueError`` while converting) fails its stage the same
-    way, and ``start_session`` must return a ``dict`` (anything else fails the session
-    start). A rein or sandboxer that raises a ``BaseException`` that is not an
+    object) fails its stage the same way, and ``start_session`` must return a ``dict``
+    of strings. A rein or sandboxer that raises a ``BaseException`` that is not an
     ``Exception`` (``KeyboardInterrupt``, ``SystemExit``, …) fails its stage too; the
-    gateway then performs only the cleanup the machine asks for (ending a started
-    session, destroying the sandbox — each at most once) and re-raises that exception
-    instead of returning a result."""
+    machine then asks only for cleanup (ending a started session, destroying the
+    sandbox — each at most once), and the gateway re-raises that exception instead of
+    returning a result."""
 
     def __init__(
         self,
@@ -315,95 +299,73 @@ class Gateway:
             "inputs": dict(inputs or {}),
             "tool_calls": list(tool_calls),
         }
-        pending: List[GatewayInput] = [execute]
-        rein: Optional[Rein] = None
+        machine.handle_input(self._now(), execute)
         run = _Run()
-        while pending:
-            report = pending.pop(0)
+        while True:
+            output = machine.poll_output()
+            if output is None:
+                raise RuntimeError("the gateway machine stopped without a result")
+            if output["type"] == "result":
+                if run.interrupted is not None:
+                    raise run.interrupted
+                return GatewayResult.from_dict(output["result"])
             try:
-                machine.handle_input(self._now(), report)
-            except (ContractError, TypeError, ValueError) as exc:
-                # ContractError: the core rejects the model; TypeError / ValueError: the
-                # value is not even JSON (NaN, a non-string key, an arbitrary object).
-                if report["type"] == "sandbox_created":
-                    # The sandboxer created something but returned a handle the core
-                    # rejects: the machine cannot name it, so the gateway gives up on
-                    # the stage (evidence: teardown "abandoned") and cleans up itself.
-                    abort: AbortInput = {"type": "abort", "code": "invalid_sandbox_handle"}
-                    machine.handle_input(self._now(), abort)
-                    self._destroy_quietly(report["sandbox"])
-                elif report["type"] in _FAILED_BY_REPORT:
-                    # A rein returned an invalid model: that stage failed.
-                    machine.handle_input(self._now(), _failed(report["type"], exc))
-                else:
-                    raise
-            for output in machine.drain():
-                if output["type"] == "result":
-                    if run.interrupted is not None:
-                        raise run.interrupted
-                    return GatewayResult.from_dict(output["result"])
-                if output["type"] == "start_session":
-                    rein = self._reins.get(output["profile"]["rein"])
-                pending.append(self._perform(output, rein, run))
-        raise RuntimeError("the gateway machine stopped without a result")
+                value = self._call(output, run)
+            except Exception as exc:
+                self._report_failure(machine, exc)
+                continue
+            except BaseException as exc:
+                # Kept and re-raised at the result; the machine asks only for cleanup.
+                if run.interrupted is None:
+                    run.interrupted = exc
+                self._report_failure(machine, exc)
+                continue
+            answer: AnswerInput = {"type": "answer", "value": value}
+            try:
+                machine.handle_input(self._now(), answer)
+            except (TypeError, ValueError) as exc:
+                # The value is not even JSON (NaN, a non-string key, an arbitrary object).
+                invalid: AnswerInvalidInput = {"type": "answer_invalid", "message": _message(exc)}
+                machine.handle_input(self._now(), invalid)
 
-    def _destroy_quietly(self, sandbox: SandboxHandle) -> None:
-        try:
-            self._sandboxer.destroy(sandbox)
-        except Exception:
-            pass
+    def _report_failure(self, machine: GatewayMachine, exc: BaseException) -> None:
+        failed: ActionFailedInput = {"type": "action_failed", "message": _message(exc)}
+        machine.handle_input(self._now(), failed)
 
-    def _perform(self, action: GatewayAction, rein: Optional[Rein], run: "_Run") -> GatewayInput:
-        """Perform one action; an exception becomes the stage's ``*_failed`` input. A
-        ``BaseException`` that is not an ``Exception`` does too, and is kept in ``run``
-        (re-raised once the machine has cleaned up); after it only the cleanup actions
-        (``end_session``, ``destroy_sandbox``) are still performed."""
-        answer = _ANSWERS[action["type"]]
-        if run.interrupted is not None and action["type"] not in _CLEANUP:
-            return _failed(answer, run.interrupted)
-        try:
-            return self._call(action, rein)
-        except Exception as exc:
-            return _failed(answer, exc)
-        except BaseException as exc:
-            if run.interrupted is None:
-                run.interrupted = exc
-            return _failed(answer, exc)
-
-    def _call(self, action: GatewayAction, rein: Optional[Rein]) -> GatewayInput:
-        """Perform one action (exceptions propagate to :meth:`_perform`)."""
+    def _call(self, action: GatewayAction, run: "_Run") -> Any:
+        """Call the rein or sandboxer ``action`` names; return what it returned
+        (exceptions propagate to :meth:`execute`)."""
         if action["type"] == "create_sandbox":
-            sandbox = self._sandboxer.create(
+            run.created = self._sandboxer.create(
                 action["harness_profile_ref"], action["sandbox_profile"], action["repository"]
             )
-            created: SandboxCreatedInput = {"type": "sandbox_created", "sandbox": sandbox}
-            return created
+            return run.created
         if action["type"] == "destroy_sandbox":
             self._sandboxer.destroy(action["sandbox"])
-            destroyed: SandboxDestroyedInput = {"type": "sandbox_destroyed"}
-            return destroyed
-        if rein is None:
+            return None
+        if action["type"] == "discard_sandbox":
+            self._sandboxer.destroy(run.created)
+            return None
+        if action["type"] == "start_session":
+            run.rein = self._reins.get(action["profile"]["rein"])
+        if run.rein is None:
             raise LookupError("no rein is registered for the resolved profile")
         if action["type"] == "start_session":
-            session = rein.start_session(action["profile"], action["inputs"], action["sandbox"])
-            if not isinstance(session, dict):
-                raise TypeError(
-                    f"start_session returned {type(session).__name__}, not a dict of strings"
-                )
-            started: SessionStartedInput = {"type": "session_started", "session": session}
-            return started
+            return run.rein.start_session(action["profile"], action["inputs"], action["sandbox"])
         if action["type"] == "dispatch_tool":
-            result = rein.dispatch_tool(action["session"], action["call"])
-            dispatched: ToolDispatchedInput = {"type": "tool_dispatched", "result": result}
-            return dispatched
-        summary = rein.end_session(action["session"])
-        ended: SessionEndedInput = {"type": "session_ended", "summary": summary}
-        return ended
+            return run.rein.dispatch_tool(action["session"], action["call"])
+        return run.rein.end_session(action["session"])
 
 
-_ZERO_USAGE: UsageSplitDict = {
-    "cache_read": 0, "cache_write": 0, "fresh_input": 0, "output": 0, "thinking": 0,
-}
+class _Run:
+    """Per-``execute`` host state: the rein of the resolved profile, what the sandboxer
+    returned (the machine may ask for it to be discarded), and the interruption to
+    re-raise once cleanup is done."""
+
+    def __init__(self) -> None:
+        self.rein: Optional[Rein] = None
+        self.created: Any = None
+        self.interrupted: Optional[BaseException] = None
 
 
 class SubprocessRein(Rein):
@@ -411,6 +373,9 @@ class SubprocessRein(Rein):
     protocol), started by a :class:`~stapel_runner_protocol.subprocess_adapter.SubprocessAdapter`
     — so the child gets a cleared environment, bounded lines, and its whole process
     group ends when the session does.
+
+    The rules below are the core's (``stapel_runner_protocol`` core, ``contract::rein``;
+    :class:`ReinSession` is its per-session bookkeeping); this class runs the children.
 
     * ``start_session`` builds a :class:`~stapel_runner_protocol.adapters.RoleSpec` from
       the profile (``role`` = ``profile_id``, ``model``, the tool policy's
@@ -452,62 +417,53 @@ class SubprocessRein(Rein):
         self._lock = threading.Lock()
         self._sessions: Dict[str, "_ReinSession"] = {}
 
+    def _now(self) -> int:
+        return int(self._clock() * 1000)
+
     def start_session(
         self, profile: HarnessProfile, inputs: Dict[str, str], sandbox: SandboxHandle
     ) -> Dict[str, str]:
+        spec = rein_role_spec(profile)
         role = RoleSpec(
-            role=profile["profile_id"],
-            model=profile["model"],
-            allowed_tools=list(profile["tool_policy"]["allowed_tools"]),
+            role=spec["role"],
+            model=spec.get("model"),
+            session=spec["session"],
+            allowed_tools=list(spec["allowed_tools"]),
         )
         harness = self._adapter.open_session(role)
-        state = _ReinSession(harness, profile["model"], self._clock())
+        state = _ReinSession(harness, ReinSession(profile, self._now()))
         with self._lock:
-            session_id = f"s-{next(self._ids)}"
-            self._sessions[session_id] = state
-        prompt = inputs.get("prompt")
-        if prompt:
+            session = rein_session_map(next(self._ids), sandbox)
+            self._sessions[session["session_id"]] = state
+        prompt = rein_initial_prompt(inputs)
+        if prompt is not None:
             try:
                 state.turn(prompt)
             except BaseException:
-                self._drop(session_id)
+                self._drop(session["session_id"])
                 raise
-        return {"session_id": session_id, "sandbox_id": sandbox["sandbox_id"]}
+        return session
 
     def dispatch_tool(self, session: Dict[str, str], tool_call: ToolCall) -> ToolResult:
         state = self._state(session)
-        prompt = json.dumps(
-            {
-                "call_id": tool_call.get("call_id"),
-                "name": tool_call["name"],
-                "arguments": tool_call.get("arguments", {}),
-            },
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
-        state.tool_calls += 1
+        prompt = state.rules.tool_call_prompt(tool_call)
         try:
             text = state.turn(prompt)
         except AdapterError as exc:
-            if exc.code != "harness_error":
-                raise
             message = exc.details.get("message")
-            return {"ok": False, "output": None,
-                    "error": message if isinstance(message, str) else str(exc)}
-        return {"ok": True, "output": text}
+            result = rein_turn_error_result(
+                exc.code or "", message if isinstance(message, str) else str(exc)
+            )
+            if result is None:
+                raise
+            return result
+        return rein_tool_result(text)
 
     def end_session(self, session: Dict[str, str]) -> ExecutionSummary:
         state = self._drop(session.get("session_id", ""))
         if state is None:
             raise KeyError("unknown rein session")
-        return {
-            "tokens": state.usage,
-            "duration_ms": max(0, int((self._clock() - state.started) * 1000)),
-            "resolved_model": state.model,
-            "tool_event_visibility": "complete",
-            "tool_event_count": state.tool_calls,
-        }
-
+        return state.rules.summary(self._now())
     def close(self) -> None:
         """Close every open session's child. Idempotent."""
         with self._lock:
@@ -531,23 +487,14 @@ class SubprocessRein(Rein):
 
 
 class _ReinSession:
-    """One harness session of a :class:`SubprocessRein`."""
+    """One harness session of a :class:`SubprocessRein`: the child (I/O) and the core's
+    bookkeeping of it."""
 
-    def __init__(self, harness: Session, model: str, started: float) -> None:
+    def __init__(self, harness: Session, rules: ReinSession) -> None:
         self.harness = harness
-        self.model = model
-        self.started = started
-        self.tool_calls = 0
-        self.usage: UsageSplitDict = _ZERO_USAGE.copy()
+        self.rules = rules
 
     def turn(self, prompt: str) -> str:
         result = self.harness.turn(prompt)
-        u, total = result.usage, self.usage
-        self.usage = {
-            "cache_read": total["cache_read"] + u.cache_read,
-            "cache_write": total["cache_write"] + u.cache_write,
-            "fresh_input": total["fresh_input"] + u.fresh_input,
-            "output": total["output"] + u.output,
-            "thinking": total["thinking"] + u.thinking,
-        }
+        self.rules.record_turn(result.usage.to_dict())
         return result.text

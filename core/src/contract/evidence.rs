@@ -360,7 +360,7 @@ impl ExecutionEvidence {
             .map(|s| self.ident(field, kind, s))
             .collect();
         if items.len() > max {
-            out.push(truncation_marker(items.len() - max));
+            out.push(truncation_marker(items.len().saturating_sub(max)));
         }
         out
     }

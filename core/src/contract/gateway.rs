@@ -4,9 +4,10 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Map, Value};
 
-use super::error::GatewayError;
+use super::error::{ContractError, GatewayError};
 use super::evidence::{
     ExecutionEvidence, FailureStage, GatewayResult, Outcome, SessionEndStatus, TeardownStatus,
+    ToolCallCounts,
 };
 use super::fields::{type_name, Obj};
 use super::models::{
@@ -14,7 +15,7 @@ use super::models::{
     ToolCall, ToolResult, CONTRACT_VERSION,
 };
 use super::resolution::{resolve, Catalog, Resolved};
-use super::safety::IdentifierKind;
+use super::safety::{join, IdentifierKind};
 
 /// Default for [`GatewayConfig::max_tool_calls`].
 pub const DEFAULT_MAX_TOOL_CALLS: usize = 256;
@@ -27,6 +28,12 @@ pub const DEFAULT_MAX_EVIDENCE_ARTIFACTS: usize = 64;
 
 /// The `failure_code` of an aborted execution.
 pub const ABORTED: &str = "aborted";
+
+/// The `failure_reasons` entry (with `failure_code` [`ABORTED`]) when the answer to
+/// `create_sandbox` is not a valid [`SandboxHandle`]: the gateway cannot name the sandbox,
+/// so it gives the stage up and asks the host to discard whatever the sand-boxer returned
+/// ([`GatewayAction::DiscardSandbox`]).
+pub const INVALID_SANDBOX_HANDLE: &str = "invalid_sandbox_handle";
 
 /// Longest abort code, in bytes.
 pub const MAX_ABORT_CODE_LEN: usize = 64;
@@ -133,6 +140,35 @@ pub enum GatewayInput {
         /// Optional explanation for the direct caller (`tool_error`); never in evidence.
         message: Option<String>,
     },
+    /// The host performed the outstanding action and its callback returned `value`. The
+    /// gateway reads it as the action's answer model — `create_sandbox`: a
+    /// [`SandboxHandle`]; `start_session`: a session map (string → string object);
+    /// `dispatch_tool`: a [`ToolResult`]; `end_session`: an [`ExecutionSummary`];
+    /// `destroy_sandbox` / `discard_sandbox`: ignored. A value that is not a valid model
+    /// is not an error of `handle_input`: it fails the stage exactly like
+    /// [`GatewayInput::AnswerInvalid`] with the model error's text as `message`.
+    Answer {
+        /// The callback's return value as JSON (`null` for callbacks returning nothing).
+        value: Value,
+    },
+    /// The host performed the outstanding action but could not even turn the callback's
+    /// return value into JSON (a non-finite number, a non-string key, an object JSON
+    /// cannot hold). Fails the stage: `create_sandbox` → the handle is given up
+    /// ([`INVALID_SANDBOX_HANDLE`], then [`GatewayAction::DiscardSandbox`]); every other
+    /// action → as its `*_failed` input.
+    AnswerInvalid {
+        /// Optional explanation for the direct caller (`tool_error`); never in evidence.
+        message: Option<String>,
+    },
+    /// The host's callback for the outstanding action raised (or was interrupted). The
+    /// same as the action's `*_failed` input, so a binding needs no action → input
+    /// table. After any failure the gateway emits only cleanup actions (`end_session` of
+    /// a started session, `destroy_sandbox` / `discard_sandbox`), so a host that was
+    /// interrupted can keep performing actions until the result and then re-raise.
+    ActionFailed {
+        /// Optional explanation for the direct caller (`tool_error`); never in evidence.
+        message: Option<String>,
+    },
     /// The host gives up on the outstanding action (a timeout, a cancellation, a
     /// shutdown). Valid whenever an action is outstanding, i.e. after `execute` and
     /// before the result; see [`Gateway`] for what happens in each stage. `code` is the
@@ -159,6 +195,9 @@ impl GatewayInput {
             GatewayInput::SessionEndFailed { .. } => "session_end_failed",
             GatewayInput::SandboxDestroyed => "sandbox_destroyed",
             GatewayInput::SandboxDestroyFailed { .. } => "sandbox_destroy_failed",
+            GatewayInput::Answer { .. } => "answer",
+            GatewayInput::AnswerInvalid { .. } => "answer_invalid",
+            GatewayInput::ActionFailed { .. } => "action_failed",
             GatewayInput::Abort { .. } => "abort",
         }
     }
@@ -168,8 +207,9 @@ impl GatewayInput {
     /// `sandbox`; `session_started` takes `session` (string map); `tool_dispatched` takes
     /// `result`; `session_ended` takes `summary`; the `*_failed` inputs take an optional
     /// `message` (string or `null`); `abort` takes `code` (required, see
-    /// [`GatewayInput::Abort`]); `sandbox_destroyed` takes nothing. Unknown keys are
-    /// rejected.
+    /// [`GatewayInput::Abort`]); `sandbox_destroyed` takes nothing; `answer` takes
+    /// `value` (any JSON, default `null`); `answer_invalid` and `action_failed` take an
+    /// optional `message`. Unknown keys are rejected.
     ///
     /// # Errors
     /// [`GatewayError::InvalidInput`] for a bad envelope, [`GatewayError::Model`] for a bad
@@ -196,7 +236,10 @@ impl GatewayInput {
             | "session_start_failed"
             | "tool_dispatch_failed"
             | "session_end_failed"
-            | "sandbox_destroy_failed" => &["type", "message"],
+            | "sandbox_destroy_failed"
+            | "answer_invalid"
+            | "action_failed" => &["type", "message"],
+            "answer" => &["type", "value"],
             "abort" => &["type", "code"],
             "sandbox_destroyed" => &["type"],
             other => return Err(invalid(format!("unknown input type {other:?}"))),
@@ -264,6 +307,15 @@ impl GatewayInput {
             "sandbox_destroy_failed" => GatewayInput::SandboxDestroyFailed {
                 message: message()?,
             },
+            "answer" => GatewayInput::Answer {
+                value: map.get("value").cloned().unwrap_or(Value::Null),
+            },
+            "answer_invalid" => GatewayInput::AnswerInvalid {
+                message: message()?,
+            },
+            "action_failed" => GatewayInput::ActionFailed {
+                message: message()?,
+            },
             "abort" => match map.get("code") {
                 Some(Value::String(code)) if is_abort_code(code) => {
                     GatewayInput::Abort { code: code.clone() }
@@ -280,7 +332,9 @@ impl GatewayInput {
     }
 }
 
-/// Something the host must do, then report back as a [`GatewayInput`].
+/// Something the host must do, then report back as a [`GatewayInput`]: the action's own
+/// answer inputs, or the generic ones every action accepts (`answer` with the callback's
+/// return value, `answer_invalid`, `action_failed`, `abort`).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum GatewayAction {
@@ -324,6 +378,11 @@ pub enum GatewayAction {
         /// The sandbox to destroy.
         sandbox: SandboxHandle,
     },
+    /// The answer to `create_sandbox` was not a valid handle
+    /// ([`INVALID_SANDBOX_HANDLE`]): pass whatever the sand-boxer returned to its
+    /// `destroy`, best effort. Every answer (also a failure) leads to the result, whose
+    /// evidence keeps `teardown: abandoned` — the gateway could not name the sandbox.
+    DiscardSandbox,
 }
 
 /// One item drained from [`Gateway::poll_output`].
@@ -334,9 +393,6 @@ pub enum GatewayOutput {
     Action(GatewayAction),
     /// The execution is over. Emitted exactly once.
     Result(Box<GatewayResult>),
-    /// Nothing more until the next input (the gateway has no timers, so this is
-    /// `Timeout(None)` in the other machines' vocabulary).
-    Waiting,
 }
 
 fn map_json(m: &StringMap) -> Value {
@@ -349,7 +405,7 @@ fn map_json(m: &StringMap) -> Value {
 
 impl GatewayOutput {
     /// The JSON form: `{"type": "create_sandbox" | "start_session" | "dispatch_tool" |
-    /// "end_session" | "destroy_sandbox" | "result" | "waiting", …}` with the action's
+    /// "end_session" | "destroy_sandbox" | "discard_sandbox" | "result", …}` with the action's
     /// fields, or `result` holding the [`GatewayResult`].
     pub fn to_value(&self) -> Value {
         match self {
@@ -386,292 +442,83 @@ impl GatewayOutput {
                 "type": "destroy_sandbox",
                 "sandbox": sandbox.to_value(),
             }),
+            GatewayOutput::Action(GatewayAction::DiscardSandbox) => {
+                json!({"type": "discard_sandbox"})
+            }
             GatewayOutput::Result(r) => json!({"type": "result", "result": r.to_value()}),
-            GatewayOutput::Waiting => json!({"type": "waiting"}),
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
+/// Where a [`Gateway`] is in its lifecycle: the state column of the transition table on
+/// [`Gateway`]. Each stage but `Idle` and `Finished` has exactly one outstanding action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GatewayStage {
+    /// Waiting for `execute`.
     Idle,
+    /// `create_sandbox` is outstanding.
     CreatingSandbox,
+    /// `start_session` is outstanding.
     StartingSession,
+    /// `dispatch_tool` is outstanding.
     Dispatching,
+    /// `end_session` is outstanding.
     EndingSession,
-    Destroying,
+    /// `destroy_sandbox` is outstanding.
+    DestroyingSandbox,
+    /// `discard_sandbox` is outstanding (the sand-boxer's answer was not a valid handle).
+    DiscardingSandbox,
+    /// The result was emitted; every input is `unexpected_input`.
     Finished,
 }
 
-impl Stage {
+impl GatewayStage {
+    /// The stage's snake_case name (`idle`, `creating_sandbox`, `starting_session`,
+    /// `dispatching`, `ending_session`, `destroying_sandbox`, `discarding_sandbox`,
+    /// `finished`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GatewayStage::Idle => "idle",
+            GatewayStage::CreatingSandbox => "creating_sandbox",
+            GatewayStage::StartingSession => "starting_session",
+            GatewayStage::Dispatching => "dispatching",
+            GatewayStage::EndingSession => "ending_session",
+            GatewayStage::DestroyingSandbox => "destroying_sandbox",
+            GatewayStage::DiscardingSandbox => "discarding_sandbox",
+            GatewayStage::Finished => "finished",
+        }
+    }
+
+    /// What the stage waits for, as named by [`GatewayError::UnexpectedInput`].
     fn waiting_for(self) -> &'static str {
         match self {
-            Stage::Idle => "execute",
-            Stage::CreatingSandbox => "sandbox_create",
-            Stage::StartingSession => "session_start",
-            Stage::Dispatching => "tool_dispatch",
-            Stage::EndingSession => "session_end",
-            Stage::Destroying => "sandbox_destroy",
-            Stage::Finished => "nothing",
+            GatewayStage::Idle => "execute",
+            GatewayStage::CreatingSandbox => "sandbox_create",
+            GatewayStage::StartingSession => "session_start",
+            GatewayStage::Dispatching => "tool_dispatch",
+            GatewayStage::EndingSession => "session_end",
+            GatewayStage::DestroyingSandbox => "sandbox_destroy",
+            GatewayStage::DiscardingSandbox => "sandbox_discard",
+            GatewayStage::Finished => "nothing",
         }
     }
 }
 
-/// The gateway lifecycle of seed 001 for one governed execution, as a sans-IO state
-/// machine.
-///
-/// # Call order
-///
-/// 1. Create one `Gateway` per execution with [`Gateway::new`].
-/// 2. Call [`handle_input`](Self::handle_input)`(now_ms, GatewayInput::Execute{..})`.
-/// 3. Drain [`poll_output`](Self::poll_output) until it returns
-///    [`GatewayOutput::Waiting`]. Each [`GatewayOutput::Action`] is work for the host;
-///    at most one action is outstanding at a time.
-/// 4. Perform the action and report its outcome with `handle_input(now_ms, …)` (the
-///    matching `*_created` / `*_started` / `tool_dispatched` / `session_ended` /
-///    `sandbox_destroyed` input, or the matching `*_failed` input), then drain again.
-/// 5. Repeat until a [`GatewayOutput::Result`] is drained. After it, every input is
-///    rejected with `unexpected_input` and `poll_output` returns `Waiting`.
-///
-/// `now_ms` is the host's monotonic clock; the gateway never reads one. The evidence's
-/// `duration_ms` is the `now_ms` of the input that produced the result minus the `now_ms`
-/// of `execute` (saturating at 0, and at 2^53 − 1 like every evidence integer).
-///
-/// # Lifecycle
-///
-/// ```text
-/// execute ─ resolve ─┬─ refused ───────────────────────────────────────────────▶ result (refused, resolution)
-///                    └─ CreateSandbox ─┬─ failed ──────────────────────────────▶ result (failed, sandbox_create)
-///                                      └─ StartSession ─┬─ failed ───────────────────────────┐
-///                                                       └─ DispatchTool × n ─ EndSession ─┐  │
-///                                                                                        DestroySandbox ─▶ result
-/// ```
-///
-/// * Resolution happens before any sandbox exists; a refusal creates nothing
-///   (`refused`).
-/// * Tool calls are dispatched in order. A call whose tool the profile's policy does not
-///   list is not dispatched (`tool_not_allowed`); a result with `ok: false`
-///   (`rein_reported_failure`) or a `tool_dispatch_failed` report
-///   (`tool_dispatch_failed`) ends the execution stage: the remaining calls are skipped,
-///   and the session is still ended so its facts are collected.
-/// * A denied call leaves the direct caller no tool output (`tool_output` is `null`), so
-///   the previous call's output is never mistaken for the denied call's.
-/// * Once a sandbox exists, `DestroySandbox` is emitted on every path.
-/// * The first failing stage is the evidence's `failure_stage`; later failures (for
-///   example a failed session end after a failed execution, or a failed teardown) show
-///   in `session_end` and `teardown` but do not replace it. Any failure after
-///   resolution is `failed`.
-/// * A `*_failed` report may carry a `message` for the direct caller: the first one
-///   becomes `tool_error` unless a tool result's error text is there. It never reaches
-///   evidence.
-///
-/// # Abort
-///
-/// [`GatewayInput::Abort`] gives up on the outstanding action. It is accepted in every
-/// stage that has one (after `execute`, before the result); before `execute` there is no
-/// execution to abort and after the result nothing is left, so both are
-/// `unexpected_input`. Because resolution runs inside `execute`, an abort always comes
-/// after a successful resolution — the lifecycle was attempted — so its outcome is
-/// `failed`, never `refused`. Unperformed queued actions are discarded. The failure
-/// stage is the stage whose action was outstanding, the failure code `aborted`, and the
-/// host's code is the only `failure_reasons` entry (when the abort is the first failure;
-/// otherwise the earlier failure stays and the abort shows in `session_end` /
-/// `teardown`):
-///
-/// | outstanding action | failure stage | then | statuses |
-/// |---|---|---|---|
-/// | CreateSandbox | `sandbox_create` | result | `teardown: abandoned` (a sandbox may still appear; the host owns its cleanup) |
-/// | StartSession | `session_start` | DestroySandbox | `session_end: not_attempted` |
-/// | DispatchTool | `execution` | EndSession, DestroySandbox | the call counts as `abandoned`, the rest as `skipped`; `tool_output` is `null` |
-/// | EndSession | `session_end` | DestroySandbox | `session_end: abandoned` |
-/// | DestroySandbox | `teardown` | result | `teardown: abandoned` |
-///
-/// A later abort gives up on the next outstanding action in the same way, so a host can
-/// always finish in at most three aborts.
-///
-/// # Errors
-///
-/// Misuse by the host ([`GatewayError`]) leaves the state unchanged.
+/// What one execution accumulates from `execute` to the result.
 #[derive(Debug, Clone)]
-pub struct Gateway {
-    config: GatewayConfig,
-    stage: Stage,
+struct Record {
     started_ms: u64,
-    resolved: Option<Resolved>,
-    inputs: StringMap,
-    calls: VecDeque<ToolCall>,
-    session: Option<StringMap>,
-    sandbox: Option<SandboxHandle>,
-    last_result: Option<ToolResult>,
-    failure_message: Option<String>,
-    failure: Option<(FailureStage, &'static str)>,
     evidence: ExecutionEvidence,
-    pending: VecDeque<GatewayOutput>,
+    /// The first failure: the one evidence names.
+    failure: Option<(FailureStage, &'static str)>,
+    /// The first caller-only failure message.
+    failure_message: Option<String>,
+    /// The last reported tool result (cleared when a later call has no result).
+    last_result: Option<ToolResult>,
 }
 
-impl Gateway {
-    /// A gateway waiting for [`GatewayInput::Execute`].
-    pub fn new(config: GatewayConfig) -> Self {
-        Self {
-            config,
-            stage: Stage::Idle,
-            started_ms: 0,
-            resolved: None,
-            inputs: StringMap::new(),
-            calls: VecDeque::new(),
-            session: None,
-            sandbox: None,
-            last_result: None,
-            failure_message: None,
-            failure: None,
-            evidence: ExecutionEvidence::blank(CONTRACT_VERSION),
-            pending: VecDeque::new(),
-        }
-    }
-
-    /// The configuration in force.
-    pub fn config(&self) -> &GatewayConfig {
-        &self.config
-    }
-
-    /// `true` once the result has been produced.
-    pub fn is_finished(&self) -> bool {
-        self.stage == Stage::Finished
-    }
-
-    /// Feed one input at host time `now_ms`. See the [type docs](Self) for the order.
-    ///
-    /// # Errors
-    /// [`GatewayError::UnexpectedInput`] when the input does not answer the outstanding
-    /// action; [`GatewayError::TooManyToolCalls`] when `execute` exceeds the bound. The
-    /// state is unchanged on error.
-    pub fn handle_input(&mut self, now_ms: u64, input: GatewayInput) -> Result<(), GatewayError> {
-        let unexpected = GatewayError::UnexpectedInput {
-            expected: self.stage.waiting_for(),
-            got: input.type_name(),
-        };
-        match (self.stage, input) {
-            (
-                Stage::Idle,
-                GatewayInput::Execute {
-                    request,
-                    inputs,
-                    tool_calls,
-                },
-            ) => {
-                if tool_calls.len() > self.config.max_tool_calls {
-                    return Err(GatewayError::TooManyToolCalls {
-                        count: tool_calls.len(),
-                        max: self.config.max_tool_calls,
-                    });
-                }
-                self.execute(now_ms, request, inputs, tool_calls);
-            }
-            (Stage::Idle | Stage::Finished, GatewayInput::Abort { .. }) => return Err(unexpected),
-            (_, GatewayInput::Abort { code }) => {
-                if !is_abort_code(&code) {
-                    return Err(GatewayError::InvalidInput {
-                        reason: "abort code must match [a-z][a-z0-9_]* (at most 64 bytes)".into(),
-                    });
-                }
-                self.abort(now_ms, code);
-            }
-            (Stage::CreatingSandbox, GatewayInput::SandboxCreated { sandbox }) => {
-                self.evidence.sandbox_id = Some(self.evidence.ident(
-                    "sandbox_id",
-                    IdentifierKind::Ref,
-                    &sandbox.sandbox_id,
-                ));
-                self.sandbox = Some(sandbox.clone());
-                let profile = self.resolved.as_ref().map(|r| r.profile.clone());
-                if let Some(profile) = profile {
-                    self.stage = Stage::StartingSession;
-                    let inputs = std::mem::take(&mut self.inputs);
-                    self.emit(GatewayAction::StartSession {
-                        profile: Box::new(profile),
-                        inputs,
-                        sandbox,
-                    });
-                }
-            }
-            (Stage::CreatingSandbox, GatewayInput::SandboxCreateFailed { message }) => {
-                self.note(message);
-                self.fail(FailureStage::SandboxCreate, "sandbox_create_failed");
-                self.finish(now_ms);
-            }
-            (Stage::StartingSession, GatewayInput::SessionStarted { session }) => {
-                self.session = Some(session);
-                self.next_call();
-            }
-            (Stage::StartingSession, GatewayInput::SessionStartFailed { message }) => {
-                self.note(message);
-                self.fail(FailureStage::SessionStart, "session_start_failed");
-                self.destroy(now_ms);
-            }
-            (Stage::Dispatching, GatewayInput::ToolDispatched { result }) => {
-                let ok = result.ok;
-                self.last_result = Some(result);
-                if ok {
-                    self.evidence.tool_calls.succeeded += 1;
-                    self.next_call();
-                } else {
-                    self.evidence.tool_calls.unsuccessful += 1;
-                    self.fail(FailureStage::Execution, "rein_reported_failure");
-                    self.end_execution();
-                }
-            }
-            (Stage::Dispatching, GatewayInput::ToolDispatchFailed { message }) => {
-                self.evidence.tool_calls.dispatch_failed += 1;
-                self.last_result = None;
-                self.note(message);
-                self.fail(FailureStage::Execution, "tool_dispatch_failed");
-                self.end_execution();
-            }
-            (Stage::EndingSession, GatewayInput::SessionEnded { summary }) => {
-                let declared = self
-                    .resolved
-                    .as_ref()
-                    .map(|r| r.rein.tool_event_visibility)
-                    .unwrap_or_default();
-                self.evidence.session_end = SessionEndStatus::Ended;
-                self.evidence.absorb_summary(
-                    &summary,
-                    declared,
-                    self.config.max_evidence_artifacts,
-                );
-                self.destroy(now_ms);
-            }
-            (Stage::EndingSession, GatewayInput::SessionEndFailed { message }) => {
-                self.evidence.session_end = SessionEndStatus::Failed;
-                self.note(message);
-                self.fail(FailureStage::SessionEnd, "session_end_failed");
-                self.destroy(now_ms);
-            }
-            (Stage::Destroying, GatewayInput::SandboxDestroyed) => {
-                self.evidence.teardown = TeardownStatus::Destroyed;
-                self.finish(now_ms);
-            }
-            (Stage::Destroying, GatewayInput::SandboxDestroyFailed { message }) => {
-                self.evidence.teardown = TeardownStatus::Failed;
-                self.note(message);
-                self.fail(FailureStage::Teardown, "teardown_failed");
-                self.finish(now_ms);
-            }
-            _ => return Err(unexpected),
-        }
-        Ok(())
-    }
-
-    /// Next output, in order; [`GatewayOutput::Waiting`] when there is nothing more until
-    /// the next input.
-    pub fn poll_output(&mut self) -> GatewayOutput {
-        self.pending.pop_front().unwrap_or(GatewayOutput::Waiting)
-    }
-
-    fn emit(&mut self, action: GatewayAction) {
-        self.pending.push_back(GatewayOutput::Action(action));
-    }
-
+impl Record {
     /// Record a failure; `true` when it is the first (the one evidence names).
     fn fail(&mut self, stage: FailureStage, code: &'static str) -> bool {
         if self.failure.is_none() {
@@ -682,6 +529,14 @@ impl Gateway {
         }
     }
 
+    /// An abort (or an invalid handle) at `stage`: `aborted`, with `reason` as the only
+    /// `failure_reasons` entry when it is the first failure.
+    fn abort(&mut self, stage: FailureStage, reason: String) {
+        if self.fail(stage, ABORTED) {
+            self.evidence.failure_reasons = vec![reason];
+        }
+    }
+
     /// Keep the first caller-only failure message.
     fn note(&mut self, message: Option<String>) {
         if self.failure_message.is_none() {
@@ -689,38 +544,494 @@ impl Gateway {
         }
     }
 
-    /// Give up on the outstanding action (see the type docs, "Abort").
-    fn abort(&mut self, now_ms: u64, code: String) {
-        self.pending.clear();
-        let stage = match self.stage {
-            Stage::CreatingSandbox => FailureStage::SandboxCreate,
-            Stage::StartingSession => FailureStage::SessionStart,
-            Stage::Dispatching => FailureStage::Execution,
-            Stage::EndingSession => FailureStage::SessionEnd,
-            _ => FailureStage::Teardown,
-        };
-        if self.fail(stage, ABORTED) {
-            self.evidence.failure_reasons = vec![code];
+    fn counts(&mut self) -> &mut ToolCallCounts {
+        &mut self.evidence.tool_calls
+    }
+
+    fn into_result(mut self, now_ms: u64) -> GatewayResult {
+        let mut evidence = self.evidence;
+        evidence.duration_ms = now_ms.saturating_sub(self.started_ms);
+        evidence.clamp_integers();
+        match self.failure {
+            None => evidence.outcome = Outcome::Succeeded,
+            Some((stage, code)) => {
+                evidence.outcome = if stage == FailureStage::Resolution {
+                    Outcome::Refused
+                } else {
+                    Outcome::Failed
+                };
+                evidence.failure_stage = Some(stage);
+                evidence.failure_code = Some(code.to_owned());
+            }
         }
-        match self.stage {
-            Stage::CreatingSandbox => {
-                self.evidence.teardown = TeardownStatus::Abandoned;
-                self.finish(now_ms);
+        let (tool_output, tool_error) = match self.last_result.take() {
+            Some(r) => (r.output, r.error),
+            None => (Value::Null, None),
+        };
+        GatewayResult {
+            ok: evidence.outcome == Outcome::Succeeded,
+            evidence,
+            tool_output,
+            tool_error: tool_error.or(self.failure_message),
+        }
+    }
+}
+
+/// A resolved execution: its record, the resolution, and the calls not yet dispatched.
+#[derive(Debug, Clone)]
+struct Run {
+    record: Record,
+    resolved: Resolved,
+    calls: VecDeque<ToolCall>,
+}
+
+/// The lifecycle state with exactly the data each stage has (no session before it was
+/// started, no sandbox before it was created).
+#[derive(Debug, Clone)]
+enum State {
+    Idle,
+    CreatingSandbox {
+        run: Box<Run>,
+        inputs: StringMap,
+    },
+    StartingSession {
+        run: Box<Run>,
+        sandbox: SandboxHandle,
+    },
+    Dispatching {
+        run: Box<Run>,
+        sandbox: SandboxHandle,
+        session: StringMap,
+    },
+    EndingSession {
+        run: Box<Run>,
+        sandbox: SandboxHandle,
+    },
+    DestroyingSandbox {
+        run: Box<Run>,
+    },
+    DiscardingSandbox {
+        run: Box<Run>,
+    },
+    Finished,
+}
+
+impl State {
+    fn stage(&self) -> GatewayStage {
+        match self {
+            State::Idle => GatewayStage::Idle,
+            State::CreatingSandbox { .. } => GatewayStage::CreatingSandbox,
+            State::StartingSession { .. } => GatewayStage::StartingSession,
+            State::Dispatching { .. } => GatewayStage::Dispatching,
+            State::EndingSession { .. } => GatewayStage::EndingSession,
+            State::DestroyingSandbox { .. } => GatewayStage::DestroyingSandbox,
+            State::DiscardingSandbox { .. } => GatewayStage::DiscardingSandbox,
+            State::Finished => GatewayStage::Finished,
+        }
+    }
+}
+
+/// An input normalized against the outstanding action: which answer it is.
+enum Answer {
+    Created(SandboxHandle),
+    Started(StringMap),
+    Dispatched(ToolResult),
+    Ended(Box<ExecutionSummary>),
+    Destroyed,
+    /// The action failed (`*_failed`, `action_failed`, or an invalid answer).
+    Failed(Option<String>),
+    /// The answer to `create_sandbox` is not a handle the gateway can name.
+    InvalidHandle(Option<String>),
+    Abort(String),
+}
+
+/// A session map answered as a bare value: a JSON object of strings.
+fn session_map(value: &Value) -> Result<StringMap, ContractError> {
+    const MODEL: &str = "SessionMap";
+    let Value::Object(map) = value else {
+        return Err(ContractError::NotObject {
+            model: MODEL,
+            field: String::new(),
+            found: type_name(value).to_owned(),
+        });
+    };
+    map.iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k.clone(), s.clone())),
+            other => Err(ContractError::InvalidField {
+                model: MODEL,
+                field: join("", k),
+                reason: format!("expected a string, found {}", type_name(other)),
+            }),
+        })
+        .collect()
+}
+
+/// Which answer `input` is while `stage` is outstanding; `None` when it answers nothing
+/// outstanding (`unexpected_input`). `execute` is handled before.
+fn answer_of(stage: GatewayStage, input: GatewayInput) -> Option<Answer> {
+    use GatewayInput as I;
+    use GatewayStage as S;
+    let invalid = |e: ContractError| Answer::Failed(Some(e.to_string()));
+    Some(match (stage, input) {
+        (S::Idle | S::Finished, _) | (_, I::Execute { .. }) => return None,
+        (_, I::Abort { code }) => Answer::Abort(code),
+        (_, I::ActionFailed { message }) => Answer::Failed(message),
+        (S::CreatingSandbox, I::AnswerInvalid { message }) => Answer::InvalidHandle(message),
+        (_, I::AnswerInvalid { message }) => Answer::Failed(message),
+        (S::CreatingSandbox, I::SandboxCreated { sandbox }) => Answer::Created(sandbox),
+        (S::CreatingSandbox, I::SandboxCreateFailed { message }) => Answer::Failed(message),
+        (S::CreatingSandbox, I::Answer { value }) => match SandboxHandle::from_value(&value) {
+            Ok(sandbox) => Answer::Created(sandbox),
+            Err(e) => Answer::InvalidHandle(Some(e.to_string())),
+        },
+        (S::StartingSession, I::SessionStarted { session }) => Answer::Started(session),
+        (S::StartingSession, I::SessionStartFailed { message }) => Answer::Failed(message),
+        (S::StartingSession, I::Answer { value }) => {
+            session_map(&value).map_or_else(invalid, Answer::Started)
+        }
+        (S::Dispatching, I::ToolDispatched { result }) => Answer::Dispatched(result),
+        (S::Dispatching, I::ToolDispatchFailed { message }) => Answer::Failed(message),
+        (S::Dispatching, I::Answer { value }) => {
+            ToolResult::from_value(&value).map_or_else(invalid, Answer::Dispatched)
+        }
+        (S::EndingSession, I::SessionEnded { summary }) => Answer::Ended(Box::new(summary)),
+        (S::EndingSession, I::SessionEndFailed { message }) => Answer::Failed(message),
+        (S::EndingSession, I::Answer { value }) => ExecutionSummary::from_value(&value)
+            .map_or_else(invalid, |s| Answer::Ended(Box::new(s))),
+        (S::DestroyingSandbox | S::DiscardingSandbox, I::SandboxDestroyed | I::Answer { .. }) => {
+            Answer::Destroyed
+        }
+        (S::DestroyingSandbox | S::DiscardingSandbox, I::SandboxDestroyFailed { message }) => {
+            Answer::Failed(message)
+        }
+        _ => return None,
+    })
+}
+
+/// The gateway lifecycle of seed 001 for one governed execution, as a sans-IO state
+/// machine.
+///
+/// # Call order
+///
+/// 1. Create one `Gateway` per execution with [`Gateway::new`].
+/// 2. Call [`handle_input`](Self::handle_input)`(now_ms, GatewayInput::Execute{..})`.
+/// 3. Drain [`poll_output`](Self::poll_output) until it returns `None`. Each
+///    [`GatewayOutput::Action`] is work for the host; at most one action is outstanding
+///    at a time. [`poll_timeout`](Self::poll_timeout) is always `None`: the gateway has
+///    no timers (a host deadline is an [`GatewayInput::Abort`]).
+/// 4. Perform the action and report its outcome with `handle_input(now_ms, …)`, then
+///    drain again. A host that calls user code reports the callback's return value as
+///    `answer` (the gateway validates it), a value it cannot turn into JSON as
+///    `answer_invalid`, and a callback that raised as `action_failed` — no binding
+///    needs its own action → input table. The typed inputs (`sandbox_created`,
+///    `session_started`, `tool_dispatched`, `session_ended`, `sandbox_destroyed` and the
+///    matching `*_failed`) are the same answers, already parsed.
+/// 5. Repeat until a [`GatewayOutput::Result`] is drained. After it, every input is
+///    rejected with `unexpected_input` and `poll_output` returns `None`.
+///
+/// `now_ms` is the host's monotonic clock; the gateway never reads one. The evidence's
+/// `duration_ms` is the `now_ms` of the input that produced the result minus the `now_ms`
+/// of `execute` (saturating at 0, and at 2^53 − 1 like every evidence integer).
+///
+/// # Transitions
+///
+/// The whole machine. "ok" is the stage's successful answer (its typed input, or
+/// `answer` with a valid model); "failed" is its `*_failed` input, `action_failed`, or
+/// `answer` / `answer_invalid` with an invalid value (the model error's text becomes the
+/// `message`); "abort" is [`GatewayInput::Abort`]. Any input not listed for the current
+/// [`GatewayStage`] is `unexpected_input` and changes nothing.
+///
+/// | stage | input | emits | next stage | evidence |
+/// |---|---|---|---|---|
+/// | `idle` | `execute`, refused | Result | `finished` | `refused`, stage `resolution`, code = refusal kind, reasons = refusal reasons |
+/// | `idle` | `execute`, resolved | CreateSandbox | `creating_sandbox` | |
+/// | `creating_sandbox` | ok | StartSession | `starting_session` | `sandbox_id` |
+/// | `creating_sandbox` | failed | Result | `finished` | `sandbox_create` / `sandbox_create_failed`; `teardown: not_needed` |
+/// | `creating_sandbox` | `answer` with an invalid handle, `answer_invalid` | DiscardSandbox | `discarding_sandbox` | `sandbox_create` / `aborted`, reasons `[invalid_sandbox_handle]`; `teardown: abandoned` |
+/// | `creating_sandbox` | abort | Result | `finished` | `sandbox_create` / `aborted`; `teardown: abandoned` |
+/// | `starting_session` | ok | (next call) | see "next call" | |
+/// | `starting_session` | failed | DestroySandbox | `destroying_sandbox` | `session_start` / `session_start_failed` |
+/// | `starting_session` | abort | DestroySandbox | `destroying_sandbox` | `session_start` / `aborted` |
+/// | `dispatching` | ok, `ok: true` | (next call) | see "next call" | `succeeded` + 1 |
+/// | `dispatching` | ok, `ok: false` | EndSession | `ending_session` | `execution` / `rein_reported_failure`; `unsuccessful` + 1; rest `skipped` |
+/// | `dispatching` | failed | EndSession | `ending_session` | `execution` / `tool_dispatch_failed`; `dispatch_failed` + 1; rest `skipped` |
+/// | `dispatching` | abort | EndSession | `ending_session` | `execution` / `aborted`; `abandoned` + 1; rest `skipped` |
+/// | `ending_session` | ok | DestroySandbox | `destroying_sandbox` | `session_end: ended`; the summary's facts |
+/// | `ending_session` | failed | DestroySandbox | `destroying_sandbox` | `session_end` / `session_end_failed`; `session_end: failed` |
+/// | `ending_session` | abort | DestroySandbox | `destroying_sandbox` | `session_end` / `aborted`; `session_end: abandoned` |
+/// | `destroying_sandbox` | ok (any `answer` value) | Result | `finished` | `teardown: destroyed` |
+/// | `destroying_sandbox` | failed | Result | `finished` | `teardown` / `teardown_failed`; `teardown: failed` |
+/// | `destroying_sandbox` | abort | Result | `finished` | `teardown` / `aborted`; `teardown: abandoned` |
+/// | `discarding_sandbox` | ok, failed or abort | Result | `finished` | unchanged (`teardown: abandoned`) |
+/// | `finished` | anything | — | `finished` | (`unexpected_input`) |
+///
+/// "Next call": the next tool call is dispatched (DispatchTool, `dispatching`;
+/// `dispatched` + 1) when the profile's policy lists its tool; a call it does not list is
+/// not dispatched (`execution` / `tool_not_allowed`, `denied` + 1, the rest `skipped`,
+/// EndSession, `ending_session`); with no call left the session is ended (EndSession,
+/// `ending_session`).
+///
+/// Only the first failure names `failure_stage` / `failure_code` / `failure_reasons`;
+/// later failures show in `session_end` and `teardown`. Consequences of the table:
+///
+/// * Resolution happens before any sandbox exists; a refusal creates nothing.
+/// * Once a valid sandbox handle exists, `DestroySandbox` is emitted on every path,
+///   exactly once; an invalid one gets `DiscardSandbox` instead.
+/// * After any failure only cleanup follows (EndSession of a started session, then
+///   DestroySandbox / DiscardSandbox): a host interrupted inside a callback reports
+///   `action_failed`, keeps performing actions until the result, then re-raises.
+/// * A call that produced no result (denied, failed, abandoned) leaves the direct caller
+///   no tool output, so an earlier call's output is never passed off as it.
+/// * A `*_failed` / `action_failed` / `answer_invalid` `message` (or an invalid answer's
+///   model error) is for the direct caller: the first one becomes `tool_error` unless a
+///   tool result's error text is there. It never reaches evidence.
+/// * An abort always follows a successful resolution, so its outcome is `failed`, never
+///   `refused`; queued, unperformed actions are discarded; a host can finish with at
+///   most three aborts. `abort` before `execute` or after the result is
+///   `unexpected_input`.
+///
+/// # Errors
+///
+/// Misuse by the host ([`GatewayError`]) leaves the state unchanged.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    config: GatewayConfig,
+    state: State,
+    pending: VecDeque<GatewayOutput>,
+}
+
+impl Gateway {
+    /// A gateway waiting for [`GatewayInput::Execute`].
+    pub fn new(config: GatewayConfig) -> Self {
+        Self {
+            config,
+            state: State::Idle,
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &GatewayConfig {
+        &self.config
+    }
+
+    /// The current stage (the state column of the transition table).
+    pub fn stage(&self) -> GatewayStage {
+        self.state.stage()
+    }
+
+    /// `true` once the result has been produced.
+    pub fn is_finished(&self) -> bool {
+        self.stage() == GatewayStage::Finished
+    }
+
+    /// Feed one input at host time `now_ms`. See the [type docs](Self) for the order.
+    ///
+    /// # Errors
+    /// [`GatewayError::UnexpectedInput`] when the input does not answer the outstanding
+    /// action; [`GatewayError::TooManyToolCalls`] when `execute` exceeds the bound;
+    /// [`GatewayError::InvalidInput`] for an abort code that is not
+    /// `[a-z][a-z0-9_]*` of at most 64 bytes. The state is unchanged on error.
+    pub fn handle_input(&mut self, now_ms: u64, input: GatewayInput) -> Result<(), GatewayError> {
+        let stage = self.stage();
+        let unexpected = GatewayError::UnexpectedInput {
+            expected: stage.waiting_for(),
+            got: input.type_name(),
+        };
+        let input = match input {
+            GatewayInput::Execute {
+                request,
+                inputs,
+                tool_calls,
+            } if stage == GatewayStage::Idle => {
+                if tool_calls.len() > self.config.max_tool_calls {
+                    return Err(GatewayError::TooManyToolCalls {
+                        count: tool_calls.len(),
+                        max: self.config.max_tool_calls,
+                    });
+                }
+                self.state = self.execute(now_ms, request, inputs, tool_calls);
+                return Ok(());
             }
-            Stage::StartingSession => self.destroy(now_ms),
-            Stage::Dispatching => {
-                self.evidence.tool_calls.abandoned += 1;
-                self.last_result = None;
-                self.end_execution();
+            GatewayInput::Abort { code }
+                if !matches!(stage, GatewayStage::Idle | GatewayStage::Finished)
+                    && !is_abort_code(&code) =>
+            {
+                return Err(GatewayError::InvalidInput {
+                    reason: "abort code must match [a-z][a-z0-9_]* (at most 64 bytes)".into(),
+                });
             }
-            Stage::EndingSession => {
-                self.evidence.session_end = SessionEndStatus::Abandoned;
-                self.destroy(now_ms);
-            }
-            _ => {
-                self.evidence.teardown = TeardownStatus::Abandoned;
-                self.finish(now_ms);
-            }
+            other => other,
+        };
+        let answer = answer_of(stage, input).ok_or(unexpected)?;
+        if matches!(answer, Answer::Abort(_)) {
+            self.pending.clear();
+        }
+        let state = std::mem::replace(&mut self.state, State::Finished);
+        self.state = self.step(now_ms, state, answer);
+        Ok(())
+    }
+
+    /// The next output, in order; `None` when there is nothing more until the next input.
+    pub fn poll_output(&mut self) -> Option<GatewayOutput> {
+        self.pending.pop_front()
+    }
+
+    /// Always `None`: the gateway has no timers. (Present so every machine has one
+    /// shape; a host deadline reaches the gateway as [`GatewayInput::Abort`].)
+    pub fn poll_timeout(&self) -> Option<u64> {
+        None
+    }
+
+    fn emit(&mut self, action: GatewayAction) {
+        self.pending.push_back(GatewayOutput::Action(action));
+    }
+
+    /// One row of the transition table (`answer` was normalized for `state`'s stage by
+    /// [`answer_of`], so every other combination leaves the state as it is).
+    fn step(&mut self, now_ms: u64, state: State, answer: Answer) -> State {
+        match (state, answer) {
+            (State::CreatingSandbox { mut run, inputs }, answer) => match answer {
+                Answer::Created(sandbox) => {
+                    let ev = &mut run.record.evidence;
+                    ev.sandbox_id =
+                        Some(ev.ident("sandbox_id", IdentifierKind::Ref, &sandbox.sandbox_id));
+                    self.emit(GatewayAction::StartSession {
+                        profile: Box::new(run.resolved.profile.clone()),
+                        inputs,
+                        sandbox: sandbox.clone(),
+                    });
+                    State::StartingSession { run, sandbox }
+                }
+                Answer::InvalidHandle(message) => {
+                    run.record.note(message);
+                    run.record.abort(
+                        FailureStage::SandboxCreate,
+                        INVALID_SANDBOX_HANDLE.to_owned(),
+                    );
+                    run.record.evidence.teardown = TeardownStatus::Abandoned;
+                    self.emit(GatewayAction::DiscardSandbox);
+                    State::DiscardingSandbox { run }
+                }
+                Answer::Abort(code) => {
+                    run.record.abort(FailureStage::SandboxCreate, code);
+                    run.record.evidence.teardown = TeardownStatus::Abandoned;
+                    self.finish(now_ms, run.record)
+                }
+                Answer::Failed(message) => {
+                    run.record.note(message);
+                    run.record
+                        .fail(FailureStage::SandboxCreate, "sandbox_create_failed");
+                    self.finish(now_ms, run.record)
+                }
+                _ => State::CreatingSandbox { run, inputs },
+            },
+            (State::StartingSession { mut run, sandbox }, answer) => match answer {
+                Answer::Started(session) => self.next_call(run, sandbox, session),
+                Answer::Failed(message) => {
+                    run.record.note(message);
+                    run.record
+                        .fail(FailureStage::SessionStart, "session_start_failed");
+                    self.destroy(run, sandbox)
+                }
+                Answer::Abort(code) => {
+                    run.record.abort(FailureStage::SessionStart, code);
+                    self.destroy(run, sandbox)
+                }
+                _ => State::StartingSession { run, sandbox },
+            },
+            (
+                State::Dispatching {
+                    mut run,
+                    sandbox,
+                    session,
+                },
+                answer,
+            ) => match answer {
+                Answer::Dispatched(result) if result.ok => {
+                    let c = run.record.counts();
+                    c.succeeded = c.succeeded.saturating_add(1);
+                    run.record.last_result = Some(result);
+                    self.next_call(run, sandbox, session)
+                }
+                Answer::Dispatched(result) => {
+                    let c = run.record.counts();
+                    c.unsuccessful = c.unsuccessful.saturating_add(1);
+                    run.record.last_result = Some(result);
+                    run.record
+                        .fail(FailureStage::Execution, "rein_reported_failure");
+                    self.end_execution(run, sandbox, session)
+                }
+                Answer::Failed(message) => {
+                    let c = run.record.counts();
+                    c.dispatch_failed = c.dispatch_failed.saturating_add(1);
+                    run.record.last_result = None;
+                    run.record.note(message);
+                    run.record
+                        .fail(FailureStage::Execution, "tool_dispatch_failed");
+                    self.end_execution(run, sandbox, session)
+                }
+                Answer::Abort(code) => {
+                    run.record.abort(FailureStage::Execution, code);
+                    let c = run.record.counts();
+                    c.abandoned = c.abandoned.saturating_add(1);
+                    run.record.last_result = None;
+                    self.end_execution(run, sandbox, session)
+                }
+                _ => State::Dispatching {
+                    run,
+                    sandbox,
+                    session,
+                },
+            },
+            (State::EndingSession { mut run, sandbox }, answer) => match answer {
+                Answer::Ended(summary) => {
+                    let declared = run.resolved.rein.tool_event_visibility;
+                    let ev = &mut run.record.evidence;
+                    ev.session_end = SessionEndStatus::Ended;
+                    ev.absorb_summary(&summary, declared, self.config.max_evidence_artifacts);
+                    self.destroy(run, sandbox)
+                }
+                Answer::Failed(message) => {
+                    run.record.evidence.session_end = SessionEndStatus::Failed;
+                    run.record.note(message);
+                    run.record
+                        .fail(FailureStage::SessionEnd, "session_end_failed");
+                    self.destroy(run, sandbox)
+                }
+                Answer::Abort(code) => {
+                    run.record.abort(FailureStage::SessionEnd, code);
+                    run.record.evidence.session_end = SessionEndStatus::Abandoned;
+                    self.destroy(run, sandbox)
+                }
+                _ => State::EndingSession { run, sandbox },
+            },
+            (State::DestroyingSandbox { mut run }, answer) => match answer {
+                Answer::Destroyed => {
+                    run.record.evidence.teardown = TeardownStatus::Destroyed;
+                    self.finish(now_ms, run.record)
+                }
+                Answer::Failed(message) => {
+                    run.record.evidence.teardown = TeardownStatus::Failed;
+                    run.record.note(message);
+                    run.record.fail(FailureStage::Teardown, "teardown_failed");
+                    self.finish(now_ms, run.record)
+                }
+                Answer::Abort(code) => {
+                    run.record.abort(FailureStage::Teardown, code);
+                    run.record.evidence.teardown = TeardownStatus::Abandoned;
+                    self.finish(now_ms, run.record)
+                }
+                _ => State::DestroyingSandbox { run },
+            },
+            (State::DiscardingSandbox { run }, answer) => match answer {
+                Answer::Destroyed | Answer::Failed(_) | Answer::Abort(_) => {
+                    self.finish(now_ms, run.record)
+                }
+                _ => State::DiscardingSandbox { run },
+            },
+            (state, _) => state,
         }
     }
 
@@ -730,10 +1041,9 @@ impl Gateway {
         request: ExecutionRequest,
         inputs: StringMap,
         tool_calls: Vec<ToolCall>,
-    ) {
-        self.started_ms = now_ms;
+    ) -> State {
         let max_refs = self.config.max_evidence_refs;
-        let ev = &mut self.evidence;
+        let mut ev = ExecutionEvidence::blank(CONTRACT_VERSION);
         let r = IdentifierKind::Ref;
         ev.harness_profile_ref = ev.ident("harness_profile_ref", r, &request.harness_profile_ref);
         ev.repository = ev.ident(
@@ -760,114 +1070,105 @@ impl Gateway {
             &request.resource_envelope_refs,
             max_refs,
         );
-        ev.tool_calls.requested = tool_calls.len() as u64;
+        ev.tool_calls.requested = u64::try_from(tool_calls.len()).unwrap_or(u64::MAX);
+        let mut record = Record {
+            started_ms: now_ms,
+            evidence: ev,
+            failure: None,
+            failure_message: None,
+            last_result: None,
+        };
         match resolve(&request.harness_profile_ref, &self.config.catalog) {
             Err(refusal) => {
-                self.evidence.failure_reasons =
+                record.evidence.failure_reasons =
                     refusal.reasons.iter().map(|r| (*r).to_owned()).collect();
-                self.fail(FailureStage::Resolution, refusal.kind.code());
-                self.finish(now_ms);
+                record.fail(FailureStage::Resolution, refusal.kind.code());
+                self.finish(now_ms, record)
             }
             Ok(resolved) => {
-                let ev = &mut self.evidence;
-                let r = IdentifierKind::Ref;
+                let ev = &mut record.evidence;
                 ev.rein_id = Some(ev.ident("rein_id", r, &resolved.rein.rein_id));
                 ev.model = Some(ev.ident("model", r, &resolved.profile.model));
-                self.inputs = inputs;
-                self.calls = tool_calls.into();
-                self.stage = Stage::CreatingSandbox;
-                let action = GatewayAction::CreateSandbox {
+                self.emit(GatewayAction::CreateSandbox {
                     harness_profile_ref: resolved.profile.profile_id.clone(),
                     sandbox_profile: resolved.profile.sandbox_profile.clone(),
                     repository: request.repository,
-                };
-                self.resolved = Some(resolved);
-                self.emit(action);
+                });
+                State::CreatingSandbox {
+                    run: Box::new(Run {
+                        record,
+                        resolved,
+                        calls: tool_calls.into(),
+                    }),
+                    inputs,
+                }
             }
         }
     }
 
     /// Dispatch the next allowed call, or end the session when none is left.
-    fn next_call(&mut self) {
-        let Some(call) = self.calls.pop_front() else {
-            self.end_session();
-            return;
+    fn next_call(
+        &mut self,
+        mut run: Box<Run>,
+        sandbox: SandboxHandle,
+        session: StringMap,
+    ) -> State {
+        let Some(call) = run.calls.pop_front() else {
+            return self.end_session(run, sandbox, session);
         };
-        let allowed = self
-            .resolved
-            .as_ref()
-            .is_some_and(|r| r.profile.tool_policy.allows(&call.name));
-        if !allowed {
-            self.evidence.tool_calls.denied += 1;
-            self.last_result = None;
-            self.fail(FailureStage::Execution, "tool_not_allowed");
-            self.end_execution();
-            return;
+        if !run.resolved.profile.tool_policy.allows(&call.name) {
+            let c = run.record.counts();
+            c.denied = c.denied.saturating_add(1);
+            run.record.last_result = None;
+            run.record.fail(FailureStage::Execution, "tool_not_allowed");
+            return self.end_execution(run, sandbox, session);
         }
-        let name = self
-            .evidence
-            .ident("tools_used", IdentifierKind::Ref, &call.name);
-        if !self.evidence.tools_used.contains(&name) {
-            self.evidence.tools_used.push(name);
+        let ev = &mut run.record.evidence;
+        let name = ev.ident("tools_used", IdentifierKind::Ref, &call.name);
+        if !ev.tools_used.contains(&name) {
+            ev.tools_used.push(name);
         }
-        self.evidence.tool_calls.dispatched += 1;
-        self.stage = Stage::Dispatching;
-        let session = self.session.clone().unwrap_or_default();
-        self.emit(GatewayAction::DispatchTool { session, call });
+        let c = run.record.counts();
+        c.dispatched = c.dispatched.saturating_add(1);
+        self.emit(GatewayAction::DispatchTool {
+            session: session.clone(),
+            call,
+        });
+        State::Dispatching {
+            run,
+            sandbox,
+            session,
+        }
     }
 
     /// The execution stage failed: skip the remaining calls and end the session.
-    fn end_execution(&mut self) {
-        self.evidence.tool_calls.skipped += self.calls.len() as u64;
-        self.calls.clear();
-        self.end_session();
+    fn end_execution(
+        &mut self,
+        mut run: Box<Run>,
+        sandbox: SandboxHandle,
+        session: StringMap,
+    ) -> State {
+        let left = u64::try_from(run.calls.len()).unwrap_or(u64::MAX);
+        run.calls.clear();
+        let c = run.record.counts();
+        c.skipped = c.skipped.saturating_add(left);
+        self.end_session(run, sandbox, session)
     }
 
-    fn end_session(&mut self) {
-        self.stage = Stage::EndingSession;
-        let session = self.session.clone().unwrap_or_default();
+    fn end_session(&mut self, run: Box<Run>, sandbox: SandboxHandle, session: StringMap) -> State {
         self.emit(GatewayAction::EndSession { session });
+        State::EndingSession { run, sandbox }
     }
 
     /// Tear the sandbox down (every path reaches this once a sandbox exists).
-    fn destroy(&mut self, now_ms: u64) {
-        match self.sandbox.clone() {
-            Some(sandbox) => {
-                self.stage = Stage::Destroying;
-                self.emit(GatewayAction::DestroySandbox { sandbox });
-            }
-            None => self.finish(now_ms),
-        }
+    fn destroy(&mut self, run: Box<Run>, sandbox: SandboxHandle) -> State {
+        self.emit(GatewayAction::DestroySandbox { sandbox });
+        State::DestroyingSandbox { run }
     }
 
-    fn finish(&mut self, now_ms: u64) {
-        self.stage = Stage::Finished;
-        let mut evidence = std::mem::take(&mut self.evidence);
-        evidence.duration_ms = now_ms.saturating_sub(self.started_ms);
-        evidence.clamp_integers();
-        match self.failure {
-            None => evidence.outcome = Outcome::Succeeded,
-            Some((stage, code)) => {
-                evidence.outcome = if stage == FailureStage::Resolution {
-                    Outcome::Refused
-                } else {
-                    Outcome::Failed
-                };
-                evidence.failure_stage = Some(stage);
-                evidence.failure_code = Some(code.to_owned());
-            }
-        }
-        let (tool_output, tool_error) = match self.last_result.take() {
-            Some(r) => (r.output, r.error),
-            None => (Value::Null, None),
-        };
-        let tool_error = tool_error.or_else(|| self.failure_message.take());
+    fn finish(&mut self, now_ms: u64, record: Record) -> State {
         self.pending
-            .push_back(GatewayOutput::Result(Box::new(GatewayResult {
-                ok: evidence.outcome == Outcome::Succeeded,
-                evidence,
-                tool_output,
-                tool_error,
-            })));
+            .push_back(GatewayOutput::Result(Box::new(record.into_result(now_ms))));
+        State::Finished
     }
 }

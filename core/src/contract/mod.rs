@@ -8,6 +8,8 @@
 //!   `unknown`, `disabled`, `ambiguous`, `incompatible`, `unsafe`.
 //! * [`Gateway`] — the lifecycle machine: resolve → create sandbox → start session →
 //!   dispatch tools → end session → destroy sandbox → [`GatewayResult`].
+//! * [`rein`] — the rules of the reference rein (`SubprocessRein`): role, tool-call
+//!   prompt, turn outcome → tool result, usage sum and summary.
 //! * [`safety`] — the one definition of sensitive keys and credential-shaped values, and
 //!   the identifier shapes evidence enforces ([`IdentifierKind`]).
 //!
@@ -41,8 +43,9 @@
 //! gw.handle_input(0, GatewayInput::Execute {
 //!     request, inputs: StringMap::new(), tool_calls: vec![ToolCall::new("run_task")],
 //! }).unwrap();
-//! assert!(matches!(gw.poll_output(), GatewayOutput::Action(GatewayAction::CreateSandbox { .. })));
-//! assert_eq!(gw.poll_output(), GatewayOutput::Waiting);
+//! assert!(matches!(gw.poll_output(), Some(GatewayOutput::Action(GatewayAction::CreateSandbox { .. }))));
+//! assert_eq!(gw.poll_output(), None);
+//! assert_eq!(gw.poll_timeout(), None);
 //! gw.handle_input(5, GatewayInput::SandboxCreated { sandbox: SandboxHandle::new("sb-1") }).unwrap();
 //! # let _ = gw.poll_output();
 //! gw.handle_input(6, GatewayInput::SessionStarted { session: StringMap::new() }).unwrap();
@@ -52,7 +55,7 @@
 //! gw.handle_input(10, GatewayInput::SessionEnded { summary: ExecutionSummary::default() }).unwrap();
 //! # let _ = gw.poll_output();
 //! gw.handle_input(12, GatewayInput::SandboxDestroyed).unwrap();
-//! let GatewayOutput::Result(result) = gw.poll_output() else { panic!() };
+//! let Some(GatewayOutput::Result(result)) = gw.poll_output() else { panic!() };
 //! assert!(result.ok);
 //! assert_eq!(result.evidence.duration_ms, 12);
 //! assert_eq!(result.tool_output, json!("done"));
@@ -63,6 +66,7 @@ pub mod evidence;
 mod fields;
 mod gateway;
 pub mod models;
+pub mod rein;
 pub mod resolution;
 pub mod safety;
 
@@ -72,13 +76,14 @@ pub use evidence::{
     SessionEndStatus, TeardownStatus, ToolCallCounts,
 };
 pub use gateway::{
-    is_abort_code, Gateway, GatewayAction, GatewayConfig, GatewayInput, GatewayOutput, ABORTED,
-    DEFAULT_MAX_EVIDENCE_ARTIFACTS, DEFAULT_MAX_EVIDENCE_REFS, DEFAULT_MAX_TOOL_CALLS,
-    MAX_ABORT_CODE_LEN,
+    is_abort_code, Gateway, GatewayAction, GatewayConfig, GatewayInput, GatewayOutput,
+    GatewayStage, ABORTED, DEFAULT_MAX_EVIDENCE_ARTIFACTS, DEFAULT_MAX_EVIDENCE_REFS,
+    DEFAULT_MAX_TOOL_CALLS, INVALID_SANDBOX_HANDLE, MAX_ABORT_CODE_LEN,
 };
 pub use models::{
     ExecutionRequest, ExecutionSummary, HarnessProfile, ReinDescriptor, SandboxHandle, StringMap,
     ToolCall, ToolEventVisibility, ToolPolicy, ToolResult, CONTRACT_VERSION,
 };
+pub use rein::{ReinSession, HARNESS_ERROR};
 pub use resolution::{resolve, unsafe_reasons, Catalog, Refusal, RefusalKind, Resolved};
 pub use safety::{safe_identifier_as, IdentifierKind};

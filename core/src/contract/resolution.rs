@@ -225,17 +225,18 @@ pub fn resolve(harness_profile_ref: &str, catalog: &Catalog) -> Result<Resolved,
     if profile.contract_version != CONTRACT_VERSION {
         incompatible.push("profile_contract_version");
     }
-    match reins.first() {
+    let rein = reins.first().copied();
+    match rein {
         None => incompatible.push("rein_not_found"),
         Some(r) if r.contract_version != CONTRACT_VERSION => {
             incompatible.push("rein_contract_version")
         }
         Some(_) => {}
     }
-    if !incompatible.is_empty() {
+    // A missing rein is in `incompatible`, so a rein is present whenever it is empty.
+    let (true, Some(rein)) = (incompatible.is_empty(), rein) else {
         return Err(Refusal::new(RefusalKind::Incompatible, incompatible));
-    }
-    let rein = reins[0];
+    };
     let unsafe_ = unsafe_reasons(profile, rein);
     if !unsafe_.is_empty() {
         return Err(Refusal::new(RefusalKind::Unsafe, unsafe_));

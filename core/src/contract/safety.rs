@@ -190,7 +190,7 @@ pub fn is_sensitive_key(key: &str) -> bool {
     last_is_key
         || w.iter().any(|x| SENSITIVE_WORDS.contains(&x.as_str()))
         || w.windows(2)
-            .any(|p| SENSITIVE_PAIRS.contains(&(p[0].as_str(), p[1].as_str())))
+            .any(|p| matches!(p, [a, b] if SENSITIVE_PAIRS.contains(&(a.as_str(), b.as_str()))))
 }
 
 fn key_chars(s: &str) -> usize {
@@ -281,8 +281,7 @@ fn word_is_secret(w: &str) -> bool {
 /// `true` when a URL in `s` carries a password in its userinfo (`scheme://user:pass@host`).
 fn url_with_password(s: &str) -> bool {
     let mut rest = s;
-    while let Some(pos) = rest.find("://") {
-        let after = &rest[pos + 3..];
+    while let Some((_, after)) = rest.split_once("://") {
         let authority_end = after
             .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
             .unwrap_or(after.len());
@@ -486,19 +485,19 @@ impl IdentifierKind {
 /// Strip userinfo, query and fragment from a value of the form `scheme://…`. Returns the
 /// value unchanged when it is not such a URL.
 fn strip_url(s: &str) -> (String, bool) {
-    let Some(pos) = s.find("://") else {
+    let Some((scheme, after)) = s.split_once("://") else {
         return (s.to_owned(), false);
     };
-    let (head, after) = (&s[..pos + 3], &s[pos + 3..]);
+    let head = format!("{scheme}://");
     let end = after.find(['?', '#']).unwrap_or(after.len());
     let mut changed = end < after.len();
     let kept = &after[..end];
     let authority_end = kept.find('/').unwrap_or(kept.len());
     let authority = &kept[..authority_end];
-    let host = match authority.rfind('@') {
-        Some(at) => {
+    let host = match authority.rsplit_once('@') {
+        Some((_, host)) => {
             changed = true;
-            &authority[at + 1..]
+            host
         }
         None => authority,
     };
@@ -534,20 +533,19 @@ pub fn looks_like_random_token(run: &str) -> bool {
         }
     };
     let chars: Vec<char> = run.chars().collect();
-    let changes = chars
-        .windows(2)
-        .filter(|w| class(w[0]) != class(w[1]))
-        .count();
-    let after_lower: Vec<char> = chars
-        .windows(2)
-        .filter(|w| w[0].is_ascii_lowercase())
-        .map(|w| w[1])
+    let pairs = || chars.iter().zip(chars.iter().skip(1));
+    let changes = pairs().filter(|(a, b)| class(**a) != class(**b)).count();
+    let after_lower: Vec<char> = pairs()
+        .filter(|(a, _)| a.is_ascii_lowercase())
+        .map(|(_, b)| *b)
         .collect();
     let lower_lower = after_lower
         .iter()
         .filter(|c| c.is_ascii_lowercase())
         .count();
-    changes * 5 >= (n - 1) * 2 && lower_lower * 100 < after_lower.len() * 65
+    // Counts are bounded by the string's length, so the products cannot saturate.
+    changes.saturating_mul(5) >= n.saturating_sub(1).saturating_mul(2)
+        && lower_lower.saturating_mul(100) < after_lower.len().saturating_mul(65)
 }
 
 /// `true` when an identifier carries credential material: [`looks_like_credential`] on

@@ -3,10 +3,11 @@
 
 use serde_json::{json, Value};
 use stapel_runner_protocol::contract::{
-    self, safety, Catalog, ContractError, ExecutionEvidence, ExecutionRequest, ExecutionSummary,
-    Gateway, GatewayConfig, GatewayInput, GatewayOutput, GatewayResult, HarnessProfile,
-    ReinDescriptor, SandboxHandle, ToolCall, ToolResult,
+    self, rein, safety, Catalog, ContractError, ExecutionEvidence, ExecutionRequest,
+    ExecutionSummary, Gateway, GatewayConfig, GatewayInput, GatewayResult, HarnessProfile,
+    ReinDescriptor, ReinSession, SandboxHandle, ToolCall, ToolResult,
 };
+use stapel_runner_protocol::wire::UsageSplit;
 
 use crate::common::{same, steps};
 
@@ -52,6 +53,7 @@ fn outcome(i: usize, got: Result<Value, Value>, expect: &Value) -> Result<(), St
 pub fn run(vector: &Value) -> Result<(), String> {
     let cfg = &vector["config"];
     let mut gateway: Option<Gateway> = None;
+    let mut rein_session: Option<ReinSession> = None;
     let catalog = || -> Result<Catalog, String> {
         Catalog::from_value(cfg.get("catalog").unwrap_or(&json!({})))
             .map_err(|e| format!("config.catalog is invalid: {e}"))
@@ -125,11 +127,8 @@ pub fn run(vector: &Value) -> Result<(), String> {
             let now = input.get("now_ms").and_then(Value::as_u64).unwrap_or(0);
             let result = GatewayInput::from_value(g).and_then(|inp| gw.handle_input(now, inp));
             let mut outputs = Vec::new();
-            loop {
-                match gw.poll_output() {
-                    GatewayOutput::Waiting => break,
-                    out => outputs.push(out.to_value()),
-                }
+            while let Some(out) = gw.poll_output() {
+                outputs.push(out.to_value());
                 if outputs.len() > 64 {
                     return Err(format!("step {i}: gateway does not settle"));
                 }
@@ -151,6 +150,57 @@ pub fn run(vector: &Value) -> Result<(), String> {
             if let Some(f) = expect.get("finished") {
                 same(i, "finished", &json!(gw.is_finished()), f)?;
             }
+            if let Some(s) = expect.get("stage") {
+                same(i, "stage", &json!(gw.stage().as_str()), s)?;
+            }
+            same(i, "poll_timeout", &json!(gw.poll_timeout()), &Value::Null)?;
+        } else if let Some(p) = input.get("rein_role_spec") {
+            let profile = HarnessProfile::from_value(p).map_err(|e| format!("step {i}: {e}"))?;
+            outcome(i, Ok(rein::role_spec(&profile).to_value()), expect)?;
+        } else if let Some(m) = input.get("rein_session_map") {
+            let n = m["n"]
+                .as_u64()
+                .ok_or(format!("step {i}: rein_session_map.n"))?;
+            let sandbox =
+                SandboxHandle::from_value(&m["sandbox"]).map_err(|e| format!("step {i}: {e}"))?;
+            outcome(i, Ok(json!(rein::session_map(n, &sandbox))), expect)?;
+        } else if let Some(m) = input.get("rein_initial_prompt") {
+            let inputs: contract::StringMap =
+                serde_json::from_value(m.clone()).map_err(|e| format!("step {i}: {e}"))?;
+            outcome(i, Ok(json!(rein::initial_prompt(&inputs))), expect)?;
+        } else if let Some(p) = input.get("rein_start") {
+            let profile = HarnessProfile::from_value(p).map_err(|e| format!("step {i}: {e}"))?;
+            let now = input.get("now_ms").and_then(Value::as_u64).unwrap_or(0);
+            rein_session = Some(ReinSession::new(&profile, now));
+            outcome(i, Ok(Value::Null), expect)?;
+        } else if let Some(c) = input.get("rein_tool_call_prompt") {
+            let call = ToolCall::from_value(c).map_err(|e| format!("step {i}: {e}"))?;
+            let rs = rein_session
+                .as_mut()
+                .ok_or(format!("step {i}: no rein_start"))?;
+            outcome(i, Ok(json!(rs.tool_call_prompt(&call))), expect)?;
+        } else if let Some(u) = input.get("rein_turn") {
+            let usage: UsageSplit =
+                serde_json::from_value(u.clone()).map_err(|e| format!("step {i}: {e}"))?;
+            let rs = rein_session
+                .as_mut()
+                .ok_or(format!("step {i}: no rein_start"))?;
+            rs.record_turn(&usage);
+            outcome(i, Ok(Value::Null), expect)?;
+        } else if let Some(t) = input.get("rein_tool_result") {
+            let text = t.as_str().ok_or(format!("step {i}: rein_tool_result"))?;
+            outcome(i, Ok(rein::tool_result_from_text(text).to_value()), expect)?;
+        } else if let Some(e) = input.get("rein_turn_error") {
+            let code = e["code"].as_str().ok_or(format!("step {i}: code"))?;
+            let message = e["message"].as_str().ok_or(format!("step {i}: message"))?;
+            let got = rein::tool_result_from_turn_error(code, message).map(|r| r.to_value());
+            outcome(i, Ok(got.unwrap_or(Value::Null)), expect)?;
+        } else if input.get("rein_summary").is_some() {
+            let now = input.get("now_ms").and_then(Value::as_u64).unwrap_or(0);
+            let rs = rein_session
+                .as_ref()
+                .ok_or(format!("step {i}: no rein_start"))?;
+            outcome(i, Ok(rs.summary(now).to_value()), expect)?;
         } else {
             return Err(format!("step {i}: unknown input {input}"));
         }
