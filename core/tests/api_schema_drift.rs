@@ -284,11 +284,15 @@ impl Api {
             | "sandbox_destroy_failed" => "StageFailedInput",
             "sandbox_destroyed" => "SandboxDestroyedInput",
             "abort" => "AbortInput",
+            "answer" => "AnswerInput",
+            "answer_invalid" => "AnswerInvalidInput",
+            "action_failed" => "ActionFailedInput",
             "create_sandbox" => "CreateSandboxAction",
             "start_session" => "StartSessionAction",
             "dispatch_tool" => "DispatchToolAction",
             "end_session" => "EndSessionAction",
             "destroy_sandbox" => "DestroySandboxAction",
+            "discard_sandbox" => "DiscardSandboxAction",
             "result" => "ResultOutput",
             other => {
                 self.fail(

@@ -581,9 +581,11 @@ class _AnswerInputRequired(TypedDict):
 
 
 class AnswerInput(_AnswerInputRequired, total=False):
-    """Gateway input: the callback for the outstanding action returned ``value`` (the
-    core validates it as that action's answer; an invalid one fails the stage)."""
+    """Gateway input: the callback for the outstanding action returned ``value`` (the core
+    validates it as that action's answer; an invalid one fails the stage).
+    """
 
+    #: The callback's return value, any JSON.
     value: Any
 
 
@@ -594,6 +596,7 @@ class _AnswerInvalidInputRequired(TypedDict):
 class AnswerInvalidInput(_AnswerInvalidInputRequired, total=False):
     """Gateway input: the callback's return value could not be turned into JSON."""
 
+    #: Why the value is not JSON.
     message: Optional[str]
 
 
@@ -604,6 +607,7 @@ class _ActionFailedInputRequired(TypedDict):
 class ActionFailedInput(_ActionFailedInputRequired, total=False):
     """Gateway input: the callback for the outstanding action raised."""
 
+    #: The exception's message.
     message: Optional[str]
 
 
@@ -667,7 +671,8 @@ class DestroySandboxAction(TypedDict):
 
 class DiscardSandboxAction(TypedDict):
     """Gateway action: the sandboxer's answer was not a valid handle; pass whatever it
-    returned to ``destroy``, best effort."""
+    returned to ``destroy``, best effort.
+    """
 
     type: Literal["discard_sandbox"]
 
