@@ -62,7 +62,7 @@ pub struct Sim {
     player: Option<ScriptPlayer>,
     pub model: HarnessModel,
     pub now: u64,
-    /// Every output except `Timeout`, in order.
+    /// Every output, in order.
     pub outputs: Vec<Recorded>,
     pub harness_alive: bool,
     pub harness_stdin_open: bool,
@@ -151,15 +151,10 @@ impl Sim {
                 self.run
                     .handle_input(self.now, input)
                     .expect("no local misuse in the simulation");
-                loop {
-                    match self.run.poll_output() {
-                        Output::Timeout(d) => {
-                            self.run_deadline = d;
-                            break;
-                        }
-                        out => self.perform(out),
-                    }
+                while let Some(out) = self.run.poll_output() {
+                    self.perform(out);
                 }
+                self.run_deadline = self.run.poll_timeout();
             }
             while let Some(input) = self.player_inputs.pop_front() {
                 moved = true;

@@ -7,9 +7,7 @@
 //! the harness's process group that sleeps until it is killed, to prove group cleanup.
 
 use crate::scripts;
-use stapel_runner_protocol::local::player::{
-    PlayerConfig, PlayerInput, PlayerOutput, ScriptPlayer,
-};
+use stapel_runner_protocol::local::{PlayerConfig, PlayerInput, PlayerOutput, ScriptPlayer};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -64,7 +64,7 @@ pub struct CommandLedger {
 
 impl CommandLedger {
     /// An empty ledger; bounds below 1 are treated as 1.
-    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+    pub(crate) fn new(max_entries: usize, max_bytes: usize) -> Self {
         Self {
             max_entries: max_entries.max(1),
             max_bytes: max_bytes.max(1),
@@ -77,7 +77,12 @@ impl CommandLedger {
     }
 
     /// Classify a command by id, canonical JSON and `controllerSeq` (no state change).
-    pub fn check(&self, command_id: &str, canonical: &str, controller_seq: u64) -> LedgerVerdict {
+    pub(crate) fn check(
+        &self,
+        command_id: &str,
+        canonical: &str,
+        controller_seq: u64,
+    ) -> LedgerVerdict {
         match self.entries.get(command_id) {
             Some(stored) if stored == canonical => LedgerVerdict::Duplicate,
             Some(_) => LedgerVerdict::Conflict,
@@ -91,16 +96,22 @@ impl CommandLedger {
     /// Record a [`LedgerVerdict::Fresh`] command and advance `next_seq`, evicting the
     /// oldest entries past the bounds. (Recording an id that is already held replaces its
     /// text in place; the machine never does that.)
-    pub fn record(&mut self, command_id: &str, canonical: &str) {
-        self.bytes += command_id.len() + canonical.len();
+    pub(crate) fn record(&mut self, command_id: &str, canonical: &str) {
+        self.bytes = self
+            .bytes
+            .saturating_add(command_id.len().saturating_add(canonical.len()));
         match self
             .entries
             .insert(command_id.to_owned(), canonical.to_owned())
         {
-            Some(old) => self.bytes -= command_id.len() + old.len(),
+            Some(old) => {
+                self.bytes = self
+                    .bytes
+                    .saturating_sub(command_id.len().saturating_add(old.len()))
+            }
             None => self.order.push_back(command_id.to_owned()),
         }
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.saturating_add(1);
         while self.entries.len() > self.max_entries
             || (self.bytes > self.max_bytes && self.entries.len() > 1)
         {
@@ -108,8 +119,8 @@ impl CommandLedger {
                 break;
             };
             if let Some(v) = self.entries.remove(&k) {
-                self.bytes -= k.len() + v.len();
-                self.evicted += 1;
+                self.bytes = self.bytes.saturating_sub(k.len().saturating_add(v.len()));
+                self.evicted = self.evicted.saturating_add(1);
             }
         }
     }

@@ -26,7 +26,7 @@ pub struct LogTail {
 
 impl LogTail {
     /// An empty tail. `max_lines` 0 keeps nothing (every line counts as dropped).
-    pub fn new(max_lines: usize, max_bytes: usize) -> Self {
+    pub(crate) fn new(max_lines: usize, max_bytes: usize) -> Self {
         Self {
             max_lines,
             max_bytes,
@@ -37,19 +37,19 @@ impl LogTail {
     }
 
     /// Append one line.
-    pub fn push(&mut self, line: &str) {
+    pub(crate) fn push(&mut self, line: &str) {
         let mut end = line.len().min(self.max_bytes);
         while !line.is_char_boundary(end) {
-            end -= 1;
+            end = end.saturating_sub(1);
         }
-        let kept = &line[..end];
-        self.bytes += kept.len();
+        let kept = line.get(..end).unwrap_or_default();
+        self.bytes = self.bytes.saturating_add(kept.len());
         self.lines.push_back(kept.to_owned());
         while self.lines.len() > self.max_lines || self.bytes > self.max_bytes {
             match self.lines.pop_front() {
                 Some(l) => {
-                    self.bytes -= l.len();
-                    self.dropped += 1;
+                    self.bytes = self.bytes.saturating_sub(l.len());
+                    self.dropped = self.dropped.saturating_add(1);
                 }
                 None => break,
             }

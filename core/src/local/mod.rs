@@ -13,8 +13,9 @@
 //!   `emittedAt` from an injected [`EventClock`];
 //! * [`LogTail`] — the bounded log tail reported with `harness.exited`;
 //! * [`reconcile`] — the runner-owned terminal decision;
-//! * [`LocalRun`] — the machine: `handle_input(now_ms, Input)` / `poll_output()`, emitting
-//!   lines, `Spawn`, `CloseHarnessStdin`, `Signal`, `Timeout` and `Exit` outputs;
+//! * [`LocalRun`] — the machine: `handle_input(now_ms, Input)` / `poll_output()` /
+//!   `poll_timeout()`, emitting lines, `Spawn`, `CloseHarnessStdin`, `Signal` and `Exit`
+//!   outputs;
 //! * [`ScriptPlayer`] — the fake harness as a sans-IO script player.
 //!
 //! ```
@@ -24,41 +25,34 @@
 //! let cmd = r#"{"schema":"paperclip.prp.command.v1","commandId":"c1","controllerSeq":1,"type":"run.prepare","issuedAt":"2026-01-01T00:00:00Z","payload":{}}"#;
 //! run.handle_input(0, Input::ControllerBytes(format!("{cmd}\n").into_bytes())).unwrap();
 //! let mut spawned = false;
-//! loop {
-//!     match run.poll_output() {
-//!         Output::Spawn(req) => spawned = req.new_process_group,
-//!         Output::Timeout(deadline) => {
-//!             assert_eq!(deadline, Some(2_000)); // the harness ready deadline
-//!             break;
-//!         }
-//!         _ => {}
+//! while let Some(output) = run.poll_output() {
+//!     if let Output::Spawn(req) = output {
+//!         spawned = req.new_process_group;
 //!     }
 //! }
 //! assert!(spawned);
+//! assert_eq!(run.poll_timeout(), Some(2_000)); // the harness ready deadline
 //! ```
 
-pub mod canonical;
-pub mod error;
-pub mod events;
-pub mod ledger;
-pub mod logtail;
-pub mod machine;
-pub mod models;
-pub mod player;
-pub mod reconcile;
+mod canonical;
+mod error;
+mod events;
+mod ledger;
+mod logtail;
+mod machine;
+mod models;
+mod player;
+mod reconcile;
 
-pub use canonical::canonical_json;
-pub use error::{HarnessViolation, LocalError, ModelError};
-pub use events::{format_rfc3339_ms, CanonicalEvent, EventClock, EventFactory};
-pub use ledger::{CommandLedger, LedgerVerdict};
+pub use error::{LocalError, ModelError};
+pub use events::{CanonicalEvent, EventClock, EventFactory};
+pub use ledger::CommandLedger;
 pub use logtail::LogTail;
 pub use machine::{Input, LocalConfig, LocalRun, Output, SignalKind, SpawnRequest};
 pub use models::{
-    event_priority, is_known_event_type, terminal_proposal_is_valid, validate_run_result,
-    validate_runtime_request, validate_terminal, CommandEnvelope, CommandReceipt, CommandType,
-    DiagnosticLevel, HarnessCommand, HarnessMessage, HarnessMessageType, ReceiptStatus,
-    RunTerminalState, RunnerCommand, RuntimeRequestType, Script, ScriptStep, StreamMessage,
-    TurnTerminalState, WorkDisposition, EVENT_TYPES,
+    CommandEnvelope, CommandReceipt, CommandType, DiagnosticLevel, HarnessCommand, HarnessMessage,
+    HarnessMessageType, ReceiptStatus, RunnerCommand, Script, ScriptStep, StreamMessage,
 };
 pub use player::{PlayerConfig, PlayerInput, PlayerOutput, ScriptPlayer};
-pub use reconcile::{reconcile_terminal, Intent, ProcessExit};
+
+pub(crate) use models::{parse_json, RunTerminalState};

@@ -305,7 +305,7 @@ impl ScriptPlayer {
     }
 
     fn message(&mut self, t: HarnessMessageType, payload: Value) {
-        self.message_seq += 1;
+        self.message_seq = self.message_seq.saturating_add(1);
         let payload = match payload {
             Value::Object(m) => m,
             _ => Map::new(),
@@ -443,7 +443,7 @@ impl ScriptPlayer {
                         self.outputs.push_back(PlayerOutput::Exit(1));
                     } else if self.armed.is_none() {
                         if let Some(ms) = self.timeout_of(&a) {
-                            self.timer_id += 1;
+                            self.timer_id = self.timer_id.saturating_add(1);
                             self.armed = Some(self.timer_id);
                             self.outputs.push_back(PlayerOutput::AwaitTimer {
                                 id: self.timer_id,
@@ -460,7 +460,7 @@ impl ScriptPlayer {
                 self.outputs.push_back(PlayerOutput::Exit(0));
                 return;
             };
-            self.next_step += 1;
+            self.next_step = self.next_step.saturating_add(1);
             match step {
                 ScriptStep::Delay { milliseconds } => {
                     self.outputs.push_back(PlayerOutput::Delay(

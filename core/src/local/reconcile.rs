@@ -58,12 +58,12 @@ pub struct ProcessExit {
 
 impl ProcessExit {
     /// `true` only for exit code 0 without a signal.
-    pub fn success(&self) -> bool {
+    pub fn success(self) -> bool {
         self.exit_code == Some(0) && self.signal.is_none()
     }
 
     /// `{exitCode, success, signal}`.
-    pub fn to_value(&self) -> Value {
+    pub fn to_value(self) -> Value {
         json!({"exitCode": self.exit_code, "success": self.success(), "signal": self.signal})
     }
 }
@@ -89,18 +89,6 @@ pub enum Intent {
 }
 
 impl Intent {
-    /// snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Intent::Natural => "natural",
-            Intent::Interrupted => "interrupted",
-            Intent::Cancelled => "cancelled",
-            Intent::ControllerClosed => "controller_closed",
-            Intent::ProtocolViolation => "protocol_violation",
-            Intent::RequestExpired => "request_expired",
-        }
-    }
-
     /// Precedence: a recorded intent is replaced only by one of strictly higher rank
     /// (protocol violation 4, cancelled 3, interrupted 2, controller closed and request
     /// expired 1, natural 0).
@@ -202,7 +190,7 @@ pub fn reconcile_terminal(
             "reason": derived.reason,
             "proposalValid": proposal_valid,
             "proposalContradicted": contradicted,
-            "processExit": exit.map(ProcessExit::to_value).unwrap_or(Value::Null),
+            "processExit": exit.copied().map(ProcessExit::to_value).unwrap_or(Value::Null),
             "semanticResultObserved": result.is_some(),
         }
     })
