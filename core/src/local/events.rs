@@ -186,7 +186,7 @@ pub struct CanonicalEvent {
     pub run_id: String,
     /// `normalizedSessionId` (optional in the schema).
     pub normalized_session_id: Option<String>,
-    /// `eventType` (one of [`EVENT_TYPES`](super::EVENT_TYPES)).
+    /// `eventType` (one of the seed's event types).
     pub event_type: String,
     /// `priority` (0, 1 or 2).
     pub priority: u8,

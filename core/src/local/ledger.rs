@@ -1,29 +1,4 @@
-//! The command ledger: canonical JSON per accepted `commandId` and the next
-//! `controllerSeq`.
-//!
-//! Order (as in the original runner): **schema** (the caller reads the
-//! [`CommandEnvelope`](super::CommandEnvelope): schema id and shape, `type` as text) →
-//! **duplicate** → **contiguity** → **record** → **dispatch** (the caller; an unknown or
-//! unimplemented `type` is rejected there, after it used up its `controllerSeq`). The
-//! canonical JSON stored is that of the typed command
-//! ([`CommandEnvelope::ledger_value`](super::CommandEnvelope::ledger_value)).
-//!
-//! 1. **duplicate by `commandId`** — the same id with the same canonical JSON is a
-//!    [`LedgerVerdict::Duplicate`] (no second effect); the same id with different canonical
-//!    JSON is a [`LedgerVerdict::Conflict`]. This comes *before* the sequence check, so a
-//!    retransmitted old command is a duplicate, not a gap;
-//! 2. **contiguity** — `controllerSeq` must equal [`CommandLedger::next_seq`] (1 for the
-//!    first command), otherwise [`LedgerVerdict::NotContiguous`].
-//!
-//! # Bound
-//!
-//! The ledger keeps at most `max_entries` commands and `max_bytes` bytes of canonical
-//! JSON (each entry costs its id plus its canonical text). Recording past either bound
-//! evicts the oldest entries first. An evicted command that is retransmitted is no longer
-//! recognised as a duplicate; because its `controllerSeq` is behind `next_seq` it is then
-//! answered `NotContiguous` (rejected) — it is never applied a second time. The count of
-//! evicted entries is [`CommandLedger::evicted`]. Lookup, recording and each eviction
-//! are O(1) (a hash map plus a queue of ids in arrival order).
+//! The command ledger (documented on [`CommandLedger`]).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -49,7 +24,35 @@ pub enum LedgerVerdict {
     },
 }
 
-/// Bounded ledger of accepted commands. See the [module docs](self).
+/// Bounded ledger of accepted commands (read it with
+/// [`LocalRun::ledger`](super::LocalRun::ledger)).
+///
+/// The command ledger keeps the canonical JSON per accepted `commandId` and the next
+/// `controllerSeq`.
+///
+/// Order (as in the original runner): **schema** (the caller reads the
+/// [`CommandEnvelope`](super::CommandEnvelope): schema id and shape, `type` as text) →
+/// **duplicate** → **contiguity** → **record** → **dispatch** (the caller; an unknown or
+/// unimplemented `type` is rejected there, after it used up its `controllerSeq`). The
+/// canonical JSON stored is that of the typed command
+/// ([`CommandEnvelope::ledger_value`](super::CommandEnvelope::ledger_value)).
+///
+/// 1. **duplicate by `commandId`** — the same id with the same canonical JSON is a
+///    *duplicate* (no second effect); the same id with different canonical
+///    JSON is a *conflict*. This comes *before* the sequence check, so a
+///    retransmitted old command is a duplicate, not a gap;
+/// 2. **contiguity** — `controllerSeq` must equal [`CommandLedger::next_seq`] (1 for the
+///    first command), otherwise *not contiguous*.
+///
+/// # Bound
+///
+/// The ledger keeps at most `max_entries` commands and `max_bytes` bytes of canonical
+/// JSON (each entry costs its id plus its canonical text). Recording past either bound
+/// evicts the oldest entries first. An evicted command that is retransmitted is no longer
+/// recognised as a duplicate; because its `controllerSeq` is behind `next_seq` it is then
+/// answered `NotContiguous` (rejected) — it is never applied a second time. The count of
+/// evicted entries is [`CommandLedger::evicted`]. Lookup, recording and each eviction
+/// are O(1) (a hash map plus a queue of ids in arrival order).
 #[derive(Debug, Clone)]
 pub struct CommandLedger {
     max_entries: usize,

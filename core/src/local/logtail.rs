@@ -1,10 +1,4 @@
-//! The bounded log tail reported with `harness.exited`.
-//!
-//! Harness `log`/`diagnostic` messages and harness stderr lines are kept here, never as
-//! canonical events. A single line longer than `max_bytes` is truncated to `max_bytes` on
-//! a UTF-8 character boundary; then the oldest lines are evicted while more than
-//! `max_lines` lines or more than `max_bytes` bytes are held, and every eviction counts
-//! one dropped line.
+//! The bounded log tail (documented on [`LogTail`]).
 
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -14,7 +8,13 @@ pub const DEFAULT_LOG_MAX_LINES: usize = 200;
 /// Default number of retained bytes (16 KiB).
 pub const DEFAULT_LOG_MAX_BYTES: usize = 16 * 1024;
 
-/// Bounded tail of harness log lines. See the [module docs](self).
+/// The bounded log tail reported with `harness.exited`.
+///
+/// Harness `log`/`diagnostic` messages and harness stderr lines are kept here, never as
+/// canonical events. A single line longer than `max_bytes` is truncated to `max_bytes` on
+/// a UTF-8 character boundary; then the oldest lines are evicted while more than
+/// `max_lines` lines or more than `max_bytes` bytes are held, and every eviction counts
+/// one dropped line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogTail {
     max_lines: usize,

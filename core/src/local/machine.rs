@@ -424,7 +424,8 @@ enum ControllerStream {
 /// `TermPending` → `Grace{kill_deadline}` → `Killed`); the *session* (`Closed` →
 /// `Open(turn)`, turn `NotStarted` → `Active(interrupt)` → `Ended`, interrupt `None` →
 /// `Accepted`); the *controller stream* (`Open` → `EofQueued` → `Closed`); and the
-/// recorded [`Intent`] (precedence [`Intent::rank`]; a protocol violation outranks all).
+/// recorded intent (see the [intent precedence](super#intent-precedence); a protocol
+/// violation outranks all).
 ///
 /// # Transitions
 ///
@@ -460,13 +461,13 @@ enum ControllerStream {
 /// | `Open` | terminate | `CloseHarnessStdin`, `Signal TERM` (or none while `Spawning`) | `Grace{kill_deadline = now + shutdown_grace_ms}` (`TermPending`) |
 /// | `Grace` | `Timeout` past `kill_deadline` | `Signal KILL` | `Killed` |
 /// | `Live` | `HarnessExited` | last stdout/stderr lines, `Signal KILL` unless `Killed`, `harness.exited`, `run.terminal`, `Exit(0)`, queued lines | `Gone`, `Finished` |
-/// | `Finished` | any command | receipt `rejected` ([`DETAIL_EXPIRED`]) | — |
+/// | `Finished` | any command | receipt `rejected` "This request expired because the local run already finished. Start a new run." | — |
 ///
 /// Commands are checked in the original's order: schema (the [`CommandEnvelope`]; `type`
 /// read as text) → duplicate → contiguity → record → dispatch, so an unknown type or
 /// `controllerSeq` 0 meets the ledger and an unknown type uses up its `controllerSeq`
-/// before it is rejected. The terminal decision is [`reconcile`](super::reconcile)'s. No
-/// event follows `run.terminal`.
+/// before it is rejected. The terminal decision is the
+/// [terminal reconciliation](super#terminal-reconciliation). No event follows `run.terminal`.
 #[derive(Debug)]
 pub struct LocalRun {
     config: LocalConfig,

@@ -1,50 +1,4 @@
-//! A sans-IO fake-harness *script player*: given a [`Script`] and the harness commands
-//! the runner writes to its stdin, it produces the harness's stdout lines and its
-//! delay / spawn-worker / exit actions. The simulated-harness tests drive it without
-//! processes; a `fake-harness` binary only has to perform its outputs.
-//!
-//! # Behaviour
-//!
-//! 1. On [`PlayerInput::Start`] it writes `ready {version:"1.0.0", script:<name>}`.
-//! 2. It waits for `session.open`, then writes the events `session.started
-//!    {driverSessionId:"driver_phase2_fake"}` and `runtime.phase.changed
-//!    {phase:"executing"}`.
-//! 3. It waits for `turn.start`, then writes `turn.started` (turn id from
-//!    `payload.turnId`, else `turn_phase2`).
-//! 4. It plays the steps: `delay` → [`PlayerOutput::Delay`] (or the override) and waits
-//!    for [`PlayerInput::DelayElapsed`]; `log`, `event`, `request`, `result`, `terminal` →
-//!    one message each; `await_resolution` waits for a `request.resolve` whose
-//!    `payload.requestId` matches and writes `runtime_request.resolved {requestId,
-//!    response}`; `await_interrupt` waits for `turn.interrupt` or `turn.stop` and writes
-//!    `turn.interrupted {reason}` (`payload.reason`, default `operator`); `spawn_worker`
-//!    → [`PlayerOutput::SpawnWorker`], then on [`PlayerInput::WorkerSpawned`] a
-//!    `diagnostic {message:"worker spawned", workerPid}`; `exit` → [`PlayerOutput::Exit`].
-//!    A script without an `exit` step ends with `Exit(0)`.
-//!
-//! `turn.*` and `item.*` events without a `turn_id` get the current turn id. Commands the
-//! script does not wait for are kept in a bounded inbox (oldest dropped past
-//! `max_inbox`) so that an await can consume a command that arrived early; the script
-//! consumes only the commands it expects. If stdin reaches EOF while the script waits for
-//! a command, the player exits with code 1. Invalid stdin lines are ignored.
-//!
-//! # Await timeouts
-//!
-//! Every wait for a command is bounded, as in the original fake harness:
-//! `session.open`, `turn.start` and `await_interrupt` by
-//! [`PlayerConfig::command_timeout_ms`] (default 10 s, the original's
-//! `HARNESS_COMMAND_TIMEOUT`), `await_resolution` by
-//! [`PlayerConfig::resolve_timeout_ms`] (default 5 min, its
-//! `INTERACTIVE_REQUEST_TIMEOUT`). The player has no clock: when a wait begins that the
-//! commands already received cannot satisfy, it outputs [`PlayerOutput::AwaitTimer`]
-//! `{id, ms}`; the host arms one timer (replacing any earlier one) and, when `ms` have
-//! passed, reports [`PlayerInput::AwaitExpired`] `{id}`. If that wait is still the
-//! current one, the player writes a `diagnostic {message, timeoutMs}` line and exits with
-//! [`AWAIT_TIMEOUT_EXIT_CODE`]; a stale id (the wait was satisfied meanwhile) is ignored.
-//! A host may also drop a timer whose wait was satisfied; it never has to.
-//!
-//! # Call order
-//!
-//! `handle_input(input)`, then `poll_output()` until it returns [`PlayerOutput::Idle`].
+//! The fake-harness script player (documented on [`ScriptPlayer`]).
 
 use std::collections::VecDeque;
 
@@ -67,7 +21,7 @@ pub const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 10_000;
 /// `INTERACTIVE_REQUEST_TIMEOUT`, 5 min).
 pub const DEFAULT_RESOLVE_TIMEOUT_MS: u64 = 300_000;
 /// Exit code of the player when an awaited command did not arrive in time.
-pub const AWAIT_TIMEOUT_EXIT_CODE: i32 = 1;
+pub(crate) const AWAIT_TIMEOUT_EXIT_CODE: i32 = 1;
 
 /// Configuration of a [`ScriptPlayer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,7 +129,53 @@ impl Await {
     }
 }
 
-/// The fake-harness script player. See the [module docs](self).
+/// A sans-IO fake-harness *script player*: given a [`Script`] and the harness commands
+/// the runner writes to its stdin, it produces the harness's stdout lines and its
+/// delay / spawn-worker / exit actions. The simulated-harness tests drive it without
+/// processes; a `fake-harness` binary only has to perform its outputs.
+///
+/// # Behaviour
+///
+/// 1. On [`PlayerInput::Start`] it writes `ready {version:"1.0.0", script:<name>}`.
+/// 2. It waits for `session.open`, then writes the events `session.started
+///    {driverSessionId:"driver_phase2_fake"}` and `runtime.phase.changed
+///    {phase:"executing"}`.
+/// 3. It waits for `turn.start`, then writes `turn.started` (turn id from
+///    `payload.turnId`, else `turn_phase2`).
+/// 4. It plays the steps: `delay` → [`PlayerOutput::Delay`] (or the override) and waits
+///    for [`PlayerInput::DelayElapsed`]; `log`, `event`, `request`, `result`, `terminal` →
+///    one message each; `await_resolution` waits for a `request.resolve` whose
+///    `payload.requestId` matches and writes `runtime_request.resolved {requestId,
+///    response}`; `await_interrupt` waits for `turn.interrupt` or `turn.stop` and writes
+///    `turn.interrupted {reason}` (`payload.reason`, default `operator`); `spawn_worker`
+///    → [`PlayerOutput::SpawnWorker`], then on [`PlayerInput::WorkerSpawned`] a
+///    `diagnostic {message:"worker spawned", workerPid}`; `exit` → [`PlayerOutput::Exit`].
+///    A script without an `exit` step ends with `Exit(0)`.
+///
+/// `turn.*` and `item.*` events without a `turn_id` get the current turn id. Commands the
+/// script does not wait for are kept in a bounded inbox (oldest dropped past
+/// `max_inbox`) so that an await can consume a command that arrived early; the script
+/// consumes only the commands it expects. If stdin reaches EOF while the script waits for
+/// a command, the player exits with code 1. Invalid stdin lines are ignored.
+///
+/// # Await timeouts
+///
+/// Every wait for a command is bounded, as in the original fake harness:
+/// `session.open`, `turn.start` and `await_interrupt` by
+/// [`PlayerConfig::command_timeout_ms`] (default 10 s, the original's
+/// `HARNESS_COMMAND_TIMEOUT`), `await_resolution` by
+/// [`PlayerConfig::resolve_timeout_ms`] (default 5 min, its
+/// `INTERACTIVE_REQUEST_TIMEOUT`). The player has no clock: when a wait begins that the
+/// commands already received cannot satisfy, it outputs [`PlayerOutput::AwaitTimer`]
+/// `{id, ms}`; the host arms one timer (replacing any earlier one) and, when `ms` have
+/// passed, reports [`PlayerInput::AwaitExpired`] `{id}`. If that wait is still the
+/// current one, the player writes a `diagnostic {message, timeoutMs}` line and exits with
+/// code 1; a stale id (the wait was satisfied meanwhile) is ignored.
+/// A host may also drop a timer whose wait was satisfied; it never has to.
+///
+/// # Call order
+///
+/// `handle_input(input)`, then `poll_output()` until it returns [`PlayerOutput::Idle`].
 #[derive(Debug)]
 pub struct ScriptPlayer {
     script: Script,
