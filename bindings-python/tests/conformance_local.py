@@ -43,13 +43,23 @@ def _output_json(kind: str, value: Any) -> Dict[str, Any]:
 _PRIORITY_0 = {"run.result.proposed", "run.terminal", "turn.completed", "turn.failed",
                "turn.interrupted", "harness.exited"}
 _PRIORITY_2 = {"item.delta", "harness.diagnostic", "runner.diagnostic"}
+_REASON_STATES = {
+    "turn_interrupted": ("interrupted", "cancelled"),
+    "run_cancelled": ("cancelled", "cancelled"),
+    "controller_closed": ("cancelled", "cancelled"),
+    "successful_process_and_result": ("completed", "succeeded"),
+    "harness_protocol_violation": ("failed", "failed"),
+    "harness_process_failed": ("failed", "failed"),
+    "semantic_result_missing": ("failed", "failed"),
+    "request_expired": ("failed", "failed"),
+}
 
 
 class _Oracle:
     """Seed 002's facts: the event envelope (contiguous ``sourceSeq`` from 1, derived id,
     configured ids, priority table, injected clock), at most one ``run.terminal`` with
-    nothing after it, signals only to the spawned group (KILL once), and one receipt per
-    fed command line."""
+    nothing after it, the finalization facts (``_lifecycle``), signals only to the spawned
+    group (KILL once), and one receipt per fed command line."""
 
     def __init__(self, config: Dict[str, Any]) -> None:
         self.run_id = config.get("run_id", "run_local")
@@ -64,6 +74,19 @@ class _Oracle:
         self.exited = False
         self.partial = b""
         self.unanswered: Dict[Tuple[str, int], int] = {}
+        self.exit: Optional[Dict[str, Any]] = None
+        self.result_seen = False
+        self.violation_seen = False
+        self.last_event = ""
+
+    def accepted(self, inp: Dict[str, Any]) -> None:
+        """Note the facts of an input the machine accepted."""
+        if "harness_spawned" in inp:
+            self.pid = inp["harness_spawned"]["pid"]
+        if "harness_exited" in inp:
+            code, signal = inp["harness_exited"].get("code"), inp["harness_exited"].get("signal")
+            self.exit = {"exitCode": code, "success": code == 0 and signal is None,
+                         "signal": signal}
 
     def feed(self, data: Optional[bytes]) -> None:
         if data is None:
@@ -98,8 +121,43 @@ class _Oracle:
         for k, v in want.items():
             assert e.get(k) == v, f"event {seq}: {k} is {e.get(k)!r}, want {v!r}"
         assert isinstance(e.get("payload"), dict), f"event {seq}: payload is not an object"
+        self._lifecycle(et, e["payload"])
         self.seq += 1
         self.terminal = et == "run.terminal"
+        self.last_event = et
+
+    def _lifecycle(self, et: str, p: Dict[str, Any]) -> None:
+        """``harness.exited`` reports the fed exit; ``run.terminal`` follows it directly,
+        repeats it, and derives its states from its reason (FACTS.md)."""
+        if et == "run.result.proposed":
+            self.result_seen = True
+        elif et == "runner.diagnostic":
+            self.violation_seen = True
+        elif et == "harness.exited":
+            assert self.exit is not None, "harness.exited without a fed harness_exited"
+            _eq("harness.exited processExit", p["processExit"], self.exit)
+            _eq("harness.exited semanticResultObserved", p["semanticResultObserved"],
+                self.result_seen)
+        elif et == "run.terminal":
+            r = p["reconciliation"]
+            if self.exit is not None:
+                assert self.last_event == "harness.exited", "run.terminal must follow harness.exited"
+            _eq("reconciliation processExit", r["processExit"], self.exit)
+            _eq("reconciliation authority", r["authority"], "runner")
+            _eq("reconciliation semanticResultObserved", r["semanticResultObserved"],
+                self.result_seen)
+            reason = r["reason"]
+            states = _REASON_STATES.get(reason)
+            assert states is not None, f"unknown reason {reason!r}"
+            _eq(f"states of {reason}", (p["turnTerminalState"], p["runTerminalState"]), states)
+            assert (reason == "harness_protocol_violation") == self.violation_seen, \
+                "a violation must decide the terminal, and only a violation"
+            if reason == "successful_process_and_result":
+                assert self.exit is not None and self.exit["success"] and self.result_seen
+            if r["proposalContradicted"]:
+                assert r["proposalValid"] is True
+            if p["harnessTerminalProposal"] is None:
+                assert r["proposalValid"] is False
 
     def output(self, o: Dict[str, Any]) -> None:
         if "to_controller" in o:
@@ -169,8 +227,8 @@ def run_local(vector: Dict[str, Any]) -> None:
             _feed(machine, now, inp)
         except ProtocolStateError as e:
             error = e.code
-        if error is None and "harness_spawned" in inp:
-            oracle.pid = inp["harness_spawned"]["pid"]
+        if error is None:
+            oracle.accepted(inp)
         drained = machine.drain_outputs()
         kind, timeout = drained[-1]
         assert kind == "timeout", f"step {i}: drain did not end with the timer"

@@ -115,6 +115,10 @@ fn output_json(o: &Output) -> Result<Value, String> {
 ///   `exit 1` with no event at all: the controller closed before `run.prepare`);
 /// * every signal targets the group of the reported `harness_spawned` pid, and none is
 ///   sent before it; KILL at most once;
+/// * `harness.exited` reports the fed exit and whether a result was proposed;
+///   `run.terminal` follows it directly, repeats both, derives its turn/run states from its
+///   reason (FACTS.md's table), is decided by a protocol violation exactly when a
+///   `runner.diagnostic` was emitted, and never calls an invalid proposal contradicted;
 /// * every receipt answers a command line that was fed, at most as often as it was fed.
 struct Oracle {
     run_id: String,
@@ -132,6 +136,14 @@ struct Oracle {
     partial: Vec<u8>,
     /// An `exit` was output.
     exited: bool,
+    /// The `processExit` the fed `harness_exited` implies.
+    exit: Option<Value>,
+    /// A `run.result.proposed` was emitted.
+    result_seen: bool,
+    /// A `runner.diagnostic` (a protocol violation) was emitted.
+    violation_seen: bool,
+    /// The type of the previous event.
+    last_event: String,
 }
 
 fn priority_of(event_type: &str) -> u64 {
@@ -191,6 +203,10 @@ impl Oracle {
             unanswered: HashMap::new(),
             partial: Vec::new(),
             exited: false,
+            exit: None,
+            result_seen: false,
+            violation_seen: false,
+            last_event: String::new(),
         }
     }
 
@@ -229,9 +245,16 @@ impl Oracle {
         }
     }
 
-    fn spawned(&mut self, input: &Value) {
+    /// Note the facts of an input the machine accepted.
+    fn accepted(&mut self, input: &Value) {
         if let Some(p) = input.get("harness_spawned").and_then(|s| s.get("pid")) {
             self.pid = p.as_u64();
+        }
+        if let Some(e) = input.get("harness_exited") {
+            let code = e.get("code").cloned().unwrap_or(Value::Null);
+            let signal = e.get("signal").cloned().unwrap_or(Value::Null);
+            let success = code == 0 && signal.is_null();
+            self.exit = Some(json!({"exitCode": code, "success": success, "signal": signal}));
         }
     }
 
@@ -269,8 +292,72 @@ impl Oracle {
         if !e["payload"].is_object() {
             return Err(format!("event {seq}: payload is not an object"));
         }
+        self.lifecycle(et, &e["payload"])
+            .map_err(|m| format!("event {seq} ({et}): {m}"))?;
         self.next_seq += 1;
         self.terminal_seen = et == "run.terminal";
+        self.last_event = et.to_owned();
+        Ok(())
+    }
+
+    /// The finalization facts: `harness.exited` reports the exit the host fed, and
+    /// `run.terminal` follows it directly, repeats that exit, states whether a result was
+    /// proposed and derives its states from its reason as seed 002 does.
+    fn lifecycle(&mut self, et: &str, p: &Value) -> Result<(), String> {
+        match et {
+            "run.result.proposed" => self.result_seen = true,
+            "runner.diagnostic" => self.violation_seen = true,
+            "harness.exited" => {
+                let want = self.exit.clone().ok_or("no harness_exited was fed")?;
+                if p["processExit"] != want {
+                    return Err(format!("processExit {} != fed {want}", p["processExit"]));
+                }
+                if p["semanticResultObserved"] != self.result_seen {
+                    return Err("semanticResultObserved disagrees with the events".into());
+                }
+            }
+            "run.terminal" => {
+                let r = &p["reconciliation"];
+                if self.exit.is_some() && self.last_event != "harness.exited" {
+                    return Err("run.terminal does not follow harness.exited".into());
+                }
+                let exit = self.exit.clone().unwrap_or(Value::Null);
+                if r["processExit"] != exit || r["authority"] != "runner" {
+                    return Err(format!("reconciliation {r} disagrees with the exit {exit}"));
+                }
+                if r["semanticResultObserved"] != self.result_seen {
+                    return Err("semanticResultObserved disagrees with the events".into());
+                }
+                let reason = r["reason"].as_str().unwrap_or_default();
+                let (turn, run) = match reason {
+                    "turn_interrupted" => ("interrupted", "cancelled"),
+                    "run_cancelled" | "controller_closed" => ("cancelled", "cancelled"),
+                    "successful_process_and_result" => ("completed", "succeeded"),
+                    "harness_protocol_violation"
+                    | "harness_process_failed"
+                    | "semantic_result_missing"
+                    | "request_expired" => ("failed", "failed"),
+                    other => return Err(format!("unknown reason {other:?}")),
+                };
+                if p["turnTerminalState"] != turn || p["runTerminalState"] != run {
+                    return Err(format!("states do not follow the reason {reason}"));
+                }
+                if (reason == "harness_protocol_violation") != self.violation_seen {
+                    return Err("a violation must decide the terminal, and only a violation".into());
+                }
+                let success = exit["success"] == true;
+                if reason == "successful_process_and_result" && !(success && self.result_seen) {
+                    return Err("success without a successful exit and a result".into());
+                }
+                if r["proposalContradicted"] == true && r["proposalValid"] != true {
+                    return Err("an invalid proposal cannot be contradicted".into());
+                }
+                if p["harnessTerminalProposal"].is_null() && r["proposalValid"] != false {
+                    return Err("no proposal, yet proposalValid".into());
+                }
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -341,7 +428,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
             Err(e) => json!(e.code()),
         };
         if error.is_null() {
-            oracle.spawned(input);
+            oracle.accepted(input);
         }
         let mut outputs = Vec::new();
         while let Some(o) = machine.poll_output() {
