@@ -244,12 +244,10 @@ fn turn_stop_satisfies_await_interrupt() {
 
 fn drain(p: &mut ScriptPlayer) -> Vec<PlayerOutput> {
     let mut out = Vec::new();
-    loop {
-        match p.poll_output() {
-            PlayerOutput::Idle => return out,
-            o => out.push(o),
-        }
+    while let Some(o) = p.poll_output() {
+        out.push(o);
     }
+    out
 }
 
 fn harness_cmd(ty: &str, payload: Value) -> PlayerInput {

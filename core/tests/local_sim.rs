@@ -165,8 +165,8 @@ impl Sim {
                     continue;
                 }
                 loop {
-                    match self.player.as_mut().map(|p| p.poll_output()) {
-                        None | Some(PlayerOutput::Idle) => break,
+                    match self.player.as_mut().and_then(|p| p.poll_output()) {
+                        None => break,
                         Some(PlayerOutput::Stdout(line)) => self
                             .runner_inputs
                             .push_back(Input::HarnessStdout(format!("{line}\n").into_bytes())),

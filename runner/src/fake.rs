@@ -76,8 +76,8 @@ async fn play(player: &mut ScriptPlayer, self_invocation: &[&str]) -> i32 {
                 return 2;
             }
         }
-        loop {
-            match player.poll_output() {
+        while let Some(output) = player.poll_output() {
+            match output {
                 PlayerOutput::Stdout(line) => {
                     let mut bytes = line.into_bytes();
                     bytes.push(b'\n');
@@ -94,7 +94,6 @@ async fn play(player: &mut ScriptPlayer, self_invocation: &[&str]) -> i32 {
                 }
                 PlayerOutput::SpawnWorker => input = Some(spawn_worker(self_invocation)),
                 PlayerOutput::Exit(code) => return code,
-                PlayerOutput::Idle => break,
                 _ => {}
             }
         }

@@ -97,8 +97,6 @@ pub enum PlayerOutput {
     },
     /// Exit the process with this code.
     Exit(i32),
-    /// Nothing to do until the next input.
-    Idle,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -175,7 +173,7 @@ impl Await {
 ///
 /// # Call order
 ///
-/// `handle_input(input)`, then `poll_output()` until it returns [`PlayerOutput::Idle`].
+/// `handle_input(input)`, then `poll_output()` until it returns `None`.
 #[derive(Debug)]
 pub struct ScriptPlayer {
     script: Script,
@@ -299,9 +297,9 @@ impl ScriptPlayer {
         Ok(())
     }
 
-    /// The next output, or [`PlayerOutput::Idle`].
-    pub fn poll_output(&mut self) -> PlayerOutput {
-        self.outputs.pop_front().unwrap_or(PlayerOutput::Idle)
+    /// The next output, or `None` when drained (nothing to do until the next input).
+    pub fn poll_output(&mut self) -> Option<PlayerOutput> {
+        self.outputs.pop_front()
     }
 
     fn message(&mut self, t: HarnessMessageType, payload: Value) {
