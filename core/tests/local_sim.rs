@@ -278,8 +278,8 @@ impl Sim {
     pub fn next_deadline(&self) -> Option<u64> {
         [self.run_deadline, self.player_deadline]
             .into_iter()
-        .flatten()
-        .min()
+            .flatten()
+            .min()
     }
 
     /// Every stream message sent to the controller, parsed.

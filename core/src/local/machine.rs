@@ -443,7 +443,7 @@ enum ControllerStream {
 /// | `Spawning` | `HarnessSpawnFailed` | diagnostic, receipt `rejected`, `run.terminal`, `Exit(0)`, queued lines | `Gone`, `Finished` |
 /// | `Awaiting` | harness `ready` | `harness.ready`, receipt `accepted`, queued lines | `Ready` |
 /// | `Awaiting` | `Timeout` past the deadline | violation (below) | `Failed` |
-/// | `Awaiting`, `Failed` | any other harness message | violation `harness_message_before_ready` | — |
+/// | `Awaiting` | any other harness message | violation `harness_message_before_ready` | — |
 /// | `Ready` | harness `ready` | diagnostic warning (ignored) | — |
 /// | `Ready`, `Open` | `session.open` | `session.starting`, forward, receipt | session `Open(NotStarted)` |
 /// | `Ready`, `Open` | `turn.start` (session open, no turn yet) | `turn.submitted`, forward, receipt | turn `Active(None)` |
@@ -453,13 +453,14 @@ enum ControllerStream {
 /// | `Live`, not `Open` | any other command | receipt `rejected` "the harness is shutting down" | — |
 /// | `Ready` | harness `event` turn end | the event | turn `Ended` |
 /// | `Ready` | harness `request` | `runtime_request.created` | request pending until now + `request_timeout_ms` |
-/// | `Ready` | first harness `result` / `terminal` | `run.result.proposed` / — (kept) | `Open{exit_deadline = now + exit_timeout_ms}` on a terminal |
-/// | `Live` | violation (bad line, frame, message, timeout) | `runner.diagnostic{code}`, prepare receipt `rejected`, terminate, queued lines | intent *protocol violation*; later stdout ignored |
+/// | `Ready` | first harness `result` / `terminal` (later ones: `harness.diagnostic`) | `run.result.proposed` / — (kept as the proposal) | a terminal while `Open`: `Open{exit_deadline = now + exit_timeout_ms}` |
+/// | `Live` | violation (bad line, frame, message, timeout) | `runner.diagnostic{code}`, prepare receipt `rejected`, terminate, queued lines | intent *protocol violation*, `Awaiting` → `Failed`; later stdout ignored |
 /// | `Live` | `ControllerEof` (after the queue) | terminate | intent *controller closed*, stream `Closed` |
 /// | `Live` | `Timeout` past a request's deadline | `runtime_request.expired`, terminate | intent *request expired* |
 /// | `Open{exit_deadline}` | `Timeout` past it | terminate | — |
 /// | `Open` | terminate | `CloseHarnessStdin`, `Signal TERM` (or none while `Spawning`) | `Grace{kill_deadline = now + shutdown_grace_ms}` (`TermPending`) |
 /// | `Grace` | `Timeout` past `kill_deadline` | `Signal KILL` | `Killed` |
+/// | `Awaiting` (no violation yet) | `HarnessExited` | `runner.diagnostic{harness_exited_before_ready}`, receipt `rejected`, then as below | intent *protocol violation* |
 /// | `Live` | `HarnessExited` | last stdout/stderr lines, `Signal KILL` unless `Killed`, `harness.exited`, `run.terminal`, `Exit(0)`, queued lines | `Gone`, `Finished` |
 /// | `Finished` | any command | receipt `rejected` "This request expired because the local run already finished. Start a new run." | — |
 ///
