@@ -58,10 +58,12 @@ _REASON_STATES = {
 class _Oracle:
     """Seed 002's facts: the event envelope (contiguous ``sourceSeq`` from 1, derived id,
     configured ids, priority table, injected clock), at most one ``run.terminal`` with
-    nothing after it, the finalization facts (``_lifecycle``), signals only to the spawned
-    group (KILL once), and one receipt per fed command line."""
+    nothing after it, the finalization facts (``_lifecycle``), the spawn request
+    (``_spawn``), signals only to the spawned group (KILL once), and one receipt per fed
+    command line."""
 
     def __init__(self, config: Dict[str, Any]) -> None:
+        self.config = config
         self.run_id = config.get("run_id", "run_local")
         self.session_id = config.get("normalized_session_id", "session_local")
         self.instance_id = config.get("source_instance_id", "runner_local")
@@ -172,6 +174,8 @@ class _Oracle:
                 assert self.unanswered[key] >= 0, f"receipt {key} answers no fed command"
             else:
                 assert msg["kind"] == "diagnostic", msg
+        if "spawn" in o:
+            self._spawn(o["spawn"])
         if "signal" in o:
             s = o["signal"]
             assert self.pid is not None and s["group"] == self.pid, \
@@ -183,6 +187,16 @@ class _Oracle:
             self.exited = True
             before_prepare = o["exit"] == 1 and self.seq == 1
             assert self.terminal or before_prepare, f"exit {o['exit']} without run.terminal"
+
+    def _spawn(self, sp: Dict[str, Any]) -> None:
+        """The configured program and args in a new process group, with exactly the
+        allowed names of the offered environment, sorted by name."""
+        c = self.config
+        allow = c.get("env_allow", ["PATH"])
+        env = sorted([k, v] for k, v in c.get("harness_env", {}).items() if k in allow)
+        want = {"program": c.get("harness_program", "fake-harness"),
+                "args": c.get("harness_args", []), "env": env, "new_process_group": True}
+        _eq("spawn", sp, want)
 
     def finish(self) -> None:
         if self.exited:

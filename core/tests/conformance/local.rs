@@ -113,6 +113,8 @@ fn output_json(o: &Output) -> Result<Value, String> {
 ///   `schemaVersion` 1, the seed's priority table and `emittedAt` start + (seq−1)·step;
 /// * at most one `run.terminal`, no event after it, and `exit` only after it (except
 ///   `exit 1` with no event at all: the controller closed before `run.prepare`);
+/// * the spawn request is the configured program and args in a new process group with
+///   exactly the allowed names of the offered environment, sorted by name;
 /// * every signal targets the group of the reported `harness_spawned` pid, and none is
 ///   sent before it; KILL at most once;
 /// * `harness.exited` reports the fed exit and whether a result was proposed;
@@ -121,6 +123,8 @@ fn output_json(o: &Output) -> Result<Value, String> {
 ///   `runner.diagnostic` was emitted, and never calls an invalid proposal contradicted;
 /// * every receipt answers a command line that was fed, at most as often as it was fed.
 struct Oracle {
+    /// The vector's config.
+    config: Value,
     run_id: String,
     session_id: String,
     instance_id: String,
@@ -191,6 +195,7 @@ impl Oracle {
         };
         let n = |k: &str, d: u64| config.get(k).and_then(Value::as_u64).unwrap_or(d);
         Self {
+            config: config.clone(),
             run_id: s("run_id", "run_local"),
             session_id: s("normalized_session_id", "session_local"),
             instance_id: s("source_instance_id", "runner_local"),
@@ -228,6 +233,33 @@ impl Oracle {
             ) {
                 *self.unanswered.entry((id.to_owned(), seq)).or_default() += 1;
             }
+        }
+        Ok(())
+    }
+
+    /// The spawn request: the configured program and args in a new process group, and
+    /// exactly the allowed names of the offered environment, sorted by name (FACTS.md:
+    /// `env_clear()`, then only the allowed names).
+    fn spawn(&self, sp: &Value) -> Result<(), String> {
+        let c = &self.config;
+        let program = c
+            .get("harness_program")
+            .cloned()
+            .unwrap_or(json!("fake-harness"));
+        let args = c.get("harness_args").cloned().unwrap_or(json!([]));
+        let allow = c.get("env_allow").cloned().unwrap_or(json!(["PATH"]));
+        let offered = c.get("harness_env").cloned().unwrap_or(json!({}));
+        let mut env: Vec<Value> = offered
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| allow.as_array().into_iter().flatten().any(|a| a == *k))
+            .map(|(k, v)| json!([k, v]))
+            .collect();
+        env.sort_by(|a, b| a[0].as_str().cmp(&b[0].as_str()));
+        let want = json!({"program": program, "args": args, "env": env, "new_process_group": true});
+        if *sp != want {
+            return Err(format!("spawn {sp} != {want}"));
         }
         Ok(())
     }
@@ -383,6 +415,9 @@ impl Oracle {
                 Some("diagnostic") => {}
                 other => return Err(format!("unknown stream message kind {other:?}")),
             }
+        }
+        if let Some(sp) = o.get("spawn") {
+            self.spawn(sp)?;
         }
         if let Some(s) = o.get("signal") {
             if self.pid.is_none() || s["group"].as_u64() != self.pid {
