@@ -35,7 +35,6 @@ fn output_to_py<'py>(py: Python<'py>, o: Output) -> PyResult<Bound<'py, PyTuple>
             pair("signal", d.into_any())
         }
         Output::Exit(code) => pair("exit", code.into_pyobject(py)?.into_any()),
-        Output::Timeout(t) => pair("timeout", t.into_pyobject(py)?.into_any()),
         other => pair(
             "unknown",
             PyString::new(py, &format!("{other:?}")).into_any(),
@@ -58,6 +57,25 @@ pub struct PyLocalRun {
 }
 
 impl PyLocalRun {
+    /// The next output in the Python shape: the core's output, or `("timeout", deadline)`
+    /// (the core's `poll_timeout`) once drained.
+    fn next_output<'py>(&mut self, py: Python<'py>) -> PyResult<(bool, Bound<'py, PyTuple>)> {
+        match self.inner.poll_output() {
+            Some(o) => Ok((false, output_to_py(py, o)?)),
+            None => {
+                let deadline = self.inner.poll_timeout();
+                let t = PyTuple::new(
+                    py,
+                    [
+                        PyString::new(py, "timeout").into_any(),
+                        deadline.into_pyobject(py)?.into_any(),
+                    ],
+                )?;
+                Ok((true, t))
+            }
+        }
+    }
+
     fn input(&mut self, py: Python<'_>, now_ms: u64, input: Input) -> PyResult<()> {
         self.inner
             .handle_input(now_ms, input)
@@ -128,16 +146,15 @@ impl PyLocalRun {
 
     /// The next output (a `(kind, value)` pair); `("timeout", deadline)` last.
     fn poll_output<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        output_to_py(py, self.inner.poll_output())
+        self.next_output(py).map(|(_, o)| o)
     }
 
     /// Every output up to and including the next `("timeout", deadline)`.
     fn drain_outputs<'py>(&mut self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
         let mut out = Vec::new();
         loop {
-            let o = self.inner.poll_output();
-            let done = matches!(o, Output::Timeout(_));
-            out.push(output_to_py(py, o)?);
+            let (done, o) = self.next_output(py)?;
+            out.push(o);
             if done {
                 return Ok(out);
             }

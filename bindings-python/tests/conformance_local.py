@@ -1,9 +1,13 @@
-"""Area ``local``: LocalRun through the public Python API (see conformance/README.md)."""
+"""Area ``local``: LocalRun through the public Python API (see conformance/README.md).
+
+Every step compares the full output list and the timer; ``_Oracle`` checks seed 002's
+envelope and lifecycle facts over the whole vector independently of the recording."""
 
 from __future__ import annotations
 
+import datetime
 import json
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from conftest import json_equal
 from stapel_runner_protocol import ProtocolStateError
@@ -31,42 +35,173 @@ def _output_json(kind: str, value: Any) -> Dict[str, Any]:
         return {"spawn": {**value, "env": [list(p) for p in value["env"]]}}
     if kind == "close_harness_stdin":
         return {"close_harness_stdin": True}
-    if kind in ("signal", "exit", "timeout"):
+    if kind in ("signal", "exit"):
         return {kind: value}
     raise AssertionError(f"unknown output {kind}")
 
 
-def _summary(o: Dict[str, Any]) -> str:
-    if "to_controller" in o:
-        msg = o["to_controller"]["message"]
-        kind = msg.get("kind")
-        if kind == "event":
-            return f"event {msg['event'].get('eventType', '?')}"
-        if kind == "command_receipt":
-            return f"receipt {msg.get('commandId', '?')} {msg.get('status', '?')}"
-        if kind == "diagnostic":
-            return f"diagnostic {msg.get('level', '?')}"
-        return "controller ?"
-    if "to_harness" in o:
-        return f"harness {o['to_harness'].get('type', '?')}"
-    if "spawn" in o:
-        return "spawn"
-    if "close_harness_stdin" in o:
-        return "close_harness_stdin"
-    if "signal" in o:
-        return f"signal {o['signal']['signal']}"
-    if "exit" in o:
-        return f"exit {o['exit']}"
-    return "timeout none" if o["timeout"] is None else f"timeout {o['timeout']}"
+_PRIORITY_0 = {"run.result.proposed", "run.terminal", "turn.completed", "turn.failed",
+               "turn.interrupted", "harness.exited"}
+_PRIORITY_2 = {"item.delta", "harness.diagnostic", "runner.diagnostic"}
+_REASON_STATES = {
+    "turn_interrupted": ("interrupted", "cancelled"),
+    "run_cancelled": ("cancelled", "cancelled"),
+    "controller_closed": ("cancelled", "cancelled"),
+    "successful_process_and_result": ("completed", "succeeded"),
+    "harness_protocol_violation": ("failed", "failed"),
+    "harness_process_failed": ("failed", "failed"),
+    "semantic_result_missing": ("failed", "failed"),
+    "request_expired": ("failed", "failed"),
+}
 
 
-def _projection(e: Dict[str, Any]) -> Dict[str, Any]:
-    out = {"eventType": e.get("eventType")}
-    for k in ("turnId", "itemId"):
-        if k in e:
-            out[k] = e[k]
-    out["payload"] = e.get("payload")
-    return out
+class _Oracle:
+    """Seed 002's facts: the event envelope (contiguous ``sourceSeq`` from 1, derived id,
+    configured ids, priority table, injected clock), at most one ``run.terminal`` with
+    nothing after it, the finalization facts (``_lifecycle``), the spawn request
+    (``_spawn``), signals only to the spawned group (KILL once), and one receipt per fed
+    command line."""
+
+    def __init__(self, config: Dict[str, Any]) -> None:
+        self.config = config
+        self.run_id = config.get("run_id", "run_local")
+        self.session_id = config.get("normalized_session_id", "session_local")
+        self.instance_id = config.get("source_instance_id", "runner_local")
+        self.start = config.get("clock_start_ms", 1_767_225_600_000)
+        self.step = config.get("clock_step_ms", 1)
+        self.seq = 1
+        self.terminal = False
+        self.pid: Optional[int] = None
+        self.kills = 0
+        self.exited = False
+        self.partial = b""
+        self.unanswered: Dict[Tuple[str, int], int] = {}
+        self.exit: Optional[Dict[str, Any]] = None
+        self.result_seen = False
+        self.violation_seen = False
+        self.last_event = ""
+
+    def accepted(self, inp: Dict[str, Any]) -> None:
+        """Note the facts of an input the machine accepted."""
+        if "harness_spawned" in inp:
+            self.pid = inp["harness_spawned"]["pid"]
+        if "harness_exited" in inp:
+            code, signal = inp["harness_exited"].get("code"), inp["harness_exited"].get("signal")
+            self.exit = {"exitCode": code, "success": code == 0 and signal is None,
+                         "signal": signal}
+
+    def feed(self, data: Optional[bytes]) -> None:
+        if data is None:
+            return
+        self.partial += data
+        while b"\n" in self.partial:
+            line, self.partial = self.partial.split(b"\n", 1)
+            try:
+                cmd = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(cmd, dict):
+                continue
+            cid, seq = cmd.get("commandId"), cmd.get("controllerSeq")
+            if isinstance(cid, str) and isinstance(seq, int) and not isinstance(seq, bool) \
+                    and seq >= 0:
+                self.unanswered[(cid, seq)] = self.unanswered.get((cid, seq), 0) + 1
+
+    def _event(self, e: Dict[str, Any]) -> None:
+        assert not self.terminal, f"event after run.terminal: {e}"
+        seq, et = self.seq, e["eventType"]
+        at = datetime.datetime.fromtimestamp(
+            (self.start + (seq - 1) * self.step) / 1000, tz=datetime.timezone.utc)
+        want = {
+            "schema": "paperclip.prp.event.v1",
+            "sourceEventId": f"event_{self.run_id}_{seq:03}",
+            "sourceSeq": seq, "sourceInstanceId": self.instance_id, "sourceKind": "runner",
+            "runId": self.run_id, "normalizedSessionId": self.session_id, "schemaVersion": 1,
+            "priority": 0 if et in _PRIORITY_0 else 2 if et in _PRIORITY_2 else 1,
+            "emittedAt": at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03}Z",
+        }
+        for k, v in want.items():
+            assert e.get(k) == v, f"event {seq}: {k} is {e.get(k)!r}, want {v!r}"
+        assert isinstance(e.get("payload"), dict), f"event {seq}: payload is not an object"
+        self._lifecycle(et, e["payload"])
+        self.seq += 1
+        self.terminal = et == "run.terminal"
+        self.last_event = et
+
+    def _lifecycle(self, et: str, p: Dict[str, Any]) -> None:
+        """``harness.exited`` reports the fed exit; ``run.terminal`` follows it directly,
+        repeats it, and derives its states from its reason (FACTS.md)."""
+        if et == "run.result.proposed":
+            self.result_seen = True
+        elif et == "runner.diagnostic":
+            self.violation_seen = True
+        elif et == "harness.exited":
+            assert self.exit is not None, "harness.exited without a fed harness_exited"
+            _eq("harness.exited processExit", p["processExit"], self.exit)
+            _eq("harness.exited semanticResultObserved", p["semanticResultObserved"],
+                self.result_seen)
+        elif et == "run.terminal":
+            r = p["reconciliation"]
+            if self.exit is not None:
+                assert self.last_event == "harness.exited", "run.terminal must follow harness.exited"
+            _eq("reconciliation processExit", r["processExit"], self.exit)
+            _eq("reconciliation authority", r["authority"], "runner")
+            _eq("reconciliation semanticResultObserved", r["semanticResultObserved"],
+                self.result_seen)
+            reason = r["reason"]
+            states = _REASON_STATES.get(reason)
+            assert states is not None, f"unknown reason {reason!r}"
+            _eq(f"states of {reason}", (p["turnTerminalState"], p["runTerminalState"]), states)
+            assert (reason == "harness_protocol_violation") == self.violation_seen, \
+                "a violation must decide the terminal, and only a violation"
+            if reason == "successful_process_and_result":
+                assert self.exit is not None and self.exit["success"] and self.result_seen
+            if r["proposalContradicted"]:
+                assert r["proposalValid"] is True
+            if p["harnessTerminalProposal"] is None:
+                assert r["proposalValid"] is False
+
+    def output(self, o: Dict[str, Any]) -> None:
+        if "to_controller" in o:
+            m = o["to_controller"]
+            assert m["schema"] == "paperclip.runner.stream.v1"
+            msg = m["message"]
+            if msg["kind"] == "event":
+                self._event(msg["event"])
+            elif msg["kind"] == "command_receipt":
+                key = (msg["commandId"], msg["controllerSeq"])
+                self.unanswered[key] = self.unanswered.get(key, 0) - 1
+                assert self.unanswered[key] >= 0, f"receipt {key} answers no fed command"
+            else:
+                assert msg["kind"] == "diagnostic", msg
+        if "spawn" in o:
+            self._spawn(o["spawn"])
+        if "signal" in o:
+            s = o["signal"]
+            assert self.pid is not None and s["group"] == self.pid, \
+                f"signal {s} does not target the spawned group {self.pid}"
+            if s["signal"] == "KILL":
+                self.kills += 1
+                assert self.kills == 1, "a second KILL"
+        if "exit" in o:
+            self.exited = True
+            before_prepare = o["exit"] == 1 and self.seq == 1
+            assert self.terminal or before_prepare, f"exit {o['exit']} without run.terminal"
+
+    def _spawn(self, sp: Dict[str, Any]) -> None:
+        """The configured program and args in a new process group, with exactly the
+        allowed names of the offered environment, sorted by name."""
+        c = self.config
+        allow = c.get("env_allow", ["PATH"])
+        env = sorted([k, v] for k, v in c.get("harness_env", {}).items() if k in allow)
+        want = {"program": c.get("harness_program", "fake-harness"),
+                "args": c.get("harness_args", []), "env": env, "new_process_group": True}
+        _eq("spawn", sp, want)
+
+    def finish(self) -> None:
+        if self.exited:
+            left = {k: n for k, n in self.unanswered.items() if n != 0}
+            assert not left, f"unanswered commands at the end: {left}"
 
 
 def _feed(machine: LocalRun, now: int, inp: Dict[str, Any]) -> None:
@@ -92,44 +227,29 @@ def _feed(machine: LocalRun, now: int, inp: Dict[str, Any]) -> None:
 
 
 def run_local(vector: Dict[str, Any]) -> None:
-    machine = LocalRun(vector.get("config", {}))
+    config = vector.get("config", {})
+    machine = LocalRun(config)
+    oracle = _Oracle(config)
     now = 0
-    all_events: List[Dict[str, Any]] = []
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
+        assert "outputs" in expect and "timeout" in expect, f"step {i}: expect is incomplete"
         now = int(inp.get("now_ms", now))
+        oracle.feed(_bytes(inp, "controller"))
         error: Optional[str] = None
         try:
             _feed(machine, now, inp)
         except ProtocolStateError as e:
             error = e.code
-        outputs = [_output_json(k, v) for k, v in machine.drain_outputs()]
+        if error is None:
+            oracle.accepted(inp)
+        drained = machine.drain_outputs()
+        kind, timeout = drained[-1]
+        assert kind == "timeout", f"step {i}: drain did not end with the timer"
+        outputs: List[Dict[str, Any]] = [_output_json(k, v) for k, v in drained[:-1]]
+        for o in outputs:
+            oracle.output(o)
         _eq(f"step {i} error", error, expect.get("error"))
-        messages = [o["to_controller"]["message"] for o in outputs if "to_controller" in o]
-        events = [m["event"] for m in messages if m.get("kind") == "event"]
-        all_events.extend(events)
-        checks: Dict[str, Callable[[], Any]] = {
-            "outputs": lambda: outputs,
-            "summary": lambda: [_summary(o) for o in outputs],
-            "events": lambda: [_projection(e) for e in events],
-            "receipts": lambda: [
-                {k: m.get(k) for k in ("commandId", "controllerSeq", "status", "detail")}
-                for m in messages if m.get("kind") == "command_receipt"
-            ],
-            "diagnostics": lambda: [
-                {"level": m.get("level"), "message": m.get("message")}
-                for m in messages if m.get("kind") == "diagnostic"
-            ],
-            "harness_commands": lambda: [o["to_harness"] for o in outputs if "to_harness" in o],
-            "event_codes": lambda: [e["payload"]["code"] for e in events
-                                    if isinstance(e.get("payload"), dict) and "code" in e["payload"]],
-            "terminal": lambda: next((e["payload"] for e in events
-                                      if e.get("eventType") == "run.terminal"), None),
-            "all_event_types": lambda: [e.get("eventType") for e in all_events],
-        }
-        checked = False
-        for key, got in checks.items():
-            if key in expect:
-                _eq(f"step {i} {key}", got(), expect[key])
-                checked = True
-        assert checked or "error" in expect, f"step {i}: expect checks nothing"
+        _eq(f"step {i} outputs", outputs, expect["outputs"])
+        _eq(f"step {i} timeout", timeout, expect["timeout"])
+    oracle.finish()

@@ -3,7 +3,8 @@ conformance/README.md)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+import json
+from typing import Any, Dict, List, Optional
 
 from conftest import json_equal
 from stapel_runner_protocol.errors import ReducerError
@@ -24,6 +25,8 @@ def _pointer(doc: Any, ptr: str) -> Any:
 def run_reducer(vector: Dict[str, Any]) -> None:
     config = vector.get("config", {})
     reducer = SessionReducer(config)
+    # Every event the live steps fed, in order (a ``line`` parsed from its text).
+    recorded: List[Any] = []
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
         assert expect, f"step {i}: expect checks nothing"
@@ -33,11 +36,25 @@ def run_reducer(vector: Dict[str, Any]) -> None:
         equals_live: Optional[bool] = None
         try:
             if "event" in inp:
+                recorded.append(inp["event"])
                 outcome = reducer.apply(inp["event"])
             elif "line" in inp:
+                try:
+                    recorded.append(json.loads(inp["line"]))
+                except ValueError:
+                    pass
                 outcome = reducer.apply_line(inp["line"])
             elif "replay" in inp:
-                equals_live = SessionReducer.replay(inp["replay"], config) == reducer.snapshot()
+                events = recorded if inp["replay"] == "recorded" else inp["replay"]
+                assert isinstance(events, list), f"step {i}: replay must be a list or 'recorded'"
+                # A replay that rejects an event raises (the step's error); else the public
+                # replay is compared with the live fold.
+                strict = SessionReducer(config)
+                for e in events:
+                    strict.apply(e)
+                replayed = SessionReducer.replay(events, config)
+                assert json_equal(replayed, strict.snapshot()), f"step {i}: replay differs"
+                equals_live = json_equal(replayed, reducer.snapshot())
             else:
                 raise AssertionError(f"step {i}: unknown input {inp}")
         except ReducerError as e:

@@ -179,11 +179,8 @@ impl Driver {
         if self.run.handle_input(self.now, input).is_ok() && is_exit {
             self.exit = Some((code, signal));
         }
-        loop {
-            match self.run.poll_output() {
-                Output::Timeout(_) => break,
-                o => self.outputs.push(o),
-            }
+        while let Some(o) = self.run.poll_output() {
+            self.outputs.push(o);
         }
     }
 }
@@ -391,11 +388,8 @@ proptest! {
                 }
             }
             run.handle_input(0, Input::HarnessExited { code: Some(0), signal: None }).unwrap();
-            loop {
-                match run.poll_output() {
-                    Output::Timeout(_) => break,
-                    o => outs[n].push(o),
-                }
+            while let Some(o) = run.poll_output() {
+                outs[n].push(o);
             }
         }
         prop_assert_eq!(&outs[0], &outs[1]);

@@ -139,10 +139,6 @@ fn wire_fields_follow_the_original() {
         sim.events_of("turn.submitted")[0]["payload"],
         json!({"text": null})
     );
-    assert_eq!(
-        stapel_runner_protocol::local::machine::DUPLICATE_RESULT_MESSAGE,
-        "Duplicate semantic result ignored; the first result remains authoritative."
-    );
 }
 
 // ------------------------------------------------------------------------- item 4
@@ -248,12 +244,10 @@ fn turn_stop_satisfies_await_interrupt() {
 
 fn drain(p: &mut ScriptPlayer) -> Vec<PlayerOutput> {
     let mut out = Vec::new();
-    loop {
-        match p.poll_output() {
-            PlayerOutput::Idle => return out,
-            o => out.push(o),
-        }
+    while let Some(o) = p.poll_output() {
+        out.push(o);
     }
+    out
 }
 
 fn harness_cmd(ty: &str, payload: Value) -> PlayerInput {
@@ -275,11 +269,14 @@ fn stdout_types(out: &[PlayerOutput]) -> Vec<String> {
 #[test]
 fn player_await_timer_expires_with_a_diagnostic_and_exit_1() {
     let mut p = ScriptPlayer::new(script("happy-path"), PlayerConfig::default());
-    p.handle_input(PlayerInput::Start).unwrap();
+    p.handle_input(0, PlayerInput::Start).unwrap();
     let out = drain(&mut p);
     assert_eq!(stdout_types(&out), ["ready"]);
-    assert_eq!(out[1], PlayerOutput::AwaitTimer { id: 1, ms: 10_000 });
-    p.handle_input(PlayerInput::AwaitExpired { id: 1 }).unwrap();
+    assert_eq!(p.poll_timeout(), Some(10_000));
+    // An early timer input changes nothing.
+    p.handle_input(9_999, PlayerInput::Timeout).unwrap();
+    assert!(drain(&mut p).is_empty());
+    p.handle_input(10_000, PlayerInput::Timeout).unwrap();
     let out = drain(&mut p);
     let PlayerOutput::Stdout(line) = &out[0] else {
         panic!("{out:?}")
@@ -289,36 +286,33 @@ fn player_await_timer_expires_with_a_diagnostic_and_exit_1() {
     assert_eq!(m.payload["timeoutMs"], 10_000);
     assert_eq!(out[1], PlayerOutput::Exit(1));
     assert!(p.is_exited());
+    assert_eq!(p.poll_timeout(), None);
 }
 
 #[test]
-fn player_ignores_a_stale_await_timer() {
+fn player_satisfied_waits_disarm_their_timer() {
     let mut p = ScriptPlayer::new(script("interrupted"), PlayerConfig::default());
-    p.handle_input(PlayerInput::Start).unwrap();
+    p.handle_input(0, PlayerInput::Start).unwrap();
     drain(&mut p);
-    p.handle_input(harness_cmd("session.open", json!({})))
+    p.handle_input(5_000, harness_cmd("session.open", json!({})))
         .unwrap();
     let out = drain(&mut p);
     assert_eq!(stdout_types(&out), ["event", "event"]);
-    assert_eq!(
-        out.last(),
-        Some(&PlayerOutput::AwaitTimer { id: 2, ms: 10_000 })
-    );
-    // The session.open timer fires late: its wait is over, nothing happens.
-    p.handle_input(PlayerInput::AwaitExpired { id: 1 }).unwrap();
+    // The turn.start wait has its own bound from now.
+    assert_eq!(p.poll_timeout(), Some(15_000));
+    // The session.open deadline passes: its wait is over, nothing happens.
+    p.handle_input(10_000, PlayerInput::Timeout).unwrap();
     assert!(drain(&mut p).is_empty());
     assert!(!p.is_exited());
-    p.handle_input(harness_cmd("turn.start", json!({"turnId": "t"})))
+    p.handle_input(12_000, harness_cmd("turn.start", json!({"turnId": "t"})))
         .unwrap();
     let out = drain(&mut p);
     // turn.started, item.started, the log line, then the interrupt wait is armed.
-    assert_eq!(
-        out.last(),
-        Some(&PlayerOutput::AwaitTimer { id: 3, ms: 10_000 })
-    );
-    p.handle_input(PlayerInput::AwaitExpired { id: 2 }).unwrap();
+    assert_eq!(stdout_types(&out), ["event", "event", "log"]);
+    assert_eq!(p.poll_timeout(), Some(22_000));
+    p.handle_input(15_000, PlayerInput::Timeout).unwrap();
     assert!(drain(&mut p).is_empty());
-    p.handle_input(PlayerInput::AwaitExpired { id: 3 }).unwrap();
+    p.handle_input(22_000, PlayerInput::Timeout).unwrap();
     assert_eq!(drain(&mut p).last(), Some(&PlayerOutput::Exit(1)));
 }
 
@@ -327,29 +321,26 @@ fn request_resolve_waits_are_bounded_by_the_resolve_timeout() {
     let mut pc = PlayerConfig::default();
     pc.command_timeout_ms = None;
     let mut p = ScriptPlayer::new(script("permission-input"), pc.clone());
-    p.handle_input(PlayerInput::Start).unwrap();
-    p.handle_input(harness_cmd("session.open", json!({})))
+    p.handle_input(0, PlayerInput::Start).unwrap();
+    // No command timer (disabled).
+    assert_eq!(p.poll_timeout(), None);
+    p.handle_input(0, harness_cmd("session.open", json!({})))
         .unwrap();
-    p.handle_input(harness_cmd("turn.start", json!({})))
+    p.handle_input(7, harness_cmd("turn.start", json!({})))
         .unwrap();
-    let out = drain(&mut p);
-    let timers: Vec<&PlayerOutput> = out
-        .iter()
-        .filter(|o| matches!(o, PlayerOutput::AwaitTimer { .. }))
-        .collect();
-    // No command timer (disabled), one resolve timer of 5 min.
-    assert_eq!(timers, [&PlayerOutput::AwaitTimer { id: 1, ms: 300_000 }]);
+    drain(&mut p);
+    // One resolve timer of 5 min from the input that began the wait.
+    assert_eq!(p.poll_timeout(), Some(300_007));
 
     pc.resolve_timeout_ms = None;
     let mut p = ScriptPlayer::new(script("permission-input"), pc);
-    p.handle_input(PlayerInput::Start).unwrap();
-    p.handle_input(harness_cmd("session.open", json!({})))
+    p.handle_input(0, PlayerInput::Start).unwrap();
+    p.handle_input(0, harness_cmd("session.open", json!({})))
         .unwrap();
-    p.handle_input(harness_cmd("turn.start", json!({})))
+    p.handle_input(0, harness_cmd("turn.start", json!({})))
         .unwrap();
-    assert!(!drain(&mut p)
-        .iter()
-        .any(|o| matches!(o, PlayerOutput::AwaitTimer { .. })));
+    drain(&mut p);
+    assert_eq!(p.poll_timeout(), None);
 }
 
 #[test]
@@ -375,11 +366,8 @@ fn a_second_interrupt_is_rejected_and_not_forwarded() {
     let mut outputs = Vec::new();
     let mut feed = |run: &mut LocalRun, input: Input| {
         run.handle_input(0, input).unwrap();
-        loop {
-            match run.poll_output() {
-                Output::Timeout(_) => break,
-                o => outputs.push(o),
-            }
+        while let Some(o) = run.poll_output() {
+            outputs.push(o);
         }
     };
     let line = |v: Value| Input::ControllerBytes(format!("{v}\n").into_bytes());
@@ -452,20 +440,16 @@ fn exit_before_ready_is_a_protocol_violation_whatever_the_code() {
         .unwrap();
         let mut terminal = None;
         let mut codes = Vec::new();
-        loop {
-            match run.poll_output() {
-                Output::Timeout(_) => break,
-                Output::ToController(l) => {
-                    if let StreamMessage::Event(e) = StreamMessage::parse(&l).unwrap() {
-                        if let Some(c) = e["payload"]["code"].as_str() {
-                            codes.push(c.to_owned());
-                        }
-                        if e["eventType"] == "run.terminal" {
-                            terminal = Some(e["payload"].clone());
-                        }
+        while let Some(o) = run.poll_output() {
+            if let Output::ToController(l) = o {
+                if let StreamMessage::Event(e) = StreamMessage::parse(&l).unwrap() {
+                    if let Some(c) = e["payload"]["code"].as_str() {
+                        codes.push(c.to_owned());
+                    }
+                    if e["eventType"] == "run.terminal" {
+                        terminal = Some(e["payload"].clone());
                     }
                 }
-                _ => {}
             }
         }
         assert_eq!(codes, ["harness_exited_before_ready"]);
@@ -512,7 +496,7 @@ fn ledger_eviction_keeps_the_bound_over_many_commands() {
         let v = command(&format!("c{seq}"), seq, "turn.steer", json!({}));
         run.handle_input(0, Input::ControllerBytes(format!("{v}\n").into_bytes()))
             .unwrap();
-        while !matches!(run.poll_output(), Output::Timeout(_)) {}
+        while run.poll_output().is_some() {}
     }
     assert_eq!(run.ledger().len(), 4);
     assert_eq!(run.ledger().evicted(), 1_996);

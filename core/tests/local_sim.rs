@@ -62,16 +62,15 @@ pub struct Sim {
     player: Option<ScriptPlayer>,
     pub model: HarnessModel,
     pub now: u64,
-    /// Every output except `Timeout`, in order.
+    /// Every output, in order.
     pub outputs: Vec<Recorded>,
     pub harness_alive: bool,
     pub harness_stdin_open: bool,
     pub worker_alive: bool,
     pub runner_exit: Option<i32>,
     run_deadline: Option<u64>,
+    /// The player's `poll_timeout()` (a scripted delay or a bounded wait).
     player_deadline: Option<u64>,
-    /// The player's await timer: (deadline, id).
-    player_await: Option<(u64, u64)>,
     runner_inputs: VecDeque<Input>,
     player_inputs: VecDeque<PlayerInput>,
 }
@@ -106,7 +105,6 @@ impl Sim {
             runner_exit: None,
             run_deadline: None,
             player_deadline: None,
-            player_await: None,
             runner_inputs: VecDeque::new(),
             player_inputs: VecDeque::new(),
         }
@@ -136,7 +134,6 @@ impl Sim {
         self.harness_stdin_open = false;
         self.player = None;
         self.player_deadline = None;
-        self.player_await = None;
         self.player_inputs.clear();
         self.runner_inputs
             .push_back(Input::HarnessExited { code, signal });
@@ -151,34 +148,25 @@ impl Sim {
                 self.run
                     .handle_input(self.now, input)
                     .expect("no local misuse in the simulation");
-                loop {
-                    match self.run.poll_output() {
-                        Output::Timeout(d) => {
-                            self.run_deadline = d;
-                            break;
-                        }
-                        out => self.perform(out),
-                    }
+                while let Some(out) = self.run.poll_output() {
+                    self.perform(out);
                 }
+                self.run_deadline = self.run.poll_timeout();
             }
             while let Some(input) = self.player_inputs.pop_front() {
                 moved = true;
                 let Some(player) = self.player.as_mut() else {
                     continue;
                 };
-                if player.handle_input(input).is_err() {
+                if player.handle_input(self.now, input).is_err() {
                     continue;
                 }
                 loop {
-                    match self.player.as_mut().map(|p| p.poll_output()) {
-                        None | Some(PlayerOutput::Idle) => break,
+                    match self.player.as_mut().and_then(|p| p.poll_output()) {
+                        None => break,
                         Some(PlayerOutput::Stdout(line)) => self
                             .runner_inputs
                             .push_back(Input::HarnessStdout(format!("{line}\n").into_bytes())),
-                        Some(PlayerOutput::Delay(ms)) => self.player_deadline = Some(self.now + ms),
-                        Some(PlayerOutput::AwaitTimer { id, ms }) => {
-                            self.player_await = Some((self.now + ms, id))
-                        }
                         Some(PlayerOutput::SpawnWorker) => {
                             self.worker_alive = true;
                             self.player_inputs
@@ -190,6 +178,9 @@ impl Sim {
                         }
                         Some(_) => {}
                     }
+                }
+                if let Some(p) = self.player.as_ref() {
+                    self.player_deadline = p.poll_timeout();
                 }
             }
             if !moved {
@@ -256,14 +247,7 @@ impl Sim {
         self.now = self.now.max(next);
         if self.player_deadline.is_some_and(|d| d <= self.now) {
             self.player_deadline = None;
-            self.player_inputs.push_back(PlayerInput::DelayElapsed);
-        }
-        if let Some((d, id)) = self.player_await {
-            if d <= self.now {
-                self.player_await = None;
-                self.player_inputs
-                    .push_back(PlayerInput::AwaitExpired { id });
-            }
+            self.player_inputs.push_back(PlayerInput::Timeout);
         }
         if self.run_deadline.is_some_and(|d| d <= self.now) {
             self.run_deadline = None;
@@ -283,21 +267,19 @@ impl Sim {
     /// Step time until only long timers (≥ 1 s away) remain: lets scripted delays play
     /// out without firing supervision deadlines.
     pub fn settle(&mut self) {
-        while let Some(d) = self.player_deadline {
-            let _ = d;
+        while self
+            .player_deadline
+            .is_some_and(|d| d < self.now.saturating_add(1_000))
+        {
             self.step_time();
         }
     }
 
     pub fn next_deadline(&self) -> Option<u64> {
-        [
-            self.run_deadline,
-            self.player_deadline,
-            self.player_await.map(|(d, _)| d),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [self.run_deadline, self.player_deadline]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Every stream message sent to the controller, parsed.

@@ -7,9 +7,7 @@
 //! the harness's process group that sleeps until it is killed, to prove group cleanup.
 
 use crate::scripts;
-use stapel_runner_protocol::local::player::{
-    PlayerConfig, PlayerInput, PlayerOutput, ScriptPlayer,
-};
+use stapel_runner_protocol::local::{PlayerConfig, PlayerInput, PlayerOutput, ScriptPlayer};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -66,20 +64,19 @@ async fn play(player: &mut ScriptPlayer, self_invocation: &[&str]) -> i32 {
     let mut stdout = tokio::io::stdout();
     let mut buf = vec![0u8; 64 * 1024];
     let mut stdin_open = true;
-    let mut delay: Option<tokio::time::Instant> = None;
-    // The player's single await timer: (deadline, id). A new AwaitTimer replaces it; when
-    // it runs out the player is told the id (a stale id is ignored by the player).
-    let mut await_timer: Option<(tokio::time::Instant, u64)> = None;
+    // The player's clock: milliseconds since it started.
+    let start = tokio::time::Instant::now();
+    let now_ms = || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     let mut input = Some(PlayerInput::Start);
     loop {
         if let Some(i) = input.take() {
-            if let Err(e) = player.handle_input(i) {
+            if let Err(e) = player.handle_input(now_ms(), i) {
                 eprintln!("fake-harness: {e}");
                 return 2;
             }
         }
-        loop {
-            match player.poll_output() {
+        while let Some(output) = player.poll_output() {
+            match output {
                 PlayerOutput::Stdout(line) => {
                     let mut bytes = line.into_bytes();
                     bytes.push(b'\n');
@@ -87,31 +84,18 @@ async fn play(player: &mut ScriptPlayer, self_invocation: &[&str]) -> i32 {
                         return 1; // the runner is gone
                     }
                 }
-                PlayerOutput::Delay(ms) => {
-                    delay = Some(tokio::time::Instant::now() + Duration::from_millis(ms))
-                }
-                PlayerOutput::AwaitTimer { id, ms } => {
-                    await_timer =
-                        Some((tokio::time::Instant::now() + Duration::from_millis(ms), id))
-                }
                 PlayerOutput::SpawnWorker => input = Some(spawn_worker(self_invocation)),
                 PlayerOutput::Exit(code) => return code,
-                PlayerOutput::Idle => break,
                 _ => {}
             }
         }
         if input.is_some() {
             continue;
         }
+        let deadline = player.poll_timeout();
         let sleep = async {
-            match delay {
-                Some(t) => tokio::time::sleep_until(t).await,
-                None => std::future::pending().await,
-            }
-        };
-        let await_sleep = async {
-            match await_timer {
-                Some((t, _)) => tokio::time::sleep_until(t).await,
+            match deadline {
+                Some(d) => tokio::time::sleep_until(start + Duration::from_millis(d)).await,
                 None => std::future::pending().await,
             }
         };
@@ -122,11 +106,7 @@ async fn play(player: &mut ScriptPlayer, self_invocation: &[&str]) -> i32 {
                     Ok(n) => PlayerInput::StdinBytes(buf[..n].to_vec()),
                 });
             }
-            () = sleep => { delay = None; input = Some(PlayerInput::DelayElapsed); }
-            () = await_sleep => {
-                let id = await_timer.take().map_or(0, |(_, id)| id);
-                input = Some(PlayerInput::AwaitExpired { id });
-            }
+            () = sleep => input = Some(PlayerInput::Timeout),
         }
     }
 }

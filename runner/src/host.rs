@@ -198,14 +198,13 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
     }
 
     let mut harness: Option<Harness> = None;
-    let mut deadline: Option<u64>;
     let exit_code = 'outer: loop {
         for input in pending.drain(..) {
             feed(&mut machine, now(), input);
         }
         let mut exit = None;
-        loop {
-            match machine.poll_output() {
+        while let Some(output) = machine.poll_output() {
+            match output {
                 Output::ToController(line) => {
                     let mut commands = Vec::new();
                     if let Controller::Auto(auto) = &mut controller {
@@ -280,13 +279,10 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
                     }
                 }
                 Output::Exit(code) => exit = Some(code),
-                Output::Timeout(d) => {
-                    deadline = d;
-                    break;
-                }
                 _ => {}
             }
         }
+        let deadline = machine.poll_timeout();
         if !pending.is_empty() {
             continue;
         }

@@ -7,14 +7,8 @@
 
 use serde_json::Value;
 
-/// The canonical text of a JSON value.
-///
-/// ```
-/// use serde_json::json;
-/// use stapel_runner_protocol::local::canonical_json;
-/// let v = json!({"z": [2, 1], "a": {"b": true}});
-/// assert_eq!(canonical_json(&v), r#"{"a":{"b":true},"z":[2,1]}"#);
-/// ```
+/// The canonical text of a JSON value: `{"z": [2, 1], "a": {"b": true}}` is
+/// `{"a":{"b":true},"z":[2,1]}`.
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
     write_canonical(value, &mut out);
@@ -24,16 +18,16 @@ pub fn canonical_json(value: &Value) -> String {
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
             out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 out.push_str(&Value::String(key.clone()).to_string());
                 out.push(':');
-                write_canonical(&map[key.as_str()], out);
+                write_canonical(item, out);
             }
             out.push('}');
         }

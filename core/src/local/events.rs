@@ -54,18 +54,36 @@ pub fn format_rfc3339_ms(unix_ms: u64) -> String {
     const MAX_MS: u64 = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
     let ms = unix_ms.min(MAX_MS);
     let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
+    let days = secs / 86_400;
     let rem = secs % 86_400;
-    // Civil-from-days (proleptic Gregorian), Howard Hinnant's algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    // Civil-from-days (proleptic Gregorian), Howard Hinnant's algorithm. Every value is
+    // non-negative and far below u64::MAX for the clamped range, so the saturating
+    // operations never saturate.
+    let z = days.saturating_add(719_468);
+    let era = z / 146_097;
+    let doe = z.saturating_sub(era.saturating_mul(146_097));
+    let yoe = doe
+        .saturating_sub(doe / 1460)
+        .saturating_add(doe / 36_524)
+        .saturating_sub(doe / 146_096)
+        / 365;
+    let doy = doe.saturating_sub(
+        yoe.saturating_mul(365)
+            .saturating_add(yoe / 4)
+            .saturating_sub(yoe / 100),
+    );
+    let mp = doy.saturating_mul(5).saturating_add(2) / 153;
+    let day = doy
+        .saturating_sub(mp.saturating_mul(153).saturating_add(2) / 5)
+        .saturating_add(1);
+    let month = if mp < 10 {
+        mp.saturating_add(3)
+    } else {
+        mp.saturating_sub(9)
+    };
+    let year = yoe
+        .saturating_add(era.saturating_mul(400))
+        .saturating_add(u64::from(month <= 2));
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
         rem / 3600,
@@ -109,7 +127,7 @@ impl EventFactory {
 
     /// Number of events built so far.
     pub fn emitted(&self) -> u64 {
-        self.next_seq - 1
+        self.next_seq.saturating_sub(1)
     }
 
     /// Build the next event. Field order: `schema, sourceEventId, sourceSeq,
@@ -123,7 +141,7 @@ impl EventFactory {
         item_id: Option<&str>,
     ) -> Value {
         let seq = self.next_seq;
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.saturating_add(1);
         let mut m = Map::new();
         m.insert("schema".into(), EVENT_SCHEMA.into());
         m.insert("sourceEventId".into(), self.source_event_id(seq).into());
@@ -168,7 +186,7 @@ pub struct CanonicalEvent {
     pub run_id: String,
     /// `normalizedSessionId` (optional in the schema).
     pub normalized_session_id: Option<String>,
-    /// `eventType` (one of [`EVENT_TYPES`](super::EVENT_TYPES)).
+    /// `eventType` (one of the seed's event types).
     pub event_type: String,
     /// `priority` (0, 1 or 2).
     pub priority: u8,

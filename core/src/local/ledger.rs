@@ -1,29 +1,4 @@
-//! The command ledger: canonical JSON per accepted `commandId` and the next
-//! `controllerSeq`.
-//!
-//! Order (as in the original runner): **schema** (the caller reads the
-//! [`CommandEnvelope`](super::CommandEnvelope): schema id and shape, `type` as text) →
-//! **duplicate** → **contiguity** → **record** → **dispatch** (the caller; an unknown or
-//! unimplemented `type` is rejected there, after it used up its `controllerSeq`). The
-//! canonical JSON stored is that of the typed command
-//! ([`CommandEnvelope::ledger_value`](super::CommandEnvelope::ledger_value)).
-//!
-//! 1. **duplicate by `commandId`** — the same id with the same canonical JSON is a
-//!    [`LedgerVerdict::Duplicate`] (no second effect); the same id with different canonical
-//!    JSON is a [`LedgerVerdict::Conflict`]. This comes *before* the sequence check, so a
-//!    retransmitted old command is a duplicate, not a gap;
-//! 2. **contiguity** — `controllerSeq` must equal [`CommandLedger::next_seq`] (1 for the
-//!    first command), otherwise [`LedgerVerdict::NotContiguous`].
-//!
-//! # Bound
-//!
-//! The ledger keeps at most `max_entries` commands and `max_bytes` bytes of canonical
-//! JSON (each entry costs its id plus its canonical text). Recording past either bound
-//! evicts the oldest entries first. An evicted command that is retransmitted is no longer
-//! recognised as a duplicate; because its `controllerSeq` is behind `next_seq` it is then
-//! answered `NotContiguous` (rejected) — it is never applied a second time. The count of
-//! evicted entries is [`CommandLedger::evicted`]. Lookup, recording and each eviction
-//! are O(1) (a hash map plus a queue of ids in arrival order).
+//! The command ledger (documented on [`CommandLedger`]).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -49,7 +24,35 @@ pub enum LedgerVerdict {
     },
 }
 
-/// Bounded ledger of accepted commands. See the [module docs](self).
+/// Bounded ledger of accepted commands (read it with
+/// [`LocalRun::ledger`](super::LocalRun::ledger)).
+///
+/// The command ledger keeps the canonical JSON per accepted `commandId` and the next
+/// `controllerSeq`.
+///
+/// Order (as in the original runner): **schema** (the caller reads the
+/// [`CommandEnvelope`](super::CommandEnvelope): schema id and shape, `type` as text) →
+/// **duplicate** → **contiguity** → **record** → **dispatch** (the caller; an unknown or
+/// unimplemented `type` is rejected there, after it used up its `controllerSeq`). The
+/// canonical JSON stored is that of the typed command
+/// ([`CommandEnvelope::ledger_value`](super::CommandEnvelope::ledger_value)).
+///
+/// 1. **duplicate by `commandId`** — the same id with the same canonical JSON is a
+///    *duplicate* (no second effect); the same id with different canonical
+///    JSON is a *conflict*. This comes *before* the sequence check, so a
+///    retransmitted old command is a duplicate, not a gap;
+/// 2. **contiguity** — `controllerSeq` must equal [`CommandLedger::next_seq`] (1 for the
+///    first command), otherwise *not contiguous*.
+///
+/// # Bound
+///
+/// The ledger keeps at most `max_entries` commands and `max_bytes` bytes of canonical
+/// JSON (each entry costs its id plus its canonical text). Recording past either bound
+/// evicts the oldest entries first. An evicted command that is retransmitted is no longer
+/// recognised as a duplicate; because its `controllerSeq` is behind `next_seq` it is then
+/// answered `NotContiguous` (rejected) — it is never applied a second time. The count of
+/// evicted entries is [`CommandLedger::evicted`]. Lookup, recording and each eviction
+/// are O(1) (a hash map plus a queue of ids in arrival order).
 #[derive(Debug, Clone)]
 pub struct CommandLedger {
     max_entries: usize,
@@ -64,7 +67,7 @@ pub struct CommandLedger {
 
 impl CommandLedger {
     /// An empty ledger; bounds below 1 are treated as 1.
-    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+    pub(crate) fn new(max_entries: usize, max_bytes: usize) -> Self {
         Self {
             max_entries: max_entries.max(1),
             max_bytes: max_bytes.max(1),
@@ -77,7 +80,12 @@ impl CommandLedger {
     }
 
     /// Classify a command by id, canonical JSON and `controllerSeq` (no state change).
-    pub fn check(&self, command_id: &str, canonical: &str, controller_seq: u64) -> LedgerVerdict {
+    pub(crate) fn check(
+        &self,
+        command_id: &str,
+        canonical: &str,
+        controller_seq: u64,
+    ) -> LedgerVerdict {
         match self.entries.get(command_id) {
             Some(stored) if stored == canonical => LedgerVerdict::Duplicate,
             Some(_) => LedgerVerdict::Conflict,
@@ -91,16 +99,22 @@ impl CommandLedger {
     /// Record a [`LedgerVerdict::Fresh`] command and advance `next_seq`, evicting the
     /// oldest entries past the bounds. (Recording an id that is already held replaces its
     /// text in place; the machine never does that.)
-    pub fn record(&mut self, command_id: &str, canonical: &str) {
-        self.bytes += command_id.len() + canonical.len();
+    pub(crate) fn record(&mut self, command_id: &str, canonical: &str) {
+        self.bytes = self
+            .bytes
+            .saturating_add(command_id.len().saturating_add(canonical.len()));
         match self
             .entries
             .insert(command_id.to_owned(), canonical.to_owned())
         {
-            Some(old) => self.bytes -= command_id.len() + old.len(),
+            Some(old) => {
+                self.bytes = self
+                    .bytes
+                    .saturating_sub(command_id.len().saturating_add(old.len()))
+            }
             None => self.order.push_back(command_id.to_owned()),
         }
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.saturating_add(1);
         while self.entries.len() > self.max_entries
             || (self.bytes > self.max_bytes && self.entries.len() > 1)
         {
@@ -108,8 +122,8 @@ impl CommandLedger {
                 break;
             };
             if let Some(v) = self.entries.remove(&k) {
-                self.bytes -= k.len() + v.len();
-                self.evicted += 1;
+                self.bytes = self.bytes.saturating_sub(k.len().saturating_add(v.len()));
+                self.evicted = self.evicted.saturating_add(1);
             }
         }
     }

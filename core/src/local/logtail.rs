@@ -1,10 +1,4 @@
-//! The bounded log tail reported with `harness.exited`.
-//!
-//! Harness `log`/`diagnostic` messages and harness stderr lines are kept here, never as
-//! canonical events. A single line longer than `max_bytes` is truncated to `max_bytes` on
-//! a UTF-8 character boundary; then the oldest lines are evicted while more than
-//! `max_lines` lines or more than `max_bytes` bytes are held, and every eviction counts
-//! one dropped line.
+//! The bounded log tail (documented on [`LogTail`]).
 
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -14,7 +8,13 @@ pub const DEFAULT_LOG_MAX_LINES: usize = 200;
 /// Default number of retained bytes (16 KiB).
 pub const DEFAULT_LOG_MAX_BYTES: usize = 16 * 1024;
 
-/// Bounded tail of harness log lines. See the [module docs](self).
+/// The bounded log tail reported with `harness.exited`.
+///
+/// Harness `log`/`diagnostic` messages and harness stderr lines are kept here, never as
+/// canonical events. A single line longer than `max_bytes` is truncated to `max_bytes` on
+/// a UTF-8 character boundary; then the oldest lines are evicted while more than
+/// `max_lines` lines or more than `max_bytes` bytes are held, and every eviction counts
+/// one dropped line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogTail {
     max_lines: usize,
@@ -26,7 +26,7 @@ pub struct LogTail {
 
 impl LogTail {
     /// An empty tail. `max_lines` 0 keeps nothing (every line counts as dropped).
-    pub fn new(max_lines: usize, max_bytes: usize) -> Self {
+    pub(crate) fn new(max_lines: usize, max_bytes: usize) -> Self {
         Self {
             max_lines,
             max_bytes,
@@ -37,19 +37,19 @@ impl LogTail {
     }
 
     /// Append one line.
-    pub fn push(&mut self, line: &str) {
+    pub(crate) fn push(&mut self, line: &str) {
         let mut end = line.len().min(self.max_bytes);
         while !line.is_char_boundary(end) {
-            end -= 1;
+            end = end.saturating_sub(1);
         }
-        let kept = &line[..end];
-        self.bytes += kept.len();
+        let kept = line.get(..end).unwrap_or_default();
+        self.bytes = self.bytes.saturating_add(kept.len());
         self.lines.push_back(kept.to_owned());
         while self.lines.len() > self.max_lines || self.bytes > self.max_bytes {
             match self.lines.pop_front() {
                 Some(l) => {
-                    self.bytes -= l.len();
-                    self.dropped += 1;
+                    self.bytes = self.bytes.saturating_sub(l.len());
+                    self.dropped = self.dropped.saturating_add(1);
                 }
                 None => break,
             }

@@ -14,8 +14,8 @@ use super::ledger::{
 };
 use super::logtail::{LogTail, DEFAULT_LOG_MAX_BYTES, DEFAULT_LOG_MAX_LINES};
 use super::models::{
-    check_id, parse_json, validate_run_result, validate_runtime_request, CommandEnvelope,
-    CommandReceipt, CommandType, DiagnosticLevel, HarnessCommand, HarnessMessage,
+    check_id, is_known_event_type, parse_json, validate_run_result, validate_runtime_request,
+    CommandEnvelope, CommandReceipt, CommandType, DiagnosticLevel, HarnessCommand, HarnessMessage,
     HarnessMessageType, ReceiptStatus, RunnerCommand, StreamMessage,
 };
 use super::reconcile::{reconcile_terminal, Intent, ProcessExit};
@@ -245,7 +245,7 @@ pub enum Input {
         /// Signal number, if any.
         signal: Option<i32>,
     },
-    /// The deadline of the last `Output::Timeout` passed (`now_ms >= deadline`).
+    /// The deadline of [`LocalRun::poll_timeout`] passed (`now_ms >= deadline`).
     Timeout,
 }
 
@@ -274,61 +274,201 @@ pub enum Output {
     /// controller closed before `run.prepare`). Controller lines may still be fed after
     /// it; each is answered as expired.
     Exit(i32),
-    /// Nothing more to do now. Call `handle_input(now, Input::Timeout)` once `now` reaches
-    /// the deadline (`None`: no timer pending). Always the last output of a drain.
-    Timeout(Option<u64>),
 }
 
+/// The outcome of dispatching one recorded command.
 enum Dispatch {
+    /// Receipt `accepted` now.
     Applied,
+    /// The receipt waits (`run.prepare` until the harness is ready).
     Deferred,
+    /// Receipt `rejected` with this detail.
     Rejected(String),
+}
+
+/// The deferred receipt of `run.prepare`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PendingReceipt {
+    command_id: String,
+    controller_seq: u64,
+}
+
+/// Where the run is. Process, readiness and shutdown exist only while the harness is ours.
+#[derive(Debug)]
+enum Phase {
+    /// Waiting for `run.prepare`.
+    Unprepared,
+    /// `run.prepare` was applied and the harness process is ours.
+    Live(Live),
+    /// `run.terminal` was emitted (or the controller closed before `run.prepare`); every
+    /// later command is answered as expired.
+    Finished,
+}
+
+/// The supervised harness, between `run.prepare` and its exit.
+#[derive(Debug)]
+struct Live {
+    process: Process,
+    readiness: Readiness,
+    shutdown: Shutdown,
+}
+
+/// The harness process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Process {
+    /// `Spawn` was output; waiting for `HarnessSpawned` / `HarnessSpawnFailed`.
+    Spawning,
+    /// Running as the leader of process group `pid`.
+    Running {
+        /// Pid = process group id.
+        pid: u32,
+    },
+    /// Reaped or never started; the run finishes within the same input.
+    Gone,
+}
+
+/// The harness's `ready` handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Readiness {
+    /// Waiting for `ready`; the `run.prepare` receipt is deferred and controller lines
+    /// are queued. Missing `deadline` is the `harness_ready_timeout` violation.
+    Awaiting {
+        receipt: PendingReceipt,
+        deadline: u64,
+    },
+    /// `ready` arrived (`harness.ready` emitted, `run.prepare` accepted).
+    Ready,
+    /// `run.prepare` was rejected before `ready` (a violation, the ready deadline, an
+    /// early exit or a failed spawn); the harness never becomes ready.
+    Failed,
+}
+
+/// Termination and its escalation (TERM → grace → KILL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shutdown {
+    /// Not terminating; harness stdin is open. `exit_deadline`: the harness's terminal
+    /// proposal arrived and it must exit by then.
+    Open { exit_deadline: Option<u64> },
+    /// Stdin closed; TERM waits for `HarnessSpawned` (terminated while spawning).
+    TermPending,
+    /// Stdin closed and TERM sent; KILL at `kill_deadline`.
+    Grace { kill_deadline: u64 },
+    /// KILL sent (at the grace deadline or as the sweep after the exit).
+    Killed,
+}
+
+/// The conversation the controller drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Session {
+    /// No `session.open` yet.
+    Closed,
+    /// `session.open` applied (it stays open: `session.close` is only forwarded).
+    Open(Turn),
+}
+
+/// The single turn of the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    /// No `turn.start` yet.
+    NotStarted,
+    /// `turn.start` applied and the harness has not reported the turn's end.
+    Active(Interrupt),
+    /// The harness reported `turn.completed`/`failed`/`interrupted`/`cancelled`.
+    Ended,
+}
+
+/// A pending interrupt of the active turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interrupt {
+    /// No `turn.interrupt` / `turn.stop` accepted.
+    None,
+    /// One was accepted; another is rejected ([`DETAIL_INTERRUPT_PENDING`]).
+    Accepted,
+}
+
+/// The controller's input stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ControllerStream {
+    /// Bytes may still arrive.
+    Open,
+    /// EOF arrived while `run.prepare` waited for `ready`; it takes effect after the
+    /// queued lines.
+    EofQueued,
+    /// EOF handled.
+    Closed,
 }
 
 /// The local-run machine (seed 002).
 ///
-/// # Call order
-///
 /// The host owns the processes, pipes and clock; the machine owns every decision.
+///
+/// # Call order
 ///
 /// 1. Create it with [`LocalRun::new`].
 /// 2. Whenever something happens, call [`handle_input`](Self::handle_input)`(now_ms,
 ///    input)` with a monotonic `now_ms` of the host's choosing.
-/// 3. Then call [`poll_output`](Self::poll_output) until it returns
-///    [`Output::Timeout`]; perform every output in order (write lines, spawn, close
-///    stdin, signal, exit) and report the results as new inputs (`HarnessSpawned`,
-///    output bytes, `HarnessExited`).
-/// 4. When `now_ms` reaches the last `Timeout(Some(deadline))`, call
-///    `handle_input(now_ms, Input::Timeout)` and drain again. Timers are only checked on
-///    `Input::Timeout`.
+/// 3. Then call [`poll_output`](Self::poll_output) until it returns `None`; perform every
+///    output in order (write lines, spawn, close stdin, signal, exit) and report the
+///    results as new inputs (`HarnessSpawned`, output bytes, `HarnessExited`).
+/// 4. Ask [`poll_timeout`](Self::poll_timeout) for the next deadline; when `now_ms`
+///    reaches it, call `handle_input(now_ms, Input::Timeout)` and drain again. Timers are
+///    only checked on `Input::Timeout`.
 ///
-/// # Lifecycle
+/// # States
 ///
-/// Commands are checked in the original's order: schema (the
-/// [`CommandEnvelope`]; `type` read as text) → duplicate → contiguity → record →
-/// dispatch, so an unknown type or `controllerSeq` 0 meets the ledger and an unknown type
-/// uses up its `controllerSeq` before it is rejected.
+/// The run's state is a handful of small enums, so that no illegal combination can be
+/// represented: the *phase* (`Unprepared` → `Live` → `Finished`, or `Unprepared` →
+/// `Finished` when the controller closes first); while `Live`, the harness *process*
+/// (`Spawning` → `Running{pid}` → `Gone`), its *readiness* (`Awaiting{receipt,
+/// deadline}` → `Ready` | `Failed`) and the *shutdown* (`Open{exit_deadline}` →
+/// `TermPending` → `Grace{kill_deadline}` → `Killed`); the *session* (`Closed` →
+/// `Open(turn)`, turn `NotStarted` → `Active(interrupt)` → `Ended`, interrupt `None` →
+/// `Accepted`); the *controller stream* (`Open` → `EofQueued` → `Closed`); and the
+/// recorded intent (see the [intent precedence](super#intent-precedence); a protocol
+/// violation outranks all).
 ///
-/// `run.prepare` → `runtime.phase.changed{workspace_preparing}`,
-/// `workspace.ready{workingDirectory}`, `harness.starting`, `Spawn`; the receipt waits
-/// until the harness sends `ready` (→ `harness.ready`, receipt `accepted`), the ready
-/// deadline passes (protocol violation, receipt `rejected`) or the harness exits first
-/// (the `harness_exited_before_ready` violation); controller lines arriving meanwhile are
-/// queued.
-/// `session.open` → `session.starting` + forward; `turn.start` → `turn.submitted` +
-/// forward; `request.resolve`, `session.close` → forward; `turn.interrupt`/`turn.stop` →
-/// intent *interrupted* + forward (a second one while the first is pending is rejected);
-/// `run.cancel` → intent *cancelled*, forward, terminate. An expired runtime request sets
-/// the intent *request expired* and terminates. Intents follow the precedence of
-/// [`Intent::rank`].
-/// Harness messages become canonical events (`event`), `runtime_request.created`
-/// (`request`), `run.result.proposed` (first `result`), the kept terminal proposal (first
-/// `terminal`), or log-tail lines (`log`, `diagnostic`, stderr). Controller EOF, cancel,
-/// request expiry and protocol violations terminate: `CloseHarnessStdin`, `Signal TERM`,
-/// and `Signal KILL` after `shutdown_grace_ms`. When the harness exits: `Signal KILL` to
-/// the group unless already sent (reaps stragglers such as a lingering worker),
-/// `harness.exited` (with the log tail), exactly one `run.terminal` (see
-/// [`reconcile`](super::reconcile)), `Exit(0)`. No event follows `run.terminal`.
+/// # Transitions
+///
+/// | state | input / event | outputs | next state |
+/// |---|---|---|---|
+/// | `Unprepared` | command `run.prepare` | `runtime.phase.changed{workspace_preparing}`, `workspace.ready`, `harness.starting`, `Spawn` | `Live{Spawning, Awaiting{deadline = now + ready_timeout_ms}, Open}` |
+/// | `Unprepared` | other implemented command | receipt `rejected` "run.prepare has not been applied" | — |
+/// | `Unprepared` | `ControllerEof` | diagnostic "controller closed before run.prepare", `Exit(1)` | `Finished` |
+/// | `Unprepared`, `Finished` | harness input | `Err(no_harness_running)` | — |
+/// | any | `HarnessSpawned` / `HarnessSpawnFailed` outside `Spawning` | `Err(no_spawn_pending)` | — |
+/// | any | `ControllerBytes` after `ControllerEof` | `Err(controller_input_after_eof)` | — |
+/// | `Live`, `Awaiting` | controller line | queued (a line beyond `max_queued_commands` is rejected) | — |
+/// | `Live`, `Awaiting` | `ControllerEof` | — | stream `EofQueued` |
+/// | `Spawning` | `HarnessSpawned{pid}` | `Signal TERM` if `TermPending` | `Running{pid}`; `TermPending` → `Grace` |
+/// | `Spawning` | `HarnessSpawnFailed` | diagnostic, receipt `rejected`, `run.terminal`, `Exit(0)`, queued lines | `Gone`, `Finished` |
+/// | `Awaiting` | harness `ready` | `harness.ready`, receipt `accepted`, queued lines | `Ready` |
+/// | `Awaiting` | `Timeout` past the deadline | violation (below) | `Failed` |
+/// | `Awaiting` | any other harness message | violation `harness_message_before_ready` | — |
+/// | `Ready` | harness `ready` | diagnostic warning (ignored) | — |
+/// | `Ready`, `Open` | `session.open` | `session.starting`, forward, receipt | session `Open(NotStarted)` |
+/// | `Ready`, `Open` | `turn.start` (session open, no turn yet) | `turn.submitted`, forward, receipt | turn `Active(None)` |
+/// | `Ready`, `Open` | `turn.interrupt` / `turn.stop` (turn `Active(None)`) | forward, receipt | interrupt `Accepted`, intent *interrupted* |
+/// | `Ready`, `Open` | `request.resolve` (request pending), `session.close` (session open) | forward, receipt | request no longer pending |
+/// | `Live` (not `Gone`) | `run.cancel` | forward (if `Open`), terminate, receipt | intent *cancelled* |
+/// | `Live`, not `Open` | any other command | receipt `rejected` "the harness is shutting down" | — |
+/// | `Ready` | harness `event` turn end | the event | turn `Ended` |
+/// | `Ready` | harness `request` | `runtime_request.created` | request pending until now + `request_timeout_ms` |
+/// | `Ready` | first harness `result` / `terminal` (later ones: `harness.diagnostic`) | `run.result.proposed` / — (kept as the proposal) | a terminal while `Open`: `Open{exit_deadline = now + exit_timeout_ms}` |
+/// | `Live` | violation (bad line, frame, message, timeout) | `runner.diagnostic{code}`, prepare receipt `rejected`, terminate, queued lines | intent *protocol violation*, `Awaiting` → `Failed`; later stdout ignored |
+/// | `Live` | `ControllerEof` (after the queue) | terminate | intent *controller closed*, stream `Closed` |
+/// | `Live` | `Timeout` past a request's deadline | `runtime_request.expired`, terminate | intent *request expired* |
+/// | `Open{exit_deadline}` | `Timeout` past it | terminate | — |
+/// | `Open` | terminate | `CloseHarnessStdin`, `Signal TERM` (or none while `Spawning`) | `Grace{kill_deadline = now + shutdown_grace_ms}` (`TermPending`) |
+/// | `Grace` | `Timeout` past `kill_deadline` | `Signal KILL` | `Killed` |
+/// | `Awaiting` (no violation yet) | `HarnessExited` | `runner.diagnostic{harness_exited_before_ready}`, receipt `rejected`, then as below | intent *protocol violation* |
+/// | `Live` | `HarnessExited` | last stdout/stderr lines, `Signal KILL` unless `Killed`, `harness.exited`, `run.terminal`, `Exit(0)`, queued lines | `Gone`, `Finished` |
+/// | `Finished` | any command | receipt `rejected` "This request expired because the local run already finished. Start a new run." | — |
+///
+/// Commands are checked in the original's order: schema (the [`CommandEnvelope`]; `type`
+/// read as text) → duplicate → contiguity → record → dispatch, so an unknown type or
+/// `controllerSeq` 0 meets the ledger and an unknown type uses up its `controllerSeq`
+/// before it is rejected. The terminal decision is the
+/// [terminal reconciliation](super#terminal-reconciliation). No event follows `run.terminal`.
 #[derive(Debug)]
 pub struct LocalRun {
     config: LocalConfig,
@@ -340,35 +480,19 @@ pub struct LocalRun {
     logs: LogTail,
     outputs: VecDeque<Output>,
 
-    prepared: bool,
-    spawn_pending: bool,
-    pid: Option<u32>,
-    harness_gone: bool,
-    ready: bool,
-    prepare_receipt: Option<(String, u64)>,
-    ready_deadline: Option<u64>,
+    phase: Phase,
+    stream: ControllerStream,
+    session: Session,
+    intent: Intent,
+    /// Controller lines held while `run.prepare` waits for `ready` (answered once it is
+    /// resolved).
     queued: VecDeque<LineResult>,
-    eof_queued: bool,
-    controller_eof: bool,
-
-    session_open: bool,
-    turn_started: bool,
-    turn_active: bool,
-    interrupt_accepted: bool,
-    stdin_closed: bool,
-    terminating: bool,
-    term_pending: bool,
-    kill_sent: bool,
-    kill_deadline: Option<u64>,
-    exit_deadline: Option<u64>,
-
-    intent: Option<Intent>,
-    violated: bool,
+    /// The first semantic result.
     result: Option<Value>,
+    /// The first terminal proposal.
     proposal: Option<Value>,
+    /// Pending runtime requests and their expiry deadlines.
     pending_requests: IndexMap<String, u64>,
-    terminal_emitted: bool,
-    finished: bool,
 }
 
 impl LocalRun {
@@ -392,33 +516,14 @@ impl LocalRun {
             ),
             logs: LogTail::new(config.log_max_lines, config.log_max_bytes),
             outputs: VecDeque::new(),
-            prepared: false,
-            spawn_pending: false,
-            pid: None,
-            harness_gone: false,
-            ready: false,
-            prepare_receipt: None,
-            ready_deadline: None,
+            phase: Phase::Unprepared,
+            stream: ControllerStream::Open,
+            session: Session::Closed,
+            intent: Intent::Natural,
             queued: VecDeque::new(),
-            eof_queued: false,
-            controller_eof: false,
-            session_open: false,
-            turn_started: false,
-            turn_active: false,
-            interrupt_accepted: false,
-            stdin_closed: false,
-            terminating: false,
-            term_pending: false,
-            kill_sent: false,
-            kill_deadline: None,
-            exit_deadline: None,
-            intent: None,
-            violated: false,
             result: None,
             proposal: None,
             pending_requests: IndexMap::new(),
-            terminal_emitted: false,
-            finished: false,
             config,
         })
     }
@@ -431,7 +536,7 @@ impl LocalRun {
     /// `true` once the run is over (`run.terminal` emitted, or the controller closed
     /// before `run.prepare`).
     pub fn is_finished(&self) -> bool {
-        self.finished
+        matches!(self.phase, Phase::Finished)
     }
 
     /// Number of canonical events emitted.
@@ -452,137 +557,58 @@ impl LocalRun {
     /// Feed one input. On `Err` (local misuse) the input was ignored and nothing changed.
     pub fn handle_input(&mut self, now_ms: u64, input: Input) -> Result<(), LocalError> {
         match input {
-            Input::ControllerBytes(bytes) => {
-                if self.controller_eof {
-                    return Err(LocalError::ControllerInputAfterEof);
-                }
-                self.controller
-                    .push(&bytes)
-                    .map_err(|_| LocalError::ControllerInputAfterEof)?;
-                self.drain_controller(now_ms);
-            }
-            Input::ControllerEof => {
-                if self.controller_eof {
-                    return Ok(());
-                }
-                self.controller_eof = true;
-                self.controller.finish();
-                self.drain_controller(now_ms);
-                if self.prepare_receipt.is_some() {
-                    self.eof_queued = true;
-                } else {
-                    self.on_controller_closed(now_ms);
-                }
-            }
+            Input::ControllerBytes(bytes) => self.on_controller_bytes(now_ms, &bytes)?,
+            Input::ControllerEof => self.on_controller_eof(now_ms),
             Input::HarnessStdout(bytes) => {
                 self.require_harness()?;
-                let _ = self.stdout.push(&bytes);
+                self.push_stdout(&bytes);
                 self.drain_stdout(now_ms);
             }
             Input::HarnessStderr(bytes) => {
                 self.require_harness()?;
-                let _ = self.stderr.push(&bytes);
+                self.push_stderr(&bytes);
                 self.drain_stderr();
             }
-            Input::HarnessSpawned { pid } => {
-                if !self.spawn_pending {
-                    return Err(LocalError::NoSpawnPending);
-                }
-                self.spawn_pending = false;
-                self.pid = Some(pid);
-                if self.term_pending {
-                    self.term_pending = false;
-                    self.send_term(now_ms, pid);
-                }
-            }
-            Input::HarnessSpawnFailed { message } => {
-                if !self.spawn_pending {
-                    return Err(LocalError::NoSpawnPending);
-                }
-                self.spawn_pending = false;
-                self.harness_gone = true;
-                self.term_pending = false;
-                let detail = format!("harness could not be started: {message}");
-                self.diagnostic(DiagnosticLevel::Error, detail.clone());
-                self.resolve_prepare(Some(detail));
-                self.finalize(None);
-                self.flush_queue(now_ms);
-            }
+            Input::HarnessSpawned { pid } => self.on_spawned(now_ms, pid)?,
+            Input::HarnessSpawnFailed { message } => self.on_spawn_failed(now_ms, &message)?,
             Input::HarnessExited { code, signal } => {
                 self.require_harness()?;
-                // The process is gone: a violation found in its last output must not
-                // signal the (possibly reused) group again.
-                self.spawn_pending = false;
-                self.harness_gone = true;
-                self.stdout.finish();
-                self.drain_stdout(now_ms);
-                self.stderr.finish();
-                self.drain_stderr();
-                let exit = ProcessExit {
-                    exit_code: code,
-                    signal,
-                };
-                if !self.ready && !self.violated {
-                    // Exiting before `ready` breaks the protocol (the original: "exited
-                    // before ready"), whatever the exit code. No flush here: queued
-                    // commands are answered after run.terminal.
-                    let v = HarnessViolation::ExitedBeforeReady;
-                    self.violated = true;
-                    self.set_intent(Intent::ProtocolViolation);
-                    self.emit(
-                        "runner.diagnostic",
-                        json!({"level": "error", "code": v.code(), "message": v.to_string()}),
-                        None,
-                        None,
-                    );
-                    self.resolve_prepare(Some(v.to_string()));
-                } else if self.prepare_receipt.is_some() {
-                    self.resolve_prepare(Some(HarnessViolation::ExitedBeforeReady.to_string()));
-                }
-                if !self.kill_sent {
-                    if let Some(pid) = self.pid {
-                        self.kill_sent = true;
-                        self.outputs.push_back(Output::Signal {
-                            group: pid,
-                            signal: SignalKind::Kill,
-                        });
-                    }
-                }
-                self.kill_deadline = None;
-                self.exit_deadline = None;
-                self.emit(
-                    "harness.exited",
-                    json!({"processExit": exit.to_value(), "semanticResultObserved": self.result.is_some(), "logs": self.logs.to_value()}),
-                    None,
-                    None,
+                self.on_exited(
+                    now_ms,
+                    ProcessExit {
+                        exit_code: code,
+                        signal,
+                    },
                 );
-                self.finalize(Some(exit));
-                self.flush_queue(now_ms);
             }
             Input::Timeout => self.on_timeout(now_ms),
         }
         Ok(())
     }
 
-    /// The next output; [`Output::Timeout`] when nothing else is pending (see the call
-    /// order on the type).
-    pub fn poll_output(&mut self) -> Output {
-        self.outputs
-            .pop_front()
-            .unwrap_or_else(|| Output::Timeout(self.next_deadline()))
+    /// The next output, or `None` when drained (see the call order on the type).
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
     }
 
-    fn next_deadline(&self) -> Option<u64> {
-        if self.finished {
+    /// The earliest pending deadline (in the host's `now_ms` clock) at which the host
+    /// feeds [`Input::Timeout`]; `None` when no timer is pending.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let Phase::Live(live) = &self.phase else {
             return None;
-        }
-        let ready = self
-            .ready_deadline
-            .filter(|_| self.prepare_receipt.is_some());
+        };
+        let ready = match &live.readiness {
+            Readiness::Awaiting { deadline, .. } => Some(*deadline),
+            Readiness::Ready | Readiness::Failed => None,
+        };
+        let shutdown = match live.shutdown {
+            Shutdown::Open { exit_deadline } => exit_deadline,
+            Shutdown::Grace { kill_deadline } => Some(kill_deadline),
+            Shutdown::TermPending | Shutdown::Killed => None,
+        };
         [
             ready,
-            self.kill_deadline,
-            self.exit_deadline,
+            shutdown,
             self.pending_requests.values().min().copied(),
         ]
         .into_iter()
@@ -590,12 +616,57 @@ impl LocalRun {
         .min()
     }
 
-    fn require_harness(&self) -> Result<(), LocalError> {
-        if self.prepared && !self.harness_gone {
-            Ok(())
-        } else {
-            Err(LocalError::NoHarnessRunning)
+    // ------------------------------------------------------------------ state queries
+
+    fn live(&self) -> Option<&Live> {
+        match &self.phase {
+            Phase::Live(live) => Some(live),
+            Phase::Unprepared | Phase::Finished => None,
         }
+    }
+
+    fn live_mut(&mut self) -> Option<&mut Live> {
+        match &mut self.phase {
+            Phase::Live(live) => Some(live),
+            Phase::Unprepared | Phase::Finished => None,
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        self.live()
+            .is_some_and(|l| matches!(l.readiness, Readiness::Ready))
+    }
+
+    fn awaiting_ready(&self) -> bool {
+        self.live()
+            .is_some_and(|l| matches!(l.readiness, Readiness::Awaiting { .. }))
+    }
+
+    fn violated(&self) -> bool {
+        self.intent == Intent::ProtocolViolation
+    }
+
+    fn require_harness(&self) -> Result<(), LocalError> {
+        match self.live() {
+            Some(live) if live.process != Process::Gone => Ok(()),
+            _ => Err(LocalError::NoHarnessRunning),
+        }
+    }
+
+    // ------------------------------------------------------------------ framers
+
+    fn push_controller(&mut self, bytes: &[u8]) -> Result<(), LocalError> {
+        self.controller
+            .push(bytes)
+            .map_err(|_| LocalError::ControllerInputAfterEof)
+    }
+
+    fn push_stdout(&mut self, bytes: &[u8]) {
+        let _ = self.stdout.push(bytes);
+    }
+
+    fn push_stderr(&mut self, bytes: &[u8]) {
+        let _ = self.stderr.push(bytes);
     }
 
     // ------------------------------------------------------------------ emitting
@@ -607,11 +678,8 @@ impl LocalRun {
         turn_id: Option<&str>,
         item_id: Option<&str>,
     ) {
-        if self.terminal_emitted {
+        if self.is_finished() {
             return;
-        }
-        if event_type == "run.terminal" {
-            self.terminal_emitted = true;
         }
         let ev = self.events.next(event_type, payload, turn_id, item_id);
         self.outputs
@@ -652,17 +720,44 @@ impl LocalRun {
         self.outputs.push_back(Output::ToHarness(hc.to_line()));
     }
 
+    fn signal(&mut self, group: u32, signal: SignalKind) {
+        self.outputs.push_back(Output::Signal { group, signal });
+    }
+
     /// Record an intent under the precedence of [`Intent::rank`] (see
     /// [`reconcile`](super::reconcile)).
     fn set_intent(&mut self, intent: Intent) {
-        self.intent = Some(Intent::merge(self.intent, intent));
+        self.intent = Intent::merge(Some(self.intent), intent);
     }
 
     // ------------------------------------------------------------------ controller
 
+    fn on_controller_bytes(&mut self, now: u64, bytes: &[u8]) -> Result<(), LocalError> {
+        if self.stream != ControllerStream::Open {
+            return Err(LocalError::ControllerInputAfterEof);
+        }
+        self.push_controller(bytes)?;
+        self.drain_controller(now);
+        Ok(())
+    }
+
+    fn on_controller_eof(&mut self, now: u64) {
+        if self.stream != ControllerStream::Open {
+            return;
+        }
+        self.controller.finish();
+        self.drain_controller(now);
+        if self.awaiting_ready() {
+            self.stream = ControllerStream::EofQueued;
+        } else {
+            self.stream = ControllerStream::Closed;
+            self.on_controller_closed(now);
+        }
+    }
+
     fn drain_controller(&mut self, now: u64) {
         while let Some(item) = self.controller.poll_line() {
-            if self.prepare_receipt.is_some() {
+            if self.awaiting_ready() {
                 if self.queued.len() >= self.config.max_queued_commands {
                     self.reject_queue_full(item);
                 } else {
@@ -676,30 +771,28 @@ impl LocalRun {
 
     fn reject_queue_full(&mut self, item: LineResult) {
         let detail = "runner is busy starting the harness; command queue is full";
-        if let Ok(line) = &item {
-            if let Ok(v) = parse_json(line.as_bytes()) {
-                if let (Some(id), Some(seq)) = (
-                    v.get("commandId").and_then(Value::as_str),
-                    v.get("controllerSeq").and_then(Value::as_u64),
-                ) {
-                    let id = id.to_owned();
-                    self.receipt(&id, seq, ReceiptStatus::Rejected, detail);
-                    return;
-                }
-            }
+        let key = item.ok().and_then(|line| {
+            let v = parse_json(line.as_bytes()).ok()?;
+            let id = v.get("commandId").and_then(Value::as_str)?.to_owned();
+            let seq = v.get("controllerSeq").and_then(Value::as_u64)?;
+            Some((id, seq))
+        });
+        match key {
+            Some((id, seq)) => self.receipt(&id, seq, ReceiptStatus::Rejected, detail),
+            None => self.diagnostic(DiagnosticLevel::Error, detail.into()),
         }
-        self.diagnostic(DiagnosticLevel::Error, detail.into());
     }
 
+    /// Answer the queued lines once `run.prepare` is resolved, then a queued EOF.
     fn flush_queue(&mut self, now: u64) {
-        while self.prepare_receipt.is_none() {
+        while !self.awaiting_ready() {
             let Some(item) = self.queued.pop_front() else {
                 break;
             };
             self.controller_item(now, item);
         }
-        if self.prepare_receipt.is_none() && self.eof_queued {
-            self.eof_queued = false;
+        if !self.awaiting_ready() && self.stream == ControllerStream::EofQueued {
+            self.stream = ControllerStream::Closed;
             self.on_controller_closed(now);
         }
     }
@@ -735,42 +828,19 @@ impl LocalRun {
         // 1. schema: the schema id and the shape; `type` is read as text.
         let env = match CommandEnvelope::from_value(&v) {
             Ok(c) => c,
-            Err(e) => {
-                let id = v
-                    .get("commandId")
-                    .and_then(Value::as_str)
-                    .filter(|s| check_id("commandId", s).is_ok())
-                    .map(str::to_owned);
-                let seq = v.get("controllerSeq").and_then(Value::as_u64);
-                let detail = match &e {
-                    ModelError::UnsupportedSchema { .. } => DETAIL_UNSUPPORTED_SCHEMA.to_owned(),
-                    ModelError::UnknownValue { field, value } if field == "type" => {
-                        format!("unsupported command type {value:?}")
-                    }
-                    other => format!("invalid command: {other}"),
-                };
-                match (id, seq) {
-                    (Some(id), Some(seq)) => {
-                        self.receipt(&id, seq, ReceiptStatus::Rejected, detail)
-                    }
-                    _ => self.diagnostic(DiagnosticLevel::Error, detail),
-                }
-                return;
-            }
+            Err(e) => return self.reject_envelope(&v, &e),
         };
         let (id, seq) = (env.command_id.clone(), env.controller_seq);
-        if self.finished {
-            self.receipt(&id, seq, ReceiptStatus::Rejected, DETAIL_EXPIRED);
-            return;
+        if self.is_finished() {
+            return self.receipt(&id, seq, ReceiptStatus::Rejected, DETAIL_EXPIRED);
         }
         if env.controller_epoch.is_some() {
-            self.receipt(
+            return self.receipt(
                 &id,
                 seq,
                 ReceiptStatus::Rejected,
                 "controllerEpoch requires the negotiated transport.command_epochs.v1 capability",
             );
-            return;
         }
         // 2. duplicate, 3. contiguity (controllerSeq 0 is never contiguous).
         let canonical = canonical_json(&env.ledger_value());
@@ -799,256 +869,437 @@ impl LocalRun {
         }
     }
 
-    fn can_forward(&self) -> Result<(), String> {
-        if !self.prepared {
-            Err("run.prepare has not been applied".into())
-        } else if self.harness_gone || !self.ready {
-            Err("the harness is not running".into())
-        } else if self.stdin_closed || self.terminating {
-            Err("the harness is shutting down".into())
-        } else {
-            Ok(())
+    /// A command that fails the envelope check: a receipt when it names a usable
+    /// `commandId` and `controllerSeq`, else a diagnostic.
+    fn reject_envelope(&mut self, v: &Value, e: &ModelError) {
+        let id = v
+            .get("commandId")
+            .and_then(Value::as_str)
+            .filter(|s| check_id("commandId", s).is_ok())
+            .map(str::to_owned);
+        let seq = v.get("controllerSeq").and_then(Value::as_u64);
+        let detail = match e {
+            ModelError::UnsupportedSchema { .. } => DETAIL_UNSUPPORTED_SCHEMA.to_owned(),
+            ModelError::UnknownValue { field, value } if field == "type" => {
+                format!("unsupported command type {value:?}")
+            }
+            other => format!("invalid command: {other}"),
+        };
+        match (id, seq) {
+            (Some(id), Some(seq)) => self.receipt(&id, seq, ReceiptStatus::Rejected, detail),
+            _ => self.diagnostic(DiagnosticLevel::Error, detail),
         }
     }
+
+    // ------------------------------------------------------------------ dispatch
 
     fn dispatch(&mut self, now: u64, cmd: &RunnerCommand) -> Dispatch {
         use CommandType as T;
         if !cmd.command_type.is_implemented_locally() {
             return Dispatch::Rejected(detail_not_implemented(cmd.command_type.as_str()));
         }
-        if cmd.command_type == T::RunPrepare {
-            if self.prepared {
-                return Dispatch::Rejected("run is already prepared".into());
-            }
-            self.prepared = true;
-            self.emit(
-                "runtime.phase.changed",
-                json!({"phase": "workspace_preparing"}),
-                None,
-                None,
-            );
-            let working_directory = self
-                .config
-                .working_directory
-                .clone()
-                .or_else(|| {
-                    cmd.payload
-                        .get("workingDirectory")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                })
-                .unwrap_or_else(|| DEFAULT_WORKING_DIRECTORY.to_owned());
-            self.emit(
-                "workspace.ready",
-                json!({"workingDirectory": working_directory}),
-                None,
-                None,
-            );
-            let kind = self.config.driver_kind.clone();
-            self.emit(
-                "harness.starting",
-                json!({"driverKind": kind, "transport": HARNESS_TRANSPORT}),
-                None,
-                None,
-            );
-            let mut env: Vec<(String, String)> = self
-                .config
-                .harness_env
-                .iter()
-                .filter(|(k, _)| self.config.env_allow.iter().any(|a| a == *k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            env.sort();
-            self.outputs.push_back(Output::Spawn(SpawnRequest {
-                program: self.config.harness_program.clone(),
-                args: self.config.harness_args.clone(),
-                env,
-                new_process_group: true,
-            }));
-            self.spawn_pending = true;
-            self.prepare_receipt = Some((cmd.command_id.clone(), cmd.controller_seq));
-            self.ready_deadline = Some(now.saturating_add(self.config.ready_timeout_ms));
-            return Dispatch::Deferred;
-        }
-        if cmd.command_type == T::RunCancel {
-            if !self.prepared || self.harness_gone {
-                return Dispatch::Rejected(if self.prepared {
-                    "the harness is not running".into()
-                } else {
-                    "run.prepare has not been applied".into()
-                });
-            }
-            self.set_intent(Intent::Cancelled);
-            if !self.stdin_closed {
-                self.forward(cmd);
-            }
-            self.terminate(now);
-            return Dispatch::Applied;
-        }
-        if let Err(e) = self.can_forward() {
-            return Dispatch::Rejected(e);
-        }
         match cmd.command_type {
-            T::SessionOpen => {
-                if self.session_open {
-                    return Dispatch::Rejected("a session is already open".into());
+            T::RunPrepare => self.cmd_run_prepare(now, cmd),
+            T::RunCancel => self.cmd_run_cancel(now, cmd),
+            other => {
+                if let Err(e) = self.can_forward() {
+                    return Dispatch::Rejected(e.into());
                 }
-                self.session_open = true;
-                self.emit("session.starting", json!({}), None, None);
-            }
-            T::TurnStart => {
-                if !self.session_open {
-                    return Dispatch::Rejected("no session is open".into());
-                }
-                if self.turn_started {
-                    return Dispatch::Rejected("a turn was already started".into());
-                }
-                let turn_id = match cmd.payload.get("turnId") {
-                    None => None,
-                    Some(Value::String(s)) if check_id("payload/turnId", s).is_ok() => {
-                        Some(s.clone())
-                    }
-                    Some(_) => {
-                        return Dispatch::Rejected(
-                            "payload.turnId must be a string of 1 to 160 characters".into(),
-                        )
-                    }
+                let outcome = match other {
+                    T::SessionOpen => self.cmd_session_open(),
+                    T::TurnStart => self.cmd_turn_start(cmd),
+                    T::RequestResolve => self.cmd_request_resolve(cmd),
+                    T::TurnInterrupt | T::TurnStop => self.cmd_turn_interrupt(),
+                    T::SessionClose => self.cmd_session_close(),
+                    _ => Err(detail_not_implemented(other.as_str())),
                 };
-                // The payload's text, or null when absent or not a string.
-                let text = cmd
-                    .payload
-                    .get("text")
-                    .filter(|t| t.is_string())
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                self.turn_started = true;
-                self.turn_active = true;
-                self.emit(
-                    "turn.submitted",
-                    json!({"text": text}),
-                    turn_id.as_deref(),
-                    None,
-                );
-            }
-            T::RequestResolve => {
-                let Some(rid) = cmd.payload.get("requestId").and_then(Value::as_str) else {
-                    return Dispatch::Rejected("request.resolve needs payload.requestId".into());
-                };
-                if self.pending_requests.shift_remove(rid).is_none() {
-                    return Dispatch::Rejected(format!("request {rid} is not pending"));
+                match outcome {
+                    Ok(()) => {
+                        self.forward(cmd);
+                        Dispatch::Applied
+                    }
+                    Err(detail) => Dispatch::Rejected(detail),
                 }
             }
-            T::TurnInterrupt | T::TurnStop => {
-                if !self.turn_active {
-                    return Dispatch::Rejected("no turn is active".into());
-                }
-                if self.interrupt_accepted {
-                    return Dispatch::Rejected(DETAIL_INTERRUPT_PENDING.into());
-                }
-                self.interrupt_accepted = true;
-                self.set_intent(Intent::Interrupted);
-            }
-            T::SessionClose => {
-                if !self.session_open {
-                    return Dispatch::Rejected("no session is open".into());
-                }
-            }
-            _ => return Dispatch::Rejected(detail_not_implemented(cmd.command_type.as_str())),
         }
-        self.forward(cmd);
+    }
+
+    /// Why a forwarded command cannot reach the harness now, if it cannot.
+    fn can_forward(&self) -> Result<(), &'static str> {
+        let Some(live) = self.live() else {
+            return Err("run.prepare has not been applied");
+        };
+        if live.process == Process::Gone || live.readiness != Readiness::Ready {
+            Err("the harness is not running")
+        } else if !matches!(live.shutdown, Shutdown::Open { .. }) {
+            Err("the harness is shutting down")
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `run.prepare`: the first three events and the `Spawn`; the receipt waits for
+    /// `ready`.
+    fn cmd_run_prepare(&mut self, now: u64, cmd: &RunnerCommand) -> Dispatch {
+        if !matches!(self.phase, Phase::Unprepared) {
+            return Dispatch::Rejected("run is already prepared".into());
+        }
+        self.emit(
+            "runtime.phase.changed",
+            json!({"phase": "workspace_preparing"}),
+            None,
+            None,
+        );
+        let working_directory = self
+            .config
+            .working_directory
+            .clone()
+            .or_else(|| {
+                cmd.payload
+                    .get("workingDirectory")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| DEFAULT_WORKING_DIRECTORY.to_owned());
+        self.emit(
+            "workspace.ready",
+            json!({"workingDirectory": working_directory}),
+            None,
+            None,
+        );
+        let kind = self.config.driver_kind.clone();
+        self.emit(
+            "harness.starting",
+            json!({"driverKind": kind, "transport": HARNESS_TRANSPORT}),
+            None,
+            None,
+        );
+        let spawn = self.spawn_request();
+        self.outputs.push_back(Output::Spawn(spawn));
+        self.phase = Phase::Live(Live {
+            process: Process::Spawning,
+            readiness: Readiness::Awaiting {
+                receipt: PendingReceipt {
+                    command_id: cmd.command_id.clone(),
+                    controller_seq: cmd.controller_seq,
+                },
+                deadline: now.saturating_add(self.config.ready_timeout_ms),
+            },
+            shutdown: Shutdown::Open {
+                exit_deadline: None,
+            },
+        });
+        Dispatch::Deferred
+    }
+
+    /// The `Spawn` request: the configured program and arguments, the allowed
+    /// environment sorted by name.
+    fn spawn_request(&self) -> SpawnRequest {
+        let mut env: Vec<(String, String)> = self
+            .config
+            .harness_env
+            .iter()
+            .filter(|(k, _)| self.config.env_allow.iter().any(|a| a == *k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        env.sort();
+        SpawnRequest {
+            program: self.config.harness_program.clone(),
+            args: self.config.harness_args.clone(),
+            env,
+            new_process_group: true,
+        }
+    }
+
+    /// `run.cancel`: intent *cancelled*, forward while stdin is open, terminate.
+    fn cmd_run_cancel(&mut self, now: u64, cmd: &RunnerCommand) -> Dispatch {
+        let Some(live) = self.live() else {
+            return Dispatch::Rejected("run.prepare has not been applied".into());
+        };
+        if live.process == Process::Gone {
+            return Dispatch::Rejected("the harness is not running".into());
+        }
+        let stdin_open = matches!(live.shutdown, Shutdown::Open { .. });
+        self.set_intent(Intent::Cancelled);
+        if stdin_open {
+            self.forward(cmd);
+        }
+        self.terminate(now);
         Dispatch::Applied
     }
 
-    /// Answer the deferred `run.prepare` receipt: accepted (`None`) or rejected.
-    fn resolve_prepare(&mut self, rejection: Option<String>) {
-        if let Some((id, seq)) = self.prepare_receipt.take() {
-            self.ready_deadline = None;
-            match rejection {
-                None => self.receipt(&id, seq, ReceiptStatus::Accepted, DETAIL_APPLIED),
-                Some(d) => self.receipt(&id, seq, ReceiptStatus::Rejected, d),
+    fn cmd_session_open(&mut self) -> Result<(), String> {
+        if self.session != Session::Closed {
+            return Err("a session is already open".into());
+        }
+        self.session = Session::Open(Turn::NotStarted);
+        self.emit("session.starting", json!({}), None, None);
+        Ok(())
+    }
+
+    fn cmd_turn_start(&mut self, cmd: &RunnerCommand) -> Result<(), String> {
+        match self.session {
+            Session::Closed => return Err("no session is open".into()),
+            Session::Open(Turn::NotStarted) => {}
+            Session::Open(_) => return Err("a turn was already started".into()),
+        }
+        let turn_id = match cmd.payload.get("turnId") {
+            None => None,
+            Some(Value::String(s)) if check_id("payload/turnId", s).is_ok() => Some(s.clone()),
+            Some(_) => return Err("payload.turnId must be a string of 1 to 160 characters".into()),
+        };
+        // The payload's text, or null when absent or not a string.
+        let text = cmd
+            .payload
+            .get("text")
+            .filter(|t| t.is_string())
+            .cloned()
+            .unwrap_or(Value::Null);
+        self.session = Session::Open(Turn::Active(Interrupt::None));
+        self.emit(
+            "turn.submitted",
+            json!({"text": text}),
+            turn_id.as_deref(),
+            None,
+        );
+        Ok(())
+    }
+
+    fn cmd_request_resolve(&mut self, cmd: &RunnerCommand) -> Result<(), String> {
+        let Some(rid) = cmd.payload.get("requestId").and_then(Value::as_str) else {
+            return Err("request.resolve needs payload.requestId".into());
+        };
+        if self.pending_requests.shift_remove(rid).is_none() {
+            return Err(format!("request {rid} is not pending"));
+        }
+        Ok(())
+    }
+
+    fn cmd_turn_interrupt(&mut self) -> Result<(), String> {
+        match self.session {
+            Session::Open(Turn::Active(Interrupt::None)) => {}
+            Session::Open(Turn::Active(Interrupt::Accepted)) => {
+                return Err(DETAIL_INTERRUPT_PENDING.into())
             }
+            _ => return Err("no turn is active".into()),
+        }
+        self.session = Session::Open(Turn::Active(Interrupt::Accepted));
+        self.set_intent(Intent::Interrupted);
+        Ok(())
+    }
+
+    fn cmd_session_close(&mut self) -> Result<(), String> {
+        if self.session == Session::Closed {
+            return Err("no session is open".into());
+        }
+        Ok(())
+    }
+
+    /// Answer the deferred `run.prepare` receipt: accepted (`None`) or rejected. The
+    /// readiness becomes `Ready` or `Failed`.
+    fn resolve_prepare(&mut self, rejection: Option<String>) {
+        let Some(live) = self.live_mut() else {
+            return;
+        };
+        if !matches!(live.readiness, Readiness::Awaiting { .. }) {
+            return;
+        }
+        let next = if rejection.is_none() {
+            Readiness::Ready
+        } else {
+            Readiness::Failed
+        };
+        let Readiness::Awaiting { receipt, .. } = std::mem::replace(&mut live.readiness, next)
+        else {
+            return;
+        };
+        let PendingReceipt {
+            command_id,
+            controller_seq,
+        } = receipt;
+        match rejection {
+            None => self.receipt(
+                &command_id,
+                controller_seq,
+                ReceiptStatus::Accepted,
+                DETAIL_APPLIED,
+            ),
+            Some(d) => self.receipt(&command_id, controller_seq, ReceiptStatus::Rejected, d),
         }
     }
 
     fn on_controller_closed(&mut self, now: u64) {
-        if self.finished {
-            return;
+        match self.phase {
+            Phase::Finished => {}
+            Phase::Unprepared => {
+                self.diagnostic(
+                    DiagnosticLevel::Error,
+                    "controller closed before run.prepare".into(),
+                );
+                self.phase = Phase::Finished;
+                self.outputs.push_back(Output::Exit(1));
+            }
+            Phase::Live(_) => {
+                self.set_intent(Intent::ControllerClosed);
+                self.terminate(now);
+            }
         }
-        if !self.prepared {
-            self.diagnostic(
-                DiagnosticLevel::Error,
-                "controller closed before run.prepare".into(),
-            );
-            self.finished = true;
-            self.outputs.push_back(Output::Exit(1));
-            return;
-        }
-        self.set_intent(Intent::ControllerClosed);
-        self.terminate(now);
     }
 
     // ------------------------------------------------------------------ supervision
 
+    fn on_spawned(&mut self, now: u64, pid: u32) -> Result<(), LocalError> {
+        let live = match self.live_mut() {
+            Some(live) if live.process == Process::Spawning => live,
+            _ => return Err(LocalError::NoSpawnPending),
+        };
+        live.process = Process::Running { pid };
+        if live.shutdown == Shutdown::TermPending {
+            self.send_term(now, pid);
+        }
+        Ok(())
+    }
+
+    fn on_spawn_failed(&mut self, now: u64, message: &str) -> Result<(), LocalError> {
+        match self.live_mut() {
+            Some(live) if live.process == Process::Spawning => live.process = Process::Gone,
+            _ => return Err(LocalError::NoSpawnPending),
+        }
+        let detail = format!("harness could not be started: {message}");
+        self.diagnostic(DiagnosticLevel::Error, detail.clone());
+        self.resolve_prepare(Some(detail));
+        self.finalize(None);
+        self.flush_queue(now);
+        Ok(())
+    }
+
+    fn on_exited(&mut self, now: u64, exit: ProcessExit) {
+        // The process is gone: a violation found in its last output must not signal the
+        // (possibly reused) group again.
+        let Some(live) = self.live_mut() else {
+            return;
+        };
+        let pid = match std::mem::replace(&mut live.process, Process::Gone) {
+            Process::Running { pid } => Some(pid),
+            Process::Spawning | Process::Gone => None,
+        };
+        let killed = live.shutdown == Shutdown::Killed;
+        self.stdout.finish();
+        self.drain_stdout(now);
+        self.stderr.finish();
+        self.drain_stderr();
+        if !self.is_ready() && !self.violated() {
+            // Exiting before `ready` breaks the protocol (the original: "exited before
+            // ready"), whatever the exit code. No flush here: queued commands are
+            // answered after run.terminal.
+            let v = HarnessViolation::ExitedBeforeReady;
+            self.set_intent(Intent::ProtocolViolation);
+            self.emit_violation(&v);
+            self.resolve_prepare(Some(v.to_string()));
+        }
+        if let (false, Some(pid)) = (killed, pid) {
+            // The KILL sweep reaps stragglers such as a lingering worker.
+            self.signal(pid, SignalKind::Kill);
+        }
+        if let Some(live) = self.live_mut() {
+            live.shutdown = Shutdown::Killed;
+        }
+        let payload = json!({"processExit": exit.to_value(), "semanticResultObserved": self.result.is_some(), "logs": self.logs.to_value()});
+        self.emit("harness.exited", payload, None, None);
+        self.finalize(Some(exit));
+        self.flush_queue(now);
+    }
+
+    /// Close the harness stdin and TERM the group (once, while the harness is ours).
     fn terminate(&mut self, now: u64) {
-        if self.terminating || self.harness_gone || !self.prepared {
+        let Some(live) = self.live_mut() else {
+            return;
+        };
+        if live.process == Process::Gone || !matches!(live.shutdown, Shutdown::Open { .. }) {
             return;
         }
-        self.terminating = true;
-        self.exit_deadline = None;
-        if !self.stdin_closed {
-            self.stdin_closed = true;
-            self.outputs.push_back(Output::CloseHarnessStdin);
-        }
-        match self.pid {
-            Some(pid) => self.send_term(now, pid),
-            None => self.term_pending = true,
+        live.shutdown = Shutdown::TermPending;
+        let pid = match live.process {
+            Process::Running { pid } => Some(pid),
+            Process::Spawning | Process::Gone => None,
+        };
+        self.outputs.push_back(Output::CloseHarnessStdin);
+        if let Some(pid) = pid {
+            self.send_term(now, pid);
         }
     }
 
     fn send_term(&mut self, now: u64, pid: u32) {
-        self.outputs.push_back(Output::Signal {
-            group: pid,
-            signal: SignalKind::Term,
-        });
-        self.kill_deadline = Some(now.saturating_add(self.config.shutdown_grace_ms));
+        self.signal(pid, SignalKind::Term);
+        let kill_deadline = now.saturating_add(self.config.shutdown_grace_ms);
+        if let Some(live) = self.live_mut() {
+            live.shutdown = Shutdown::Grace { kill_deadline };
+        }
     }
 
     fn on_timeout(&mut self, now: u64) {
-        if self.finished {
+        if !matches!(self.phase, Phase::Live(_)) {
             return;
         }
-        if self.prepare_receipt.is_some() && self.ready_deadline.is_some_and(|d| d <= now) {
-            let ms = self.config.ready_timeout_ms;
-            self.violation(
-                now,
-                HarnessViolation::ReadyTimeout {
-                    ready_timeout_ms: ms,
-                },
-            );
+        self.check_ready_deadline(now);
+        self.check_kill_deadline(now);
+        self.check_exit_deadline(now);
+        self.expire_requests(now);
+    }
+
+    fn check_ready_deadline(&mut self, now: u64) {
+        let due = self.live().is_some_and(
+            |l| matches!(l.readiness, Readiness::Awaiting { deadline, .. } if deadline <= now),
+        );
+        if due {
+            let ready_timeout_ms = self.config.ready_timeout_ms;
+            self.violation(now, HarnessViolation::ReadyTimeout { ready_timeout_ms });
         }
-        if self.kill_deadline.is_some_and(|d| d <= now) {
-            self.kill_deadline = None;
-            if let Some(pid) = self.pid {
-                if !self.kill_sent {
-                    self.kill_sent = true;
-                    self.outputs.push_back(Output::Signal {
-                        group: pid,
-                        signal: SignalKind::Kill,
-                    });
-                }
+    }
+
+    fn check_kill_deadline(&mut self, now: u64) {
+        let Some(live) = self.live_mut() else {
+            return;
+        };
+        let Shutdown::Grace { kill_deadline } = live.shutdown else {
+            return;
+        };
+        if kill_deadline > now {
+            return;
+        }
+        live.shutdown = Shutdown::Killed;
+        if let Process::Running { pid } = live.process {
+            self.signal(pid, SignalKind::Kill);
+        }
+    }
+
+    fn check_exit_deadline(&mut self, now: u64) {
+        let Some(live) = self.live_mut() else {
+            return;
+        };
+        if let Shutdown::Open {
+            exit_deadline: Some(d),
+        } = live.shutdown
+        {
+            if d <= now {
+                live.shutdown = Shutdown::Open {
+                    exit_deadline: None,
+                };
+                self.terminate(now);
             }
         }
-        if self.exit_deadline.is_some_and(|d| d <= now) {
-            self.exit_deadline = None;
-            self.terminate(now);
-        }
+    }
+
+    fn expire_requests(&mut self, now: u64) {
         let expired: Vec<String> = self
             .pending_requests
             .iter()
             .filter(|(_, d)| **d <= now)
             .map(|(k, _)| k.clone())
             .collect();
-        let any_expired = !expired.is_empty();
+        if expired.is_empty() {
+            return;
+        }
         for id in expired {
             self.pending_requests.shift_remove(&id);
             self.emit(
@@ -1058,30 +1309,29 @@ impl LocalRun {
                 None,
             );
         }
-        if any_expired {
-            // The original's interactive request timeout fails the run: end it with the
-            // `request_expired` intent (TERM → grace → KILL), so that exactly one
-            // run.terminal follows.
-            self.set_intent(Intent::RequestExpired);
-            self.terminate(now);
-        }
+        // The original's interactive request timeout fails the run: end it with the
+        // `request_expired` intent (TERM → grace → KILL), so that exactly one
+        // run.terminal follows.
+        self.set_intent(Intent::RequestExpired);
+        self.terminate(now);
     }
 
-    fn violation(&mut self, now: u64, v: HarnessViolation) {
-        if self.violated || self.finished {
-            return;
-        }
-        self.violated = true;
-        self.set_intent(Intent::ProtocolViolation);
+    fn emit_violation(&mut self, v: &HarnessViolation) {
         self.emit(
             "runner.diagnostic",
             json!({"level": "error", "code": v.code(), "message": v.to_string()}),
             None,
             None,
         );
-        if self.prepare_receipt.is_some() {
-            self.resolve_prepare(Some(v.to_string()));
+    }
+
+    fn violation(&mut self, now: u64, v: HarnessViolation) {
+        if self.violated() || self.is_finished() {
+            return;
         }
+        self.set_intent(Intent::ProtocolViolation);
+        self.emit_violation(&v);
+        self.resolve_prepare(Some(v.to_string()));
         self.terminate(now);
         self.flush_queue(now);
     }
@@ -1090,7 +1340,7 @@ impl LocalRun {
 
     fn drain_stdout(&mut self, now: u64) {
         while let Some(item) = self.stdout.poll_line() {
-            if self.violated || self.finished {
+            if self.violated() || self.is_finished() {
                 continue;
             }
             match item {
@@ -1101,14 +1351,18 @@ impl LocalRun {
                     self.violation(now, HarnessViolation::StdoutFrameTooLong { max_line_bytes });
                 }
                 Err(_) => self.violation(now, HarnessViolation::StdoutInvalidUtf8),
-                Ok(line) => self.harness_line(now, &line),
+                Ok(line) => {
+                    if let Err(v) = self.harness_line(now, &line) {
+                        self.violation(now, v);
+                    }
+                }
             }
         }
     }
 
     fn drain_stderr(&mut self) {
         while let Some(item) = self.stderr.poll_line() {
-            if self.finished {
+            if self.is_finished() {
                 continue;
             }
             let line = match item {
@@ -1122,200 +1376,221 @@ impl LocalRun {
         }
     }
 
-    fn harness_line(&mut self, now: u64, line: &str) {
-        let msg = match HarnessMessage::parse(line) {
-            Ok(m) => m,
-            Err(e) => return self.violation(now, HarnessViolation::InvalidMessage(e)),
-        };
-        if !self.ready && msg.message_type != HarnessMessageType::Ready {
-            return self.violation(
-                now,
-                HarnessViolation::MessageBeforeReady {
-                    message_type: msg.message_type.as_str().into(),
-                },
-            );
+    /// One harness stdout line; `Err` is the protocol violation it commits.
+    fn harness_line(&mut self, now: u64, line: &str) -> Result<(), HarnessViolation> {
+        let msg = HarnessMessage::parse(line).map_err(HarnessViolation::InvalidMessage)?;
+        let ready = self.is_ready();
+        if !ready && msg.message_type != HarnessMessageType::Ready {
+            return Err(HarnessViolation::MessageBeforeReady {
+                message_type: msg.message_type.as_str().into(),
+            });
         }
         let p = &msg.payload;
         match msg.message_type {
             HarnessMessageType::Ready => {
-                if self.ready {
-                    self.diagnostic(
-                        DiagnosticLevel::Warning,
-                        "duplicate harness ready message ignored".into(),
-                    );
-                    return;
-                }
-                self.ready = true;
-                let version = p.get("version").cloned().unwrap_or(Value::Null);
-                let kind = self.config.driver_kind.clone();
-                self.emit("harness.ready", json!({"driverKind": kind, "driverVersion": version, "transport": HARNESS_TRANSPORT}), None, None);
-                self.resolve_prepare(None);
-                self.flush_queue(now);
+                self.msg_ready(now, p);
+                Ok(())
             }
-            HarnessMessageType::Event => {
-                let et = p.get("eventType").cloned().unwrap_or(Value::Null);
-                let Some(event_type) = et
-                    .as_str()
-                    .filter(|t| super::models::is_known_event_type(t))
-                    .map(str::to_owned)
-                else {
-                    return self.violation(
-                        now,
-                        HarnessViolation::InvalidMessage(ModelError::unknown(
-                            "payload/eventType",
-                            &et,
-                        )),
-                    );
-                };
-                if event_type.starts_with("harness.")
-                    || event_type.starts_with("runner.")
-                    || event_type == "run.terminal"
-                    || event_type == "run.result.proposed"
-                {
-                    return self.violation(now, HarnessViolation::ReservedEventType { event_type });
-                }
-                let mut ids = [None, None];
-                for (slot, f) in ids.iter_mut().zip(["turnId", "itemId"]) {
-                    match p.get(f) {
-                        None | Some(Value::Null) => {}
-                        Some(Value::String(s)) if check_id(f, s).is_ok() => *slot = Some(s.clone()),
-                        Some(_) => {
-                            return self.violation(
-                                now,
-                                HarnessViolation::InvalidMessage(ModelError::invalid(
-                                    format!("payload/{f}"),
-                                    "expected a string of 1 to 160 characters",
-                                )),
-                            )
-                        }
-                    }
-                }
-                let inner = match p.get("payload") {
-                    None => json!({}),
-                    Some(v @ Value::Object(_)) => v.clone(),
-                    Some(_) => {
-                        return self.violation(
-                            now,
-                            HarnessViolation::InvalidMessage(ModelError::invalid(
-                                "payload/payload",
-                                "expected an object",
-                            )),
-                        )
-                    }
-                };
-                if matches!(
-                    event_type.as_str(),
-                    "turn.completed" | "turn.failed" | "turn.interrupted" | "turn.cancelled"
-                ) {
-                    self.turn_active = false;
-                }
-                let [turn, item] = ids;
-                self.emit(&event_type, inner, turn.as_deref(), item.as_deref());
-            }
-            HarnessMessageType::Request => {
-                let request = p.get("request").cloned().unwrap_or(Value::Null);
-                let (rid, _) = match validate_runtime_request(&request) {
-                    Ok(x) => x,
-                    Err(e) => return self.violation(now, HarnessViolation::InvalidRequest(e)),
-                };
-                if self.pending_requests.contains_key(&rid) {
-                    return self.violation(
-                        now,
-                        HarnessViolation::InvalidRequest(ModelError::invalid(
-                            "requestId",
-                            "a request with this id is already pending",
-                        )),
-                    );
-                }
-                if self.pending_requests.len() >= self.config.max_pending_requests {
-                    return self.violation(
-                        now,
-                        HarnessViolation::TooManyPendingRequests {
-                            max_pending_requests: self.config.max_pending_requests,
-                        },
-                    );
-                }
-                self.pending_requests
-                    .insert(rid, now.saturating_add(self.config.request_timeout_ms));
-                let turn = request
-                    .get("turnId")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                self.emit(
-                    "runtime_request.created",
-                    json!({"request": request}),
-                    turn.as_deref(),
-                    None,
-                );
-            }
-            HarnessMessageType::Result => {
-                let result = p.get("result").cloned().unwrap_or(Value::Null);
-                if self.result.is_some() {
-                    self.emit("harness.diagnostic", json!({"code": "duplicate_semantic_result_ignored", "message": DUPLICATE_RESULT_MESSAGE}), None, None);
-                    return;
-                }
-                if let Err(e) = validate_run_result(&result) {
-                    return self.violation(now, HarnessViolation::InvalidResult(e));
-                }
-                self.result = Some(result.clone());
-                self.emit("run.result.proposed", result, None, None);
-            }
-            HarnessMessageType::Terminal => {
-                let Some(terminal) = p.get("terminal").cloned() else {
-                    return self.violation(
-                        now,
-                        HarnessViolation::InvalidMessage(ModelError::missing("payload/terminal")),
-                    );
-                };
-                if self.proposal.is_some() {
-                    self.emit("harness.diagnostic", json!({"code": "duplicate_terminal_ignored", "message": DUPLICATE_TERMINAL_MESSAGE}), None, None);
-                    return;
-                }
-                self.proposal = Some(terminal);
-                if !self.terminating {
-                    self.exit_deadline = Some(now.saturating_add(self.config.exit_timeout_ms));
-                }
-            }
-            HarnessMessageType::Log => {
-                let (Some(stream), Some(text)) = (
-                    p.get("stream").and_then(Value::as_str),
-                    p.get("text").and_then(Value::as_str),
-                ) else {
-                    return self.violation(
-                        now,
-                        HarnessViolation::InvalidMessage(ModelError::invalid(
-                            "payload",
-                            "log needs string stream and text",
-                        )),
-                    );
-                };
-                let line = format!("{stream}: {text}");
-                self.logs.push(&line);
-            }
+            HarnessMessageType::Event => self.msg_event(p),
+            HarnessMessageType::Request => self.msg_request(now, p),
+            HarnessMessageType::Result => self.msg_result(p),
+            HarnessMessageType::Terminal => self.msg_terminal(now, p),
+            HarnessMessageType::Log => self.msg_log(p),
             HarnessMessageType::Diagnostic => {
                 let text = canonical_json(&Value::Object(p.clone()));
                 self.logs.push(&format!("diagnostic: {text}"));
+                Ok(())
             }
         }
     }
 
-    fn finalize(&mut self, exit: Option<ProcessExit>) {
-        if self.terminal_emitted {
+    /// `ready`: `harness.ready`, the `run.prepare` receipt, the queued lines; a second one
+    /// is a warning.
+    fn msg_ready(&mut self, now: u64, p: &Map<String, Value>) {
+        if self.is_ready() {
+            self.diagnostic(
+                DiagnosticLevel::Warning,
+                "duplicate harness ready message ignored".into(),
+            );
             return;
         }
-        let intent = self.intent.unwrap_or(Intent::Natural);
+        let version = p.get("version").cloned().unwrap_or(Value::Null);
+        let kind = self.config.driver_kind.clone();
+        self.emit(
+            "harness.ready",
+            json!({"driverKind": kind, "driverVersion": version, "transport": HARNESS_TRANSPORT}),
+            None,
+            None,
+        );
+        self.resolve_prepare(None);
+        self.flush_queue(now);
+    }
+
+    /// `event`: a known, non-reserved event type passes through as a canonical event.
+    fn msg_event(&mut self, p: &Map<String, Value>) -> Result<(), HarnessViolation> {
+        let et = p.get("eventType").cloned().unwrap_or(Value::Null);
+        let Some(event_type) = et
+            .as_str()
+            .filter(|t| is_known_event_type(t))
+            .map(str::to_owned)
+        else {
+            return Err(HarnessViolation::InvalidMessage(ModelError::unknown(
+                "payload/eventType",
+                &et,
+            )));
+        };
+        if event_type.starts_with("harness.")
+            || event_type.starts_with("runner.")
+            || event_type == "run.terminal"
+            || event_type == "run.result.proposed"
+        {
+            return Err(HarnessViolation::ReservedEventType { event_type });
+        }
+        let turn = optional_id(p, "turnId")?;
+        let item = optional_id(p, "itemId")?;
+        let inner = match p.get("payload") {
+            None => json!({}),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => {
+                return Err(HarnessViolation::InvalidMessage(ModelError::invalid(
+                    "payload/payload",
+                    "expected an object",
+                )))
+            }
+        };
+        if matches!(
+            event_type.as_str(),
+            "turn.completed" | "turn.failed" | "turn.interrupted" | "turn.cancelled"
+        ) {
+            if let Session::Open(Turn::Active(_)) = self.session {
+                self.session = Session::Open(Turn::Ended);
+            }
+        }
+        self.emit(&event_type, inner, turn.as_deref(), item.as_deref());
+        Ok(())
+    }
+
+    /// `request`: a valid, new runtime request becomes pending.
+    fn msg_request(&mut self, now: u64, p: &Map<String, Value>) -> Result<(), HarnessViolation> {
+        let request = p.get("request").cloned().unwrap_or(Value::Null);
+        let (rid, _) =
+            validate_runtime_request(&request).map_err(HarnessViolation::InvalidRequest)?;
+        if self.pending_requests.contains_key(&rid) {
+            return Err(HarnessViolation::InvalidRequest(ModelError::invalid(
+                "requestId",
+                "a request with this id is already pending",
+            )));
+        }
+        if self.pending_requests.len() >= self.config.max_pending_requests {
+            return Err(HarnessViolation::TooManyPendingRequests {
+                max_pending_requests: self.config.max_pending_requests,
+            });
+        }
+        self.pending_requests
+            .insert(rid, now.saturating_add(self.config.request_timeout_ms));
+        let turn = request
+            .get("turnId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        self.emit(
+            "runtime_request.created",
+            json!({"request": request}),
+            turn.as_deref(),
+            None,
+        );
+        Ok(())
+    }
+
+    /// `result`: the first valid one is `run.result.proposed`; later ones are diagnosed.
+    fn msg_result(&mut self, p: &Map<String, Value>) -> Result<(), HarnessViolation> {
+        let result = p.get("result").cloned().unwrap_or(Value::Null);
+        if self.result.is_some() {
+            self.emit(
+                "harness.diagnostic",
+                json!({"code": "duplicate_semantic_result_ignored", "message": DUPLICATE_RESULT_MESSAGE}),
+                None,
+                None,
+            );
+            return Ok(());
+        }
+        validate_run_result(&result).map_err(HarnessViolation::InvalidResult)?;
+        self.result = Some(result.clone());
+        self.emit("run.result.proposed", result, None, None);
+        Ok(())
+    }
+
+    /// `terminal`: the first one is kept as the proposal and starts the exit deadline;
+    /// later ones are diagnosed.
+    fn msg_terminal(&mut self, now: u64, p: &Map<String, Value>) -> Result<(), HarnessViolation> {
+        let Some(terminal) = p.get("terminal").cloned() else {
+            return Err(HarnessViolation::InvalidMessage(ModelError::missing(
+                "payload/terminal",
+            )));
+        };
+        if self.proposal.is_some() {
+            self.emit(
+                "harness.diagnostic",
+                json!({"code": "duplicate_terminal_ignored", "message": DUPLICATE_TERMINAL_MESSAGE}),
+                None,
+                None,
+            );
+            return Ok(());
+        }
+        self.proposal = Some(terminal);
+        let exit_deadline = now.saturating_add(self.config.exit_timeout_ms);
+        if let Some(live) = self.live_mut() {
+            if let Shutdown::Open { .. } = live.shutdown {
+                live.shutdown = Shutdown::Open {
+                    exit_deadline: Some(exit_deadline),
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// `log`: a log-tail line `<stream>: <text>`.
+    fn msg_log(&mut self, p: &Map<String, Value>) -> Result<(), HarnessViolation> {
+        let (Some(stream), Some(text)) = (
+            p.get("stream").and_then(Value::as_str),
+            p.get("text").and_then(Value::as_str),
+        ) else {
+            return Err(HarnessViolation::InvalidMessage(ModelError::invalid(
+                "payload",
+                "log needs string stream and text",
+            )));
+        };
+        let line = format!("{stream}: {text}");
+        self.logs.push(&line);
+        Ok(())
+    }
+
+    /// Emit exactly one `run.terminal` (the [`reconcile`](super::reconcile) decision) and
+    /// `Exit(0)`; the run is `Finished`.
+    fn finalize(&mut self, exit: Option<ProcessExit>) {
+        if self.is_finished() {
+            return;
+        }
         let terminal = reconcile_terminal(
             self.proposal.as_ref(),
             exit.as_ref(),
             self.result.as_ref(),
-            intent,
+            self.intent,
         );
         self.emit("run.terminal", terminal, None, None);
         self.pending_requests.clear();
-        self.ready_deadline = None;
-        self.kill_deadline = None;
-        self.exit_deadline = None;
-        self.finished = true;
+        self.phase = Phase::Finished;
         self.outputs.push_back(Output::Exit(0));
+    }
+}
+
+/// An optional `turnId` / `itemId` of a harness event: absent, null or a valid id.
+fn optional_id(p: &Map<String, Value>, field: &str) -> Result<Option<String>, HarnessViolation> {
+    match p.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if check_id(field, s).is_ok() => Ok(Some(s.clone())),
+        Some(_) => Err(HarnessViolation::InvalidMessage(ModelError::invalid(
+            format!("payload/{field}"),
+            "expected a string of 1 to 160 characters",
+        ))),
     }
 }

@@ -1,50 +1,4 @@
-//! A sans-IO fake-harness *script player*: given a [`Script`] and the harness commands
-//! the runner writes to its stdin, it produces the harness's stdout lines and its
-//! delay / spawn-worker / exit actions. The simulated-harness tests drive it without
-//! processes; a `fake-harness` binary only has to perform its outputs.
-//!
-//! # Behaviour
-//!
-//! 1. On [`PlayerInput::Start`] it writes `ready {version:"1.0.0", script:<name>}`.
-//! 2. It waits for `session.open`, then writes the events `session.started
-//!    {driverSessionId:"driver_phase2_fake"}` and `runtime.phase.changed
-//!    {phase:"executing"}`.
-//! 3. It waits for `turn.start`, then writes `turn.started` (turn id from
-//!    `payload.turnId`, else `turn_phase2`).
-//! 4. It plays the steps: `delay` → [`PlayerOutput::Delay`] (or the override) and waits
-//!    for [`PlayerInput::DelayElapsed`]; `log`, `event`, `request`, `result`, `terminal` →
-//!    one message each; `await_resolution` waits for a `request.resolve` whose
-//!    `payload.requestId` matches and writes `runtime_request.resolved {requestId,
-//!    response}`; `await_interrupt` waits for `turn.interrupt` or `turn.stop` and writes
-//!    `turn.interrupted {reason}` (`payload.reason`, default `operator`); `spawn_worker`
-//!    → [`PlayerOutput::SpawnWorker`], then on [`PlayerInput::WorkerSpawned`] a
-//!    `diagnostic {message:"worker spawned", workerPid}`; `exit` → [`PlayerOutput::Exit`].
-//!    A script without an `exit` step ends with `Exit(0)`.
-//!
-//! `turn.*` and `item.*` events without a `turn_id` get the current turn id. Commands the
-//! script does not wait for are kept in a bounded inbox (oldest dropped past
-//! `max_inbox`) so that an await can consume a command that arrived early; the script
-//! consumes only the commands it expects. If stdin reaches EOF while the script waits for
-//! a command, the player exits with code 1. Invalid stdin lines are ignored.
-//!
-//! # Await timeouts
-//!
-//! Every wait for a command is bounded, as in the original fake harness:
-//! `session.open`, `turn.start` and `await_interrupt` by
-//! [`PlayerConfig::command_timeout_ms`] (default 10 s, the original's
-//! `HARNESS_COMMAND_TIMEOUT`), `await_resolution` by
-//! [`PlayerConfig::resolve_timeout_ms`] (default 5 min, its
-//! `INTERACTIVE_REQUEST_TIMEOUT`). The player has no clock: when a wait begins that the
-//! commands already received cannot satisfy, it outputs [`PlayerOutput::AwaitTimer`]
-//! `{id, ms}`; the host arms one timer (replacing any earlier one) and, when `ms` have
-//! passed, reports [`PlayerInput::AwaitExpired`] `{id}`. If that wait is still the
-//! current one, the player writes a `diagnostic {message, timeoutMs}` line and exits with
-//! [`AWAIT_TIMEOUT_EXIT_CODE`]; a stale id (the wait was satisfied meanwhile) is ignored.
-//! A host may also drop a timer whose wait was satisfied; it never has to.
-//!
-//! # Call order
-//!
-//! `handle_input(input)`, then `poll_output()` until it returns [`PlayerOutput::Idle`].
+//! The fake-harness script player (documented on [`ScriptPlayer`]).
 
 use std::collections::VecDeque;
 
@@ -67,7 +21,7 @@ pub const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 10_000;
 /// `INTERACTIVE_REQUEST_TIMEOUT`, 5 min).
 pub const DEFAULT_RESOLVE_TIMEOUT_MS: u64 = 300_000;
 /// Exit code of the player when an awaited command did not arrive in time.
-pub const AWAIT_TIMEOUT_EXIT_CODE: i32 = 1;
+pub(crate) const AWAIT_TIMEOUT_EXIT_CODE: i32 = 1;
 
 /// Configuration of a [`ScriptPlayer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,18 +63,13 @@ pub enum PlayerInput {
     StdinBytes(Vec<u8>),
     /// Stdin closed.
     StdinEof,
-    /// The pending delay elapsed.
-    DelayElapsed,
     /// The worker requested by `SpawnWorker` runs with this pid.
     WorkerSpawned {
         /// Worker pid.
         pid: u32,
     },
-    /// The timer of [`PlayerOutput::AwaitTimer`] `id` ran out.
-    AwaitExpired {
-        /// The `id` of that output.
-        id: u64,
-    },
+    /// The deadline of [`ScriptPlayer::poll_timeout`] passed (`now_ms >= deadline`).
+    Timeout,
 }
 
 /// An output of the player.
@@ -129,30 +78,25 @@ pub enum PlayerInput {
 pub enum PlayerOutput {
     /// Write this `paperclip.fake_harness.message.v1` line plus `\n` to stdout.
     Stdout(String),
-    /// Wait this many ms, then report `DelayElapsed`.
-    Delay(u64),
     /// Start a worker process in the same process group, then report `WorkerSpawned`.
     SpawnWorker,
-    /// A wait for a command began: arm the (single) await timer, replacing any earlier
-    /// one, and report [`PlayerInput::AwaitExpired`] `{id}` after `ms` milliseconds.
-    AwaitTimer {
-        /// Identifies this wait; a stale id is ignored.
-        id: u64,
-        /// Milliseconds from now.
-        ms: u64,
-    },
     /// Exit the process with this code.
     Exit(i32),
-    /// Nothing to do until the next input.
-    Idle,
 }
 
+/// What the player waits for.
 #[derive(Debug, Clone, PartialEq)]
 enum Wait {
+    /// Playing steps.
     Running,
-    Command(Await),
-    Delay,
+    /// A command; the deadline of its bound once armed (`None`: not armed yet, or
+    /// unbounded).
+    Command(Await, Option<u64>),
+    /// A `delay` step, until this instant.
+    Delay(u64),
+    /// `WorkerSpawned`.
     Worker,
+    /// Nothing: the player has exited.
     Exited,
 }
 
@@ -175,7 +119,64 @@ impl Await {
     }
 }
 
-/// The fake-harness script player. See the [module docs](self).
+/// A sans-IO fake-harness *script player*: given a [`Script`] and the harness commands
+/// the runner writes to its stdin, it produces the harness's stdout lines and its
+/// delay / spawn-worker / exit actions. The simulated-harness tests drive it without
+/// processes; a `fake-harness` binary only has to perform its outputs.
+///
+/// # Behaviour
+///
+/// 1. On [`PlayerInput::Start`] it writes `ready {version:"1.0.0", script:<name>}`.
+/// 2. It waits for `session.open`, then writes the events `session.started
+///    {driverSessionId:"driver_phase2_fake"}` and `runtime.phase.changed
+///    {phase:"executing"}`.
+/// 3. It waits for `turn.start`, then writes `turn.started` (turn id from
+///    `payload.turnId`, else `turn_phase2`).
+/// 4. It plays the steps: `delay` waits its milliseconds (or the override)
+///    until its deadline ([`ScriptPlayer::poll_timeout`], then [`PlayerInput::Timeout`]); `log`, `event`, `request`, `result`, `terminal` →
+///    one message each; `await_resolution` waits for a `request.resolve` whose
+///    `payload.requestId` matches and writes `runtime_request.resolved {requestId,
+///    response}`; `await_interrupt` waits for `turn.interrupt` or `turn.stop` and writes
+///    `turn.interrupted {reason}` (`payload.reason`, default `operator`); `spawn_worker`
+///    → [`PlayerOutput::SpawnWorker`], then on [`PlayerInput::WorkerSpawned`] a
+///    `diagnostic {message:"worker spawned", workerPid}`; `exit` → [`PlayerOutput::Exit`].
+///    A script without an `exit` step ends with `Exit(0)`.
+///
+/// `turn.*` and `item.*` events without a `turn_id` get the current turn id. Commands the
+/// script does not wait for are kept in a bounded inbox (oldest dropped past
+/// `max_inbox`) so that an await can consume a command that arrived early; the script
+/// consumes only the commands it expects. If stdin reaches EOF while the script waits for
+/// a command, the player exits with code 1. Invalid stdin lines are ignored.
+///
+/// # Await timeouts
+///
+/// Every wait for a command is bounded, as in the original fake harness:
+/// `session.open`, `turn.start` and `await_interrupt` by
+/// [`PlayerConfig::command_timeout_ms`] (default 10 s, the original's
+/// `HARNESS_COMMAND_TIMEOUT`), `await_resolution` by
+/// [`PlayerConfig::resolve_timeout_ms`] (default 5 min, its
+/// `INTERACTIVE_REQUEST_TIMEOUT`). The player reads no clock: when a wait begins that the
+/// commands already received cannot satisfy, its deadline (the `now_ms` of that input
+/// plus the bound) becomes [`ScriptPlayer::poll_timeout`]. If the wait is still current
+/// when the host feeds [`PlayerInput::Timeout`] at or after it, the player writes a
+/// `diagnostic {message, timeoutMs}` line and exits with code 1.
+///
+/// # Call order
+///
+/// `handle_input(now_ms, input)` with a monotonic `now_ms`, then `poll_output()` until it
+/// returns `None`, then `poll_timeout()`: when `now_ms` reaches that deadline, feed
+/// `handle_input(now_ms, PlayerInput::Timeout)`.
+///
+/// | wait | input | outputs | next |
+/// |---|---|---|---|
+/// | (not started) | `Start` | `ready` | command `session.open` |
+/// | command | `StdinBytes` with the awaited command | its events | the next command or `Running` |
+/// | command | `StdinEof` | `Exit(1)` | `Exited` |
+/// | command (bounded) | `Timeout` past its deadline | diagnostic, `Exit(1)` | `Exited` |
+/// | `Running` | — | the steps' messages | `Delay(until)`, command, `Worker`, `Exited` |
+/// | `Delay(until)` | `Timeout` past `until` | the next steps | `Running` |
+/// | `Worker` | `WorkerSpawned{pid}` | diagnostic `worker spawned` | `Running` |
+/// | `Exited` | anything | `Err(unexpected_input)` | — |
 #[derive(Debug)]
 pub struct ScriptPlayer {
     script: Script,
@@ -189,9 +190,8 @@ pub struct ScriptPlayer {
     message_seq: u64,
     turn_id: Option<String>,
     stdin_eof: bool,
-    /// Id of the last `AwaitTimer`; `armed` holds it while that wait is current.
-    timer_id: u64,
-    armed: Option<u64>,
+    /// The `now_ms` of the input being handled.
+    now: u64,
 }
 
 impl ScriptPlayer {
@@ -209,8 +209,7 @@ impl ScriptPlayer {
             message_seq: 0,
             turn_id: None,
             stdin_eof: false,
-            timer_id: 0,
-            armed: None,
+            now: 0,
         }
     }
 
@@ -219,11 +218,12 @@ impl ScriptPlayer {
         self.wait == Wait::Exited
     }
 
-    /// Feed one input.
-    pub fn handle_input(&mut self, input: PlayerInput) -> Result<(), LocalError> {
+    /// Feed one input at the host's monotonic `now_ms`.
+    pub fn handle_input(&mut self, now_ms: u64, input: PlayerInput) -> Result<(), LocalError> {
         if self.wait == Wait::Exited {
             return Err(LocalError::UnexpectedInput("the player has exited".into()));
         }
+        self.now = now_ms;
         match input {
             PlayerInput::Start => {
                 if self.started {
@@ -235,7 +235,7 @@ impl ScriptPlayer {
                     HarnessMessageType::Ready,
                     json!({"version": FAKE_HARNESS_VERSION, "script": name}),
                 );
-                self.wait = Wait::Command(Await::SessionOpen);
+                self.wait = Wait::Command(Await::SessionOpen, None);
             }
             PlayerInput::StdinBytes(b) => {
                 if self.stdin_eof {
@@ -258,12 +258,6 @@ impl ScriptPlayer {
                 self.stdin_eof = true;
                 self.stdin.finish();
             }
-            PlayerInput::DelayElapsed => {
-                if self.wait != Wait::Delay {
-                    return Err(LocalError::UnexpectedInput("no delay pending".into()));
-                }
-                self.wait = Wait::Running;
-            }
             PlayerInput::WorkerSpawned { pid } => {
                 if self.wait != Wait::Worker {
                     return Err(LocalError::UnexpectedInput(
@@ -276,22 +270,21 @@ impl ScriptPlayer {
                 );
                 self.wait = Wait::Running;
             }
-            PlayerInput::AwaitExpired { id } => {
-                if self.armed == Some(id) {
-                    if let Wait::Command(a) = self.wait.clone() {
-                        self.armed = None;
-                        let ms = self.timeout_of(&a).unwrap_or_default();
-                        self.message(
-                            HarnessMessageType::Diagnostic,
-                            json!({"message": format!("timed out waiting for {}", a.describe()), "timeoutMs": ms}),
-                        );
-                        self.wait = Wait::Exited;
-                        self.outputs
-                            .push_back(PlayerOutput::Exit(AWAIT_TIMEOUT_EXIT_CODE));
-                        return Ok(());
-                    }
+            PlayerInput::Timeout => match self.wait.clone() {
+                Wait::Delay(until) if until <= now_ms => self.wait = Wait::Running,
+                Wait::Command(a, Some(deadline)) if deadline <= now_ms => {
+                    let ms = self.timeout_of(&a).unwrap_or_default();
+                    self.message(
+                        HarnessMessageType::Diagnostic,
+                        json!({"message": format!("timed out waiting for {}", a.describe()), "timeoutMs": ms}),
+                    );
+                    self.wait = Wait::Exited;
+                    self.outputs
+                        .push_back(PlayerOutput::Exit(AWAIT_TIMEOUT_EXIT_CODE));
+                    return Ok(());
                 }
-            }
+                _ => {}
+            },
         }
         if self.started {
             self.advance();
@@ -299,13 +292,23 @@ impl ScriptPlayer {
         Ok(())
     }
 
-    /// The next output, or [`PlayerOutput::Idle`].
-    pub fn poll_output(&mut self) -> PlayerOutput {
-        self.outputs.pop_front().unwrap_or(PlayerOutput::Idle)
+    /// The next output, or `None` when drained (nothing to do until the next input).
+    pub fn poll_output(&mut self) -> Option<PlayerOutput> {
+        self.outputs.pop_front()
+    }
+
+    /// The deadline (in the host's `now_ms` clock) of the current delay or bounded wait,
+    /// at which the host feeds [`PlayerInput::Timeout`]; `None` when no timer is pending.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match self.wait {
+            Wait::Delay(until) => Some(until),
+            Wait::Command(_, deadline) => deadline,
+            Wait::Running | Wait::Worker | Wait::Exited => None,
+        }
     }
 
     fn message(&mut self, t: HarnessMessageType, payload: Value) {
-        self.message_seq += 1;
+        self.message_seq = self.message_seq.saturating_add(1);
         let payload = match payload {
             Value::Object(m) => m,
             _ => Map::new(),
@@ -426,30 +429,22 @@ impl ScriptPlayer {
     fn advance(&mut self) {
         loop {
             match self.wait.clone() {
-                Wait::Exited | Wait::Delay | Wait::Worker => return,
-                Wait::Command(a) => {
+                Wait::Exited | Wait::Delay(_) | Wait::Worker => return,
+                Wait::Command(a, deadline) => {
                     if self.satisfy(&a) {
-                        self.armed = None;
                         if a == Await::SessionOpen {
-                            self.wait = Wait::Command(Await::TurnStart);
+                            self.wait = Wait::Command(Await::TurnStart, None);
                         } else {
                             self.wait = Wait::Running;
                         }
                         continue;
                     }
                     if self.stdin_eof {
-                        self.armed = None;
                         self.wait = Wait::Exited;
                         self.outputs.push_back(PlayerOutput::Exit(1));
-                    } else if self.armed.is_none() {
-                        if let Some(ms) = self.timeout_of(&a) {
-                            self.timer_id += 1;
-                            self.armed = Some(self.timer_id);
-                            self.outputs.push_back(PlayerOutput::AwaitTimer {
-                                id: self.timer_id,
-                                ms,
-                            });
-                        }
+                    } else if deadline.is_none() {
+                        let deadline = self.timeout_of(&a).map(|ms| self.now.saturating_add(ms));
+                        self.wait = Wait::Command(a, deadline);
                     }
                     return;
                 }
@@ -460,13 +455,11 @@ impl ScriptPlayer {
                 self.outputs.push_back(PlayerOutput::Exit(0));
                 return;
             };
-            self.next_step += 1;
+            self.next_step = self.next_step.saturating_add(1);
             match step {
                 ScriptStep::Delay { milliseconds } => {
-                    self.outputs.push_back(PlayerOutput::Delay(
-                        self.config.delay_override_ms.unwrap_or(milliseconds),
-                    ));
-                    self.wait = Wait::Delay;
+                    let ms = self.config.delay_override_ms.unwrap_or(milliseconds);
+                    self.wait = Wait::Delay(self.now.saturating_add(ms));
                 }
                 ScriptStep::Log { stream, text } => self.message(
                     HarnessMessageType::Log,
@@ -489,9 +482,9 @@ impl ScriptPlayer {
                     self.message(HarnessMessageType::Request, json!({"request": request}))
                 }
                 ScriptStep::AwaitResolution { request_id } => {
-                    self.wait = Wait::Command(Await::Resolution(request_id))
+                    self.wait = Wait::Command(Await::Resolution(request_id), None)
                 }
-                ScriptStep::AwaitInterrupt => self.wait = Wait::Command(Await::Interrupt),
+                ScriptStep::AwaitInterrupt => self.wait = Wait::Command(Await::Interrupt, None),
                 ScriptStep::Result { payload } => {
                     self.message(HarnessMessageType::Result, json!({"result": payload}))
                 }

@@ -1,45 +1,4 @@
-//! Terminal reconciliation: the runner, not the harness, decides the canonical terminal.
-//!
-//! The harness `terminal` message is only a proposal. The runner keeps it
-//! (`harnessTerminalProposal`), validates it (`proposalValid`) and derives the turn and run
-//! terminal states from its own facts — the process exit, whether a semantic result was
-//! observed, an accepted interrupt/cancel, controller closure and protocol violations:
-//!
-//! | intent | turn | run | `reason` |
-//! |---|---|---|---|
-//! | interrupted (`turn.interrupt`/`turn.stop` accepted) | interrupted | cancelled | `turn_interrupted` |
-//! | cancelled (`run.cancel` accepted) | cancelled | cancelled | `run_cancelled` |
-//! | controller closed | cancelled | cancelled | `controller_closed` |
-//! | request expired (a runtime request outlived `request_timeout_ms`) | failed | failed | `request_expired` |
-//! | protocol violation | failed | failed | `harness_protocol_violation` |
-//! | natural, exit succeeded and result observed | completed | succeeded | `successful_process_and_result` |
-//! | natural, exit not successful (or no process) | failed | failed | `harness_process_failed` |
-//! | natural, exit succeeded, no result | failed | failed | `semantic_result_missing` |
-//!
-//! `reportedWorkDisposition`: when the run succeeded, the result's disposition, else the
-//! (valid) proposal's, else `done`; otherwise the result's unless it is `done`, else the
-//! (valid) proposal's unless it is `done`, else `yielded`. `proposalContradicted` is
-//! `proposalValid && (turn or run state differs from the derived one)`.
-//!
-//! # Intent precedence
-//!
-//! The runner may learn several reasons to end a run (an interrupt, then the controller
-//! closing; a cancel after an interrupt; a protocol violation while shutting down). The
-//! intent in force is the one of highest [`Intent::rank`]; a later intent replaces it
-//! only when its rank is strictly higher, so among equals the first wins:
-//!
-//! | rank | intent |
-//! |---|---|
-//! | 4 | protocol violation — the harness's output can no longer be trusted, whatever else happened |
-//! | 3 | cancelled — the operator's explicit cancel overrides an earlier interrupt |
-//! | 2 | interrupted |
-//! | 1 | controller closed, request expired — passive endings; they never hide an operator's interrupt or cancel |
-//! | 0 | natural |
-//!
-//! The original runner assigns the intent on every event (last wins). The precedence
-//! differs from it only where "last wins" loses information: an operator who interrupted
-//! and then closed the controller still gets `turn_interrupted` (not
-//! `controller_closed`), and a violation found after a cancel still fails the run.
+//! Terminal reconciliation (documented on the [`local`](super) module).
 use serde_json::{json, Value};
 
 use super::models::{
@@ -58,12 +17,12 @@ pub struct ProcessExit {
 
 impl ProcessExit {
     /// `true` only for exit code 0 without a signal.
-    pub fn success(&self) -> bool {
+    pub fn success(self) -> bool {
         self.exit_code == Some(0) && self.signal.is_none()
     }
 
     /// `{exitCode, success, signal}`.
-    pub fn to_value(&self) -> Value {
+    pub fn to_value(self) -> Value {
         json!({"exitCode": self.exit_code, "success": self.success(), "signal": self.signal})
     }
 }
@@ -89,18 +48,6 @@ pub enum Intent {
 }
 
 impl Intent {
-    /// snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Intent::Natural => "natural",
-            Intent::Interrupted => "interrupted",
-            Intent::Cancelled => "cancelled",
-            Intent::ControllerClosed => "controller_closed",
-            Intent::ProtocolViolation => "protocol_violation",
-            Intent::RequestExpired => "request_expired",
-        }
-    }
-
     /// Precedence: a recorded intent is replaced only by one of strictly higher rank
     /// (protocol violation 4, cancelled 3, interrupted 2, controller closed and request
     /// expired 1, natural 0).
@@ -202,7 +149,7 @@ pub fn reconcile_terminal(
             "reason": derived.reason,
             "proposalValid": proposal_valid,
             "proposalContradicted": contradicted,
-            "processExit": exit.map(ProcessExit::to_value).unwrap_or(Value::Null),
+            "processExit": exit.copied().map(ProcessExit::to_value).unwrap_or(Value::Null),
             "semanticResultObserved": result.is_some(),
         }
     })

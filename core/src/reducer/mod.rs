@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
-use crate::local::models::{parse_json, RunTerminalState};
+use crate::local::{parse_json, RunTerminalState};
 use crate::local::{CanonicalEvent, ModelError};
 
 /// Why an event was rejected before reduction.
@@ -318,7 +318,7 @@ impl SessionReducer {
         match parse_json(line.as_bytes()) {
             Ok(v) => self.apply(&v),
             Err(e) => {
-                self.rejected += 1;
+                self.rejected = self.rejected.saturating_add(1);
                 Err(ReduceError::InvalidEvent(e))
             }
         }
@@ -329,19 +329,19 @@ impl SessionReducer {
         let ev = match self.check(event) {
             Ok(ev) => ev,
             Err(e) => {
-                self.rejected += 1;
+                self.rejected = self.rejected.saturating_add(1);
                 return Err(e);
             }
         };
         if self.seen.contains(&ev.source_event_id) {
-            self.duplicates += 1;
+            self.duplicates = self.duplicates.saturating_add(1);
             return Ok(Outcome::Duplicate);
         }
         let key = (ev.source_kind.clone(), ev.source_instance_id.clone());
         let cursor = self.cursors.get(&key).copied();
         if let Some(c) = cursor {
             if ev.source_seq <= c {
-                self.out_of_order_count += 1;
+                self.out_of_order_count = self.out_of_order_count.saturating_add(1);
                 if self.out_of_order.len() < self.config.max_out_of_order_records {
                     self.out_of_order.push(json!({"sourceEventId": ev.source_event_id, "sourceSeq": ev.source_seq, "cursor": c}));
                 }
@@ -358,7 +358,7 @@ impl SessionReducer {
                     received_source_seq: ev.source_seq,
                 });
             } else {
-                self.limits.dropped_gaps += 1;
+                self.limits.dropped_gaps = self.limits.dropped_gaps.saturating_add(1);
             }
             Outcome::AppliedAfterGap {
                 expected,
@@ -412,15 +412,17 @@ impl SessionReducer {
                 .position(|t| t.turn_id.as_deref() == Some(id))
             {
                 Some(i) => Some(i),
-                None => match self.turns.last() {
-                    // A turn submitted without an id adopts the first id reported for it.
-                    Some(t) if t.turn_id.is_none() => {
-                        let i = self.turns.len() - 1;
-                        self.turns[i].turn_id = Some(id.to_owned());
-                        Some(i)
+                None => {
+                    let last = self.turns.len().checked_sub(1);
+                    match self.turns.last_mut() {
+                        // A turn submitted without an id adopts the first id reported for it.
+                        Some(t) if t.turn_id.is_none() => {
+                            t.turn_id = Some(id.to_owned());
+                            last
+                        }
+                        _ => None,
                     }
-                    _ => None,
-                },
+                }
             },
             None => self.turns.len().checked_sub(1),
         };
@@ -428,7 +430,7 @@ impl SessionReducer {
             Some(i) => self.turns.get_mut(i),
             None if create => {
                 if self.turns.len() >= self.config.max_turns {
-                    self.limits.dropped_turns += 1;
+                    self.limits.dropped_turns = self.limits.dropped_turns.saturating_add(1);
                     return None;
                 }
                 self.turns.push(Turn {
@@ -446,7 +448,7 @@ impl SessionReducer {
         let id = ev.item_id.clone()?;
         if !self.items.contains_key(&id) {
             if self.items.len() >= self.config.max_items {
-                self.limits.dropped_items += 1;
+                self.limits.dropped_items = self.limits.dropped_items.saturating_add(1);
                 return None;
             }
             self.items.insert(
@@ -463,8 +465,9 @@ impl SessionReducer {
     }
 
     fn fold(&mut self, ev: &CanonicalEvent) {
-        self.applied += 1;
-        *self.event_counts.entry(ev.event_type.clone()).or_default() += 1;
+        self.applied = self.applied.saturating_add(1);
+        let count = self.event_counts.entry(ev.event_type.clone()).or_default();
+        *count = count.saturating_add(1);
         if self.run_state == "idle" {
             self.run_state = "active".into();
         }
@@ -496,7 +499,8 @@ impl SessionReducer {
                 if self.diagnostics.len() < self.config.max_diagnostics {
                     self.diagnostics.push(json!({"eventType": et, "code": p.get("code"), "message": p.get("message")}));
                 } else {
-                    self.limits.dropped_diagnostics += 1;
+                    self.limits.dropped_diagnostics =
+                        self.limits.dropped_diagnostics.saturating_add(1);
                 }
             }
             _ if et.starts_with("session.") => {
@@ -538,7 +542,7 @@ impl SessionReducer {
                             if item.deltas.len() < max_deltas {
                                 item.deltas.push(payload);
                             } else {
-                                item.dropped_deltas += 1;
+                                item.dropped_deltas = item.dropped_deltas.saturating_add(1);
                             }
                         }
                         _ => {
@@ -559,7 +563,8 @@ impl SessionReducer {
                     if !self.requests.contains_key(id)
                         && self.requests.len() >= self.config.max_requests
                     {
-                        self.limits.dropped_requests += 1;
+                        self.limits.dropped_requests =
+                            self.limits.dropped_requests.saturating_add(1);
                     } else {
                         let r = Request {
                             request_id: id.to_owned(),

@@ -1,7 +1,7 @@
 //! Area `reducer`: the session reducer. Vocabulary: `conformance/README.md`.
 
 use serde_json::{json, Value};
-use stapel_runner_protocol::reducer::{ReducerConfig, SessionReducer};
+use stapel_runner_protocol::reducer::{replay, ReduceError, ReducerConfig, SessionReducer};
 
 use crate::common::{same, steps};
 
@@ -9,6 +9,8 @@ pub fn run(vector: &Value) -> Result<(), String> {
     let config = ReducerConfig::from_value(vector.get("config").unwrap_or(&json!({})))
         .map_err(|e| e.to_string())?;
     let mut reducer = SessionReducer::new(config.clone());
+    // Every event the live steps fed, in order (a `line` parsed from its text).
+    let mut recorded: Vec<Value> = Vec::new();
     for (i, input, expect) in steps(vector) {
         let mut outcome = Value::Null;
         let mut error = Value::Null;
@@ -25,23 +27,35 @@ pub fn run(vector: &Value) -> Result<(), String> {
             }
         };
         if let Some(ev) = input.get("event") {
+            recorded.push(ev.clone());
             record(reducer.apply(ev));
         } else if let Some(line) = input.get("line") {
-            record(
-                reducer.apply_line(
-                    line.as_str()
-                        .ok_or(format!("step {i}: line must be a string"))?,
-                ),
-            );
-        } else if let Some(list) = input.get("replay") {
-            let list = list
-                .as_array()
-                .ok_or(format!("step {i}: replay must be an array"))?;
-            let mut fresh = SessionReducer::new(config.clone());
-            for e in list {
-                let _ = fresh.apply(e);
+            let line = line
+                .as_str()
+                .ok_or(format!("step {i}: line must be a string"))?;
+            if let Ok(v) = serde_json::from_str::<Value>(line) {
+                recorded.push(v);
             }
-            equals_live = json!(fresh.snapshot() == reducer.snapshot());
+            record(reducer.apply_line(line));
+        } else if let Some(list) = input.get("replay") {
+            let list = match list {
+                Value::String(s) if s == "recorded" => recorded.clone(),
+                Value::Array(list) => list.clone(),
+                _ => return Err(format!("step {i}: replay must be an array or \"recorded\"")),
+            };
+            // A replay that rejects an event is the step's error (the vector fails unless it
+            // expects it); else the public replay is compared with the live fold.
+            let mut fresh = SessionReducer::new(config.clone());
+            match list.iter().map(|e| fresh.apply(e)).find_map(Result::err) {
+                Some(e) => record(Err::<stapel_runner_protocol::reducer::Outcome, ReduceError>(e)),
+                None => {
+                    let replayed = replay(config.clone(), &list);
+                    if replayed != fresh.snapshot() {
+                        return Err(format!("step {i}: replay() differs from a strict fold"));
+                    }
+                    equals_live = json!(replayed == reducer.snapshot());
+                }
+            }
         } else {
             return Err(format!("step {i}: unknown input {input}"));
         }
