@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use stapel_runner_protocol::adapter::{
     usage_from_anthropic, usage_from_mapping, usage_from_openai, AdapterError, RoleSpec,
-    SubprocessConfig, SubprocessInput, SubprocessOutput, SubprocessSession, TurnResult,
+    SubprocessConfig, SubprocessInput, SubprocessSession, TurnResult,
 };
 use stapel_runner_protocol::wire::{UsageSplit, MAX_SAFE_INTEGER};
 
@@ -33,12 +33,19 @@ fn last_line() -> impl Strategy<Value = Option<String>> {
 fn run(stream: &[u8], chunks: &[usize], max_line_bytes: usize) -> Vec<Value> {
     let mut s = SubprocessSession::new(SubprocessConfig::with_max_line_bytes(max_line_bytes));
     let mut out = Vec::new();
-    let drain = |s: &mut SubprocessSession, out: &mut Vec<Value>| loop {
-        match s.poll_output() {
-            SubprocessOutput::Waiting => break,
-            o => out.push(o.to_value()),
+    let drain = |s: &mut SubprocessSession, out: &mut Vec<Value>| {
+        while let Some(o) = s.poll_output() {
+            out.push(o.to_value());
         }
     };
+    s.handle_input(
+        0,
+        SubprocessInput::Spawned {
+            pid: None,
+            process_group: false,
+        },
+    )
+    .unwrap();
     s.handle_input(
         0,
         SubprocessInput::StartTurn {
