@@ -132,7 +132,8 @@ class SubprocessSession(Session):
         result: Optional[TurnResult] = None
         error: Optional[AdapterError] = None
         while True:
-            for kind, value in self._machine.drain():
+            outputs = self._machine.drain()
+            for kind, value in outputs:
                 if kind == "write_stdin" and isinstance(value, str):
                     self._write(value)
                 elif kind == "close_stdin":
@@ -148,6 +149,8 @@ class SubprocessSession(Session):
                     result = value
                 elif isinstance(value, AdapterError) and error is None:
                     error = value
+            if outputs:
+                continue  # performing them may have queued more (a failed write)
             deadline = self._machine.poll_timeout()
             if deadline is not None:
                 self._await_exit(deadline)
