@@ -205,6 +205,10 @@ pub fn turn_result_from_value<'py>(
     Ok((r.text, usage_to_py(py, r.usage)?))
 }
 
+// The Python signature spells the core's defaults as literals (stubtest compares them).
+const _: () = assert!(adapter::DEFAULT_GRACE_MS == 2000);
+const _: () = assert!(adapter::DEFAULT_TURN_MAX_LINE_BYTES == 1048576);
+
 static TURN_RESULT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 fn turn_result_to_py<'py>(py: Python<'py>, r: TurnResult) -> PyResult<Bound<'py, PyAny>> {
@@ -276,8 +280,8 @@ fn output_to_py<'py>(py: Python<'py>, o: SubprocessOutput) -> PyResult<Option<Bo
 #[pymethods]
 impl PySubprocessTurnMachine {
     #[new]
-    #[pyo3(signature = (max_line_bytes = 1048576, *, grace_ms = adapter::DEFAULT_GRACE_MS,
-                        attached = true, process_group = false))]
+    #[pyo3(signature = (max_line_bytes = 1048576, *, grace_ms = 2000, attached = true,
+                        process_group = false))]
     fn new(
         py: Python<'_>,
         max_line_bytes: usize,
@@ -305,15 +309,15 @@ impl PySubprocessTurnMachine {
     /// Ask to start a child: queues `("spawn", request)` (the cleared environment: `PATH`
     /// = `path`, then `env`, then `ANTHROPIC_BASE_URL` = `llm_base_url`), or
     /// `("error", no_command)` for an empty command.
-    #[pyo3(signature = (command, *, env = None, path = String::new(), llm_base_url = None,
-                        cwd = None, now_ms = 0))]
+    #[pyo3(signature = (command, *, env = None, path = "", llm_base_url = None, cwd = None,
+                        now_ms = 0))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         &mut self,
         py: Python<'_>,
         command: Vec<String>,
         env: Option<Vec<(String, String)>>,
-        path: String,
+        path: &str,
         llm_base_url: Option<String>,
         cwd: Option<String>,
         now_ms: u64,

@@ -296,7 +296,8 @@ def test_a_failed_stdin_write_is_stdin_closed_and_closes() -> None:
 
 
 def test_no_command_comes_from_the_core() -> None:
-    for command in (None, [], lambda role: []):
+    commands: List[Any] = [None, [], lambda role: []]
+    for command in commands:
         with pytest.raises(AdapterError) as info:
-            SubprocessAdapter(command=command).open_session(RoleSpec())  # type: ignore[arg-type]
+            SubprocessAdapter(command=command).open_session(RoleSpec())
         assert info.value.code == "no_command"
