@@ -9,7 +9,7 @@ use stapel_runner_protocol::adapter::usage::{
     usage_detail_keys, ANTHROPIC_USAGE_KEYS, OPENAI_USAGE_KEYS,
 };
 use stapel_runner_protocol::adapter::{
-    self, RoleSpec, SpawnSpec, SubprocessConfig, SubprocessInput, SubprocessOutput,
+    self, AgentOptions, RoleSpec, SpawnSpec, SubprocessConfig, SubprocessInput, SubprocessOutput,
     SubprocessSession, TurnResult,
 };
 use stapel_runner_protocol::wire::UsageSplit;
@@ -192,6 +192,18 @@ pub fn role_spec_to_dict<'py>(
         extra: py_to_map(extra)?,
     };
     value_to_py(py, &spec.to_value())
+}
+
+/// The agent-SDK session options (the core's `AgentOptions`) of a role given in its JSON
+/// form (`RoleSpec.to_dict()`), as a dict with only the options that are set. Raises
+/// `AdapterError` `invalid_invocation` for a malformed role.
+#[pyfunction]
+pub fn agent_options<'py>(role_spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = role_spec.py();
+    let map = py_to_map(role_spec)?;
+    let role = map.get("role").and_then(Value::as_str);
+    let spec = RoleSpec::from_invocation(&map, role).map_err(|e| adapter_error(py, &e))?;
+    value_to_py(py, &AgentOptions::from_role(&spec).to_value())
 }
 
 /// Parse `{"text": str, "usage": UsageSplit}` strictly (the core's `TurnResult`); returns

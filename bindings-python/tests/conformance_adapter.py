@@ -16,6 +16,7 @@ from stapel_runner_protocol import (
     usage_from_openai,
 )
 from stapel_runner_protocol.adapters import SubprocessTurnMachine
+from stapel_runner_protocol.agent_sdk_adapter import agent_options
 
 USAGE = {"anthropic": usage_from_anthropic, "openai": usage_from_openai,
          "mapping": usage_from_mapping}
@@ -81,9 +82,13 @@ def run_adapter(vector: Dict[str, Any]) -> None:
         inp, expect = step["input"], step.get("expect", {})
         value: Any = None
         err: Optional[AdapterError] = None
-        if "role_spec" in inp or "usage" in inp or "turn_result" in inp:
+        if any(k in inp for k in ("role_spec", "agent_options", "usage", "turn_result")):
             try:
-                if "role_spec" in inp:
+                if "agent_options" in inp:
+                    r = inp["agent_options"]
+                    value = agent_options(RoleSpec.from_invocation(r["invocation"],
+                                                                   role=r.get("role", "coder")))
+                elif "role_spec" in inp:
                     r = inp["role_spec"]
                     value = RoleSpec.from_invocation(r["invocation"],
                                                      role=r.get("role", "coder")).to_dict()

@@ -84,6 +84,7 @@ __all__ = [
     "role_spec_from_invocation",
     "role_spec_to_dict",
     "turn_result_from_value",
+    "agent_options",
     "SubprocessTurnMachine",
     "SessionMachine",
     "HubSession",
@@ -486,6 +487,7 @@ def role_spec_from_invocation(
     invocation: Optional[Mapping[str, Any]], role: Optional[str] = None
 ) -> RoleSpecDict: ...
 def turn_result_from_value(value: Any) -> Tuple[str, stapel_taskspecs.UsageSplit]: ...
+def agent_options(role_spec: Mapping[str, Any]) -> Dict[str, Any]: ...
 
 _TurnOutput: TypeAlias = Union[
     Tuple[Literal["spawn"], Dict[str, Any]],

@@ -9,6 +9,8 @@
 //!   (`backend`, `model`, `session`, `system_prompt_ref`, `allowed_tools`,
 //!   `llm_base_url`, `budget`), defaults `role = "coder"`, `session = "per-task"`, unknown
 //!   keys kept in `extra` (an invocation `role` must agree with the assign's role);
+//! * [`AgentOptions::from_role`] — the options of an agent-SDK session (model, tools,
+//!   inline system prompt, the gateway URL as `ANTHROPIC_BASE_URL`, budget limits);
 //! * [`TurnResult`] — `{text, usage}` whose usage is always a valid five-component
 //!   [`UsageSplit`](crate::wire::UsageSplit);
 //! * [`SubprocessSession`] — the subprocess session machine: the child's spawn request
@@ -22,12 +24,14 @@
 //!
 //! Every error is an [`AdapterError`] with a stable `code()`.
 
+mod agent;
 mod error;
 mod role;
 mod subprocess;
 mod turn;
 pub mod usage;
 
+pub use agent::{AgentOptions, AGENT_BUDGET_KEYS};
 pub use error::AdapterError;
 pub use role::{RoleSpec, DEFAULT_ROLE, DEFAULT_SESSION, INVOCATION_FIELDS};
 pub use subprocess::{

@@ -7,8 +7,8 @@ use stapel_runner_protocol::adapter::usage::{
 };
 use stapel_runner_protocol::adapter::{
     usage_from_anthropic, usage_from_anthropic_with_thinking, usage_from_mapping,
-    usage_from_openai, AdapterError, RoleSpec, SpawnSpec, SubprocessConfig, SubprocessInput,
-    SubprocessSession, TurnResult,
+    usage_from_openai, AdapterError, AgentOptions, RoleSpec, SpawnSpec, SubprocessConfig,
+    SubprocessInput, SubprocessSession, TurnResult,
 };
 
 use crate::common::{bytes_of, same, steps};
@@ -112,7 +112,14 @@ pub fn run(vector: &Value) -> Result<(), String> {
         other => return Err(format!("unknown config.start {other:?}")),
     }
     for (i, input, expect) in steps(vector) {
-        if let Some(r) = input.get("role_spec") {
+        if let Some(r) = input.get("agent_options") {
+            let inv = r["invocation"].as_object().ok_or(format!(
+                "step {i}: agent_options.invocation must be an object"
+            ))?;
+            let got = RoleSpec::from_invocation(inv, r.get("role").and_then(Value::as_str))
+                .map(|s| AgentOptions::from_role(&s).to_value());
+            outcome(i, got, expect)?;
+        } else if let Some(r) = input.get("role_spec") {
             let inv = r["invocation"]
                 .as_object()
                 .ok_or(format!("step {i}: role_spec.invocation must be an object"))?;
