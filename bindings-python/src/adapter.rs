@@ -5,9 +5,12 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString};
 use serde_json::{Map, Value};
+use stapel_runner_protocol::adapter::usage::{
+    usage_detail_keys, ANTHROPIC_USAGE_KEYS, OPENAI_USAGE_KEYS,
+};
 use stapel_runner_protocol::adapter::{
-    self, RoleSpec, SubprocessConfig, SubprocessInput, SubprocessOutput, SubprocessSession,
-    TurnResult,
+    self, AgentOptions, RoleSpec, SpawnSpec, SubprocessConfig, SubprocessInput, SubprocessOutput,
+    SubprocessSession, TurnResult,
 };
 use stapel_runner_protocol::wire::UsageSplit;
 
@@ -40,8 +43,8 @@ pub fn usage_to_py(py: Python<'_>, u: UsageSplit) -> PyResult<Bound<'_, PyAny>> 
 }
 
 /// Provider usage as JSON: a dict as is; another object through `model_dump()` /
-/// `to_dict()` when it has one, else through the attributes named in `keys` (nested
-/// `*_details` objects the same way).
+/// `to_dict()` when it has one, else through the attributes the core lists in `keys`
+/// (nested `*_details` objects through the core's `usage_detail_keys`).
 fn usage_json(obj: &Bound<'_, PyAny>, keys: &[&str]) -> PyResult<Value> {
     // JSON values go to the core as they are (it reports a non-object); other objects
     // (SDK usage models) are read through their dump method or attributes.
@@ -61,34 +64,15 @@ fn usage_json(obj: &Bound<'_, PyAny>, keys: &[&str]) -> PyResult<Value> {
             if v.is_none() {
                 continue;
             }
-            let value = if key.ends_with("_details") && v.cast::<PyDict>().is_err() {
-                usage_json(&v, &["cached_tokens", "reasoning_tokens"])?
-            } else {
-                py_to_value(&v)?
+            let value = match usage_detail_keys(key) {
+                Some(inner) if v.cast::<PyDict>().is_err() => usage_json(&v, inner)?,
+                _ => py_to_value(&v)?,
             };
             m.insert((*key).to_owned(), value);
         }
     }
     Ok(Value::Object(m))
 }
-
-const ANTHROPIC_KEYS: [&str; 6] = [
-    "input_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-    "output_tokens",
-    "thinking_tokens",
-    "reasoning_tokens",
-];
-
-const OPENAI_KEYS: [&str; 6] = [
-    "input_tokens",
-    "cached_input_tokens",
-    "input_tokens_details",
-    "output_tokens",
-    "reasoning_output_tokens",
-    "output_tokens_details",
-];
 
 /// Map Anthropic-shaped usage (a dict or an object with the usage attributes) onto a
 /// `stapel_taskspecs.UsageSplit`. `thinking`, when positive, is the separately reported
@@ -101,14 +85,9 @@ pub fn usage_from_anthropic<'py>(
     thinking: u64,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = usage.py();
-    let mut v = usage_json(usage, &ANTHROPIC_KEYS)?;
-    if thinking > 0 {
-        if let Value::Object(m) = &mut v {
-            m.remove("reasoning_tokens");
-            m.insert("thinking_tokens".into(), thinking.into());
-        }
-    }
-    let split = adapter::usage_from_anthropic(&v).map_err(|e| adapter_error(py, &e))?;
+    let v = usage_json(usage, &ANTHROPIC_USAGE_KEYS)?;
+    let split = adapter::usage_from_anthropic_with_thinking(&v, thinking)
+        .map_err(|e| adapter_error(py, &e))?;
     usage_to_py(py, split)
 }
 
@@ -117,7 +96,7 @@ pub fn usage_from_anthropic<'py>(
 #[pyfunction]
 pub fn usage_from_openai<'py>(usage: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = usage.py();
-    let v = usage_json(usage, &OPENAI_KEYS)?;
+    let v = usage_json(usage, &OPENAI_USAGE_KEYS)?;
     let split = adapter::usage_from_openai(&v).map_err(|e| adapter_error(py, &e))?;
     usage_to_py(py, split)
 }
@@ -215,6 +194,18 @@ pub fn role_spec_to_dict<'py>(
     value_to_py(py, &spec.to_value())
 }
 
+/// The agent-SDK session options (the core's `AgentOptions`) of a role given in its JSON
+/// form (`RoleSpec.to_dict()`), as a dict with only the options that are set. Raises
+/// `AdapterError` `invalid_invocation` for a malformed role.
+#[pyfunction]
+pub fn agent_options<'py>(role_spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = role_spec.py();
+    let map = py_to_map(role_spec)?;
+    let role = map.get("role").and_then(Value::as_str);
+    let spec = RoleSpec::from_invocation(&map, role).map_err(|e| adapter_error(py, &e))?;
+    value_to_py(py, &AgentOptions::from_role(&spec).to_value())
+}
+
 /// Parse `{"text": str, "usage": UsageSplit}` strictly (the core's `TurnResult`); returns
 /// `(text, usage)` with the usage as a `stapel_taskspecs.UsageSplit`.
 #[pyfunction]
@@ -225,6 +216,10 @@ pub fn turn_result_from_value<'py>(
     let r = TurnResult::from_value(&py_to_value(value)?).map_err(|e| adapter_error(py, &e))?;
     Ok((r.text, usage_to_py(py, r.usage)?))
 }
+
+// The Python signature spells the core's defaults as literals (stubtest compares them).
+const _: () = assert!(adapter::DEFAULT_GRACE_MS == 2000);
+const _: () = assert!(adapter::DEFAULT_TURN_MAX_LINE_BYTES == 1048576);
 
 static TURN_RESULT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
@@ -239,12 +234,17 @@ fn turn_result_to_py<'py>(py: Python<'py>, r: TurnResult) -> PyResult<Bound<'py,
     cls.call1((r.text, usage_to_py(py, r.usage)?))
 }
 
-/// The subprocess JSONL turn machine (the core's sans-IO `SubprocessSession`): the host
-/// writes what it asks to the child's stdin and feeds back the child's stdout.
+/// The subprocess session machine (the core's sans-IO `SubprocessSession`): the host
+/// performs what it asks (spawn, stdin writes, closing, signals) and feeds back the
+/// child's stdout and what happened (spawned, spawn failed, write failed, exited, timeout).
 ///
-/// `poll()` returns `(kind, value)` pairs: `("write_stdin", str)`, `("progress", dict)`,
-/// `("turn_result", TurnResult)`, `("error", AdapterError)` (not raised: the turn ended
-/// with it; the session stays usable only for `harness_error`), or `None`.
+/// `poll()` returns `(kind, value)` pairs: `("spawn", dict)` (`program`, `args`, `env`,
+/// `cwd`, `new_process_group`), `("write_stdin", str)`, `("close_stdin", None)`,
+/// `("signal", (target, signal))` (`"process"`/`"group"`, `"TERM"`/`"KILL"`),
+/// `("close_stdout", None)`, `("progress", dict)`, `("turn_result", TurnResult)`,
+/// `("error", AdapterError)` (not raised: the turn ended with it; the session stays usable
+/// only for `harness_error`), or `None`. With `attached=True` (the default) the machine
+/// starts over a child the host already runs (pid unknown, `process_group` as given).
 #[pyclass(
     module = "stapel_runner_protocol.adapters",
     name = "SubprocessTurnMachine"
@@ -258,10 +258,30 @@ fn output_to_py<'py>(py: Python<'py>, o: SubprocessOutput) -> PyResult<Option<Bo
         Ok(Some((kind, v).into_pyobject(py)?.into_any()))
     };
     match o {
-        SubprocessOutput::Waiting => Ok(None),
+        SubprocessOutput::Spawn(request) => {
+            let d = PyDict::new(py);
+            d.set_item("program", &request.program)?;
+            d.set_item("args", &request.args)?;
+            let env = PyDict::new(py);
+            for (k, v) in &request.env {
+                env.set_item(k, v)?;
+            }
+            d.set_item("env", env)?;
+            d.set_item("cwd", &request.cwd)?;
+            d.set_item("new_process_group", request.new_process_group)?;
+            pair("spawn", d.into_any())
+        }
         SubprocessOutput::WriteStdin(data) => {
             pair("write_stdin", PyString::new(py, &data).into_any())
         }
+        SubprocessOutput::CloseStdin => pair("close_stdin", py.None().into_bound(py)),
+        SubprocessOutput::Signal { target, signal } => pair(
+            "signal",
+            (target.as_str(), signal.as_str())
+                .into_pyobject(py)?
+                .into_any(),
+        ),
+        SubprocessOutput::CloseStdout => pair("close_stdout", py.None().into_bound(py)),
         SubprocessOutput::Progress(event) => pair("progress", map_to_py(py, &event)?.into_any()),
         SubprocessOutput::TurnResult(r) => pair("turn_result", turn_result_to_py(py, r)?),
         SubprocessOutput::Error(e) => pair("error", adapter_error_object(py, &e)?),
@@ -272,15 +292,75 @@ fn output_to_py<'py>(py: Python<'py>, o: SubprocessOutput) -> PyResult<Option<Bo
 #[pymethods]
 impl PySubprocessTurnMachine {
     #[new]
-    #[pyo3(signature = (max_line_bytes = 1048576))]
-    fn new(max_line_bytes: usize) -> Self {
-        Self {
-            inner: SubprocessSession::new(SubprocessConfig::with_max_line_bytes(max_line_bytes)),
+    #[pyo3(signature = (max_line_bytes = 1048576, *, grace_ms = 2000, attached = true,
+                        process_group = false))]
+    fn new(
+        py: Python<'_>,
+        max_line_bytes: usize,
+        grace_ms: u64,
+        attached: bool,
+        process_group: bool,
+    ) -> PyResult<Self> {
+        let config = SubprocessConfig::with_max_line_bytes(max_line_bytes).grace_ms(grace_ms);
+        let mut machine = Self {
+            inner: SubprocessSession::new(config),
+        };
+        if attached {
+            machine.input(
+                py,
+                0,
+                SubprocessInput::Spawned {
+                    pid: None,
+                    process_group,
+                },
+            )?;
         }
+        Ok(machine)
+    }
+
+    /// Ask to start a child: queues `("spawn", request)` (the cleared environment: `PATH`
+    /// = `path`, then `env`, then `ANTHROPIC_BASE_URL` = `llm_base_url`), or
+    /// `("error", no_command)` for an empty command.
+    #[pyo3(signature = (command, *, env = None, path = "", llm_base_url = None, cwd = None,
+                        now_ms = 0))]
+    #[allow(clippy::too_many_arguments)]
+    fn open(
+        &mut self,
+        py: Python<'_>,
+        command: Vec<String>,
+        env: Option<Vec<(String, String)>>,
+        path: &str,
+        llm_base_url: Option<String>,
+        cwd: Option<String>,
+        now_ms: u64,
+    ) -> PyResult<()> {
+        let mut spec = SpawnSpec::new(command, path);
+        spec.env = env.unwrap_or_default();
+        spec.llm_base_url = llm_base_url;
+        spec.cwd = cwd;
+        self.input(py, now_ms, SubprocessInput::Open(spec))
+    }
+
+    /// The child runs (`pid` when known; `process_group` when it leads its own group).
+    #[pyo3(signature = (pid = None, *, process_group = false, now_ms = 0))]
+    fn spawned(
+        &mut self,
+        py: Python<'_>,
+        pid: Option<u32>,
+        process_group: bool,
+        now_ms: u64,
+    ) -> PyResult<()> {
+        self.input(py, now_ms, SubprocessInput::Spawned { pid, process_group })
+    }
+
+    /// The `spawn` output failed with `message`.
+    #[pyo3(signature = (message, now_ms = 0))]
+    fn spawn_failed(&mut self, py: Python<'_>, message: String, now_ms: u64) -> PyResult<()> {
+        self.input(py, now_ms, SubprocessInput::SpawnFailed { message })
     }
 
     /// Start a turn (queues the `{"type":"turn","prompt"}` line to write). Raises
-    /// `AdapterError` `turn_in_progress` or `session_closed`.
+    /// `AdapterError` `turn_in_progress`, `session_closed` or `not_spawned`.
     #[pyo3(signature = (prompt, now_ms = 0))]
     fn start_turn(&mut self, py: Python<'_>, prompt: &str, now_ms: u64) -> PyResult<()> {
         self.input(
@@ -304,16 +384,50 @@ impl PySubprocessTurnMachine {
         self.input(py, now_ms, SubprocessInput::Eof)
     }
 
+    /// A `write_stdin` output failed with `message`.
+    #[pyo3(signature = (message, now_ms = 0))]
+    fn stdin_write_failed(&mut self, py: Python<'_>, message: String, now_ms: u64) -> PyResult<()> {
+        self.input(py, now_ms, SubprocessInput::StdinWriteFailed { message })
+    }
+
+    /// The child exited and was reaped.
+    #[pyo3(signature = (now_ms = 0))]
+    fn exited(&mut self, py: Python<'_>, now_ms: u64) -> PyResult<()> {
+        self.input(py, now_ms, SubprocessInput::Exited)
+    }
+
+    /// Close the session: start the stop escalation (idempotent).
+    #[pyo3(signature = (now_ms = 0))]
+    fn close(&mut self, py: Python<'_>, now_ms: u64) -> PyResult<()> {
+        self.input(py, now_ms, SubprocessInput::Close)
+    }
+
+    /// `now_ms` reached `poll_timeout()` before the child exited.
+    fn timeout(&mut self, py: Python<'_>, now_ms: u64) -> PyResult<()> {
+        self.input(py, now_ms, SubprocessInput::Timeout)
+    }
+
+    /// The deadline (in the `now_ms` clock) until which the host waits for the child's
+    /// exit before calling `timeout()`; `None` when no wait is pending.
+    fn poll_timeout(&self) -> Option<u64> {
+        self.inner.poll_timeout()
+    }
+
     /// The next output, or `None` when nothing is ready.
     fn poll<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        output_to_py(py, self.inner.poll_output())
+        match self.inner.poll_output() {
+            Some(o) => output_to_py(py, o),
+            None => Ok(None),
+        }
     }
 
     /// Every ready output, as a list.
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        while let Some(item) = output_to_py(py, self.inner.poll_output())? {
-            list.append(item)?;
+        while let Some(o) = self.inner.poll_output() {
+            if let Some(item) = output_to_py(py, o)? {
+                list.append(item)?;
+            }
         }
         Ok(list)
     }
@@ -324,10 +438,18 @@ impl PySubprocessTurnMachine {
         self.inner.in_turn()
     }
 
-    /// `True` once stdout ended or a stream-level error closed the session.
+    /// `True` once no turn can start: the session is closing (the child is being
+    /// stopped) or closed.
     #[getter]
     fn closed(&self) -> bool {
         self.inner.is_closed()
+    }
+
+    /// The lifecycle state: `new`, `spawning`, `idle`, `in_turn`, `closing` or
+    /// `closed`.
+    #[getter]
+    fn state(&self) -> &'static str {
+        self.inner.state().as_str()
     }
 }
 

@@ -93,6 +93,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(adapter::role_spec_from_invocation, m)?)?;
     m.add_function(wrap_pyfunction!(adapter::role_spec_to_dict, m)?)?;
     m.add_function(wrap_pyfunction!(adapter::turn_result_from_value, m)?)?;
+    m.add_function(wrap_pyfunction!(adapter::agent_options, m)?)?;
     m.add_class::<adapter::PySubprocessTurnMachine>()?;
     m.add(
         "SCHEMA_VERSION",

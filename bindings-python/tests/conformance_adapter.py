@@ -3,6 +3,7 @@ machine, through the public Python API."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
 
 from conftest import json_equal
@@ -15,6 +16,7 @@ from stapel_runner_protocol import (
     usage_from_openai,
 )
 from stapel_runner_protocol.adapters import SubprocessTurnMachine
+from stapel_runner_protocol.agent_sdk_adapter import agent_options
 
 USAGE = {"anthropic": usage_from_anthropic, "openai": usage_from_openai,
          "mapping": usage_from_mapping}
@@ -33,7 +35,30 @@ def _check_error(i: int, err: Optional[AdapterError], expect: Dict[str, Any]) ->
         _eq(f"step {i} error.{key}", err.details.get(key), want)
 
 
+def _as_object(value: Any) -> Any:
+    """Usage as an SDK-style object: every key an attribute (nested objects too)."""
+    if isinstance(value, dict):
+        return SimpleNamespace(**{k: _as_object(v) for k, v in value.items()})
+    return value
+
+
+def _usage(spec: Dict[str, Any]) -> Any:
+    value = _as_object(spec["value"]) if spec.get("as_object") else spec["value"]
+    if "thinking" in spec:
+        assert spec["shape"] == "anthropic", "thinking is an anthropic override"
+        return usage_from_anthropic(value, thinking=spec["thinking"])
+    return USAGE[spec["shape"]](value)
+
+
 def _output_json(kind: str, value: Any) -> Dict[str, Any]:
+    if kind == "spawn":
+        return {"type": "spawn", "request": value}
+    if kind in ("close_stdin", "close_stdout"):
+        assert value is None
+        return {"type": kind}
+    if kind == "signal":
+        target, signal = value
+        return {"type": "signal", "target": target, "signal": signal}
     if kind == "write_stdin":
         return {"type": "write_stdin", "data": value}
     if kind == "progress":
@@ -47,19 +72,28 @@ def _output_json(kind: str, value: Any) -> Dict[str, Any]:
 
 def run_adapter(vector: Dict[str, Any]) -> None:
     config = vector.get("config", {})
-    machine = SubprocessTurnMachine(config.get("max_line_bytes", 1048576))
+    start = config.get("start", "attached")
+    assert start in ("attached", "new"), f"unknown config.start {start!r}"
+    machine = SubprocessTurnMachine(config.get("max_line_bytes", 1048576),
+                                    grace_ms=config.get("grace_ms", 2000),
+                                    attached=start == "attached",
+                                    process_group=config.get("process_group", False))
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
         value: Any = None
         err: Optional[AdapterError] = None
-        if "role_spec" in inp or "usage" in inp or "turn_result" in inp:
+        if any(k in inp for k in ("role_spec", "agent_options", "usage", "turn_result")):
             try:
-                if "role_spec" in inp:
+                if "agent_options" in inp:
+                    r = inp["agent_options"]
+                    value = agent_options(RoleSpec.from_invocation(r["invocation"],
+                                                                   role=r.get("role", "coder")))
+                elif "role_spec" in inp:
                     r = inp["role_spec"]
                     value = RoleSpec.from_invocation(r["invocation"],
                                                      role=r.get("role", "coder")).to_dict()
                 elif "usage" in inp:
-                    split = USAGE[inp["usage"]["shape"]](inp["usage"]["value"])
+                    split = _usage(inp["usage"])
                     if "total_tokens" in expect:
                         _eq(f"step {i} total_tokens", split.total_tokens, expect["total_tokens"])
                     value = split.to_dict()
@@ -74,9 +108,27 @@ def run_adapter(vector: Dict[str, Any]) -> None:
         outputs: List[Dict[str, Any]] = []
         now = int(inp.get("now_ms", 0))
         try:
-            if "start_turn" in inp:
+            if "open" in inp:
+                o = inp["open"]
+                machine.open(o["command"], env=list(o.get("env", {}).items()),
+                             path=o.get("path", ""), llm_base_url=o.get("llm_base_url"),
+                             cwd=o.get("cwd"), now_ms=now)
+            elif "spawned" in inp:
+                machine.spawned(inp["spawned"].get("pid"),
+                                process_group=inp["spawned"].get("process_group", False),
+                                now_ms=now)
+            elif "spawn_failed" in inp:
+                machine.spawn_failed(inp["spawn_failed"], now)
+            elif "stdin_write_failed" in inp:
+                machine.stdin_write_failed(inp["stdin_write_failed"], now)
+            elif "exited" in inp:
+                machine.exited(now)
+            elif "close" in inp:
+                machine.close(now)
+            elif "timeout" in inp:
+                machine.timeout(now)
+            elif "start_turn" in inp:
                 machine.start_turn(inp["start_turn"], now)
-                outputs += [_output_json(k, v) for k, v in machine.drain()]
             elif "stdout" in inp or "stdout_hex" in inp:
                 data = (inp["stdout"].encode("utf-8") if "stdout" in inp
                         else bytes.fromhex(inp["stdout_hex"]))
@@ -86,13 +138,17 @@ def run_adapter(vector: Dict[str, Any]) -> None:
                     outputs += [_output_json(k, v) for k, v in machine.drain()]
             elif "eof" in inp:
                 machine.feed_eof(now)
-                outputs += [_output_json(k, v) for k, v in machine.drain()]
             else:
                 raise AssertionError(f"step {i}: unknown input {inp}")
         except AdapterError as e:
             err = e
+        outputs += [_output_json(k, v) for k, v in machine.drain()]
         _check_error(i, err, expect)
         _eq(f"step {i} outputs", outputs, expect.get("outputs", []))
         if "state" in expect:
             state = "closed" if machine.closed else "in_turn" if machine.in_turn else "idle"
             _eq(f"step {i} state", state, expect["state"])
+        if "lifecycle" in expect:
+            _eq(f"step {i} lifecycle", machine.state, expect["lifecycle"])
+        if "timeout" in expect:
+            _eq(f"step {i} timeout", machine.poll_timeout(), expect["timeout"])

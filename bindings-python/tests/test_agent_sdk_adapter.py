@@ -107,3 +107,19 @@ def test_missing_sdk_only_when_used() -> None:
     with pytest.raises(AdapterUnavailableError) as info:
         adapter.open_session(RoleSpec())
     assert info.value.code == "adapter_unavailable"
+
+
+def test_agent_options_come_from_the_core() -> None:
+    """The options are the core's choice; the Python dataclass's own ``system_prompt``
+    field is the inline prompt it passes on (the ``extra`` copy is only its source)."""
+    from stapel_runner_protocol.agent_sdk_adapter import agent_options
+
+    role = RoleSpec.from_invocation({"model": "m", "allowed_tools": ["Read"],
+                                     "llm_base_url": "http://gw", "system_prompt": "hi",
+                                     "budget": {"max_turns": 3, "other": 1}})
+    assert agent_options(role) == {"model": "m", "allowed_tools": ["Read"],
+                                   "system_prompt": "hi",
+                                   "env": {"ANTHROPIC_BASE_URL": "http://gw"},
+                                   "max_turns": 3}
+    assert agent_options(RoleSpec(system_prompt="direct")) == {"system_prompt": "direct"}
+    assert agent_options(RoleSpec(extra={"system_prompt": "stale"})) == {}

@@ -231,3 +231,73 @@ def test_a_gateway_rein_does_not_accumulate_sessions(harness: List[str]) -> None
         assert result.ok, result
     assert len(adapter._sessions) == 1 and adapter._sessions[0].closed
     rein.close()
+
+
+class StubbornFake:
+    """A fake child (no pid) that exits only on kill(): records what the host did."""
+
+    def __init__(self) -> None:
+        self.calls: List[str] = []
+        self.stdin = self
+        self.stdout = io.BytesIO(b"")
+        self.alive = True
+
+    # stdin
+    def write(self, data: Any) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.calls.append("close_stdin")
+
+    # process
+    def wait(self, timeout: float) -> int:
+        self.calls.append("wait")
+        if self.alive:
+            import subprocess
+
+            raise subprocess.TimeoutExpired("fake", timeout)
+        return -9
+
+    def terminate(self) -> None:
+        self.calls.append("terminate")
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+        self.alive = False
+
+
+def test_the_core_escalation_drives_an_injected_child() -> None:
+    """The core's stop actions map onto the injected child's own methods: a child without
+    a process group gets terminate(), then kill(), each after a wait() for the grace."""
+    fake = StubbornFake()
+    session = SubprocessAdapter(spawn=lambda role: fake, grace_s=0.0).open_session(RoleSpec())
+    session.close()
+    assert fake.calls == ["close_stdin", "wait", "terminate", "wait", "kill", "wait"]
+    assert session.closed
+    session.close()  # idempotent: nothing more happens
+    assert fake.calls == ["close_stdin", "wait", "terminate", "wait", "kill", "wait"]
+
+
+def test_a_failed_stdin_write_is_stdin_closed_and_closes() -> None:
+    fake = StubbornFake()
+    fake.alive = False  # exits as soon as stdin closes
+    session = SubprocessAdapter(spawn=lambda role: fake).open_session(RoleSpec())
+    with pytest.raises(AdapterError) as info:
+        session.turn("go")
+    assert info.value.code == "stdin_closed"
+    assert isinstance(info.value.__cause__, BrokenPipeError)
+    assert session.closed and fake.calls == ["close_stdin", "wait"]
+    with pytest.raises(AdapterError) as info:
+        session.turn("again")
+    assert info.value.code == "session_closed"
+
+
+def test_no_command_comes_from_the_core() -> None:
+    commands: List[Any] = [None, [], lambda role: []]
+    for command in commands:
+        with pytest.raises(AdapterError) as info:
+            SubprocessAdapter(command=command).open_session(RoleSpec())
+        assert info.value.code == "no_command"

@@ -4,8 +4,9 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use stapel_runner_protocol::adapter::{
-    usage_from_anthropic, usage_from_mapping, usage_from_openai, AdapterError, RoleSpec,
-    SubprocessConfig, SubprocessInput, SubprocessOutput, SubprocessSession, TurnResult,
+    usage_from_anthropic, usage_from_anthropic_with_thinking, usage_from_mapping,
+    usage_from_openai, AdapterError, RoleSpec, SubprocessConfig, SubprocessInput,
+    SubprocessSession, TurnResult,
 };
 use stapel_runner_protocol::wire::{UsageSplit, MAX_SAFE_INTEGER};
 
@@ -33,12 +34,19 @@ fn last_line() -> impl Strategy<Value = Option<String>> {
 fn run(stream: &[u8], chunks: &[usize], max_line_bytes: usize) -> Vec<Value> {
     let mut s = SubprocessSession::new(SubprocessConfig::with_max_line_bytes(max_line_bytes));
     let mut out = Vec::new();
-    let drain = |s: &mut SubprocessSession, out: &mut Vec<Value>| loop {
-        match s.poll_output() {
-            SubprocessOutput::Waiting => break,
-            o => out.push(o.to_value()),
+    let drain = |s: &mut SubprocessSession, out: &mut Vec<Value>| {
+        while let Some(o) = s.poll_output() {
+            out.push(o.to_value());
         }
     };
+    s.handle_input(
+        0,
+        SubprocessInput::Spawned {
+            pid: None,
+            process_group: false,
+        },
+    )
+    .unwrap();
     s.handle_input(
         0,
         SubprocessInput::StartTurn {
@@ -116,6 +124,40 @@ proptest! {
                 prop_assert!(thinking.unwrap_or(0) > output);
                 prop_assert_eq!(e.code(), "invalid_usage");
                 prop_assert_eq!(usage_from_mapping(&u).unwrap_err().code(), "invalid_usage");
+            }
+        }
+    }
+
+    /// The thinking override keeps the total and the other columns; it only moves
+    /// tokens between `output` and `thinking`, and 0 changes nothing.
+    #[test]
+    fn thinking_override_preserves_the_total(
+        input in 0u64..1 << 40, read in 0u64..1 << 40, output in 0u64..1 << 40,
+        own in proptest::option::of(0u64..1 << 40), spelled_as_reasoning in any::<bool>(),
+        thinking in prop_oneof![Just(0u64), 0u64..1 << 41],
+    ) {
+        let mut u = json!({"input_tokens": input, "cache_read_input_tokens": read,
+                           "output_tokens": output});
+        if let Some(t) = own {
+            let key = if spelled_as_reasoning { "reasoning_tokens" } else { "thinking_tokens" };
+            u[key] = json!(t);
+        }
+        let got = usage_from_anthropic_with_thinking(&u, thinking);
+        if thinking == 0 {
+            prop_assert_eq!(got, usage_from_anthropic(&u));
+            return Ok(());
+        }
+        match got {
+            Ok(s) => {
+                prop_assert!(thinking <= output);
+                prop_assert_eq!(s.thinking, thinking);
+                prop_assert_eq!(s.output + s.thinking, output);
+                prop_assert_eq!((s.fresh_input, s.cache_read, s.cache_write), (input, read, 0));
+                prop_assert_eq!(s.total_tokens(), input + read + output);
+            }
+            Err(e) => {
+                prop_assert!(thinking > output);
+                prop_assert_eq!(e.code(), "invalid_usage");
             }
         }
     }

@@ -5,9 +5,11 @@
     adapter.oneshot(role_spec, prompt) -> TurnResult
     Session.close() / adapter.close()
 
-:class:`SubprocessTurnMachine` is the core's sans-IO subprocess JSONL turn machine (the
-host spawns the child and moves the bytes). :class:`RoleSpec` is built from a ``task.assign`` invocation by the Rust core
-(:meth:`RoleSpec.from_invocation`); :class:`TurnResult` always carries a valid
+:class:`SubprocessTurnMachine` is the core's sans-IO subprocess session machine: it decides
+the spawn request, the JSONL turns and the stop escalation (close stdin, TERM, KILL, group
+KILL, with deadlines from ``poll_timeout()``); the host performs its actions and reports
+what happened. :class:`RoleSpec` is built from a ``task.assign`` invocation by the Rust
+core (:meth:`RoleSpec.from_invocation`); :class:`TurnResult` always carries a valid
 five-component :class:`stapel_taskspecs.UsageSplit`, checked by the core on
 construction.
 """

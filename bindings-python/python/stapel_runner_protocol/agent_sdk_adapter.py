@@ -21,6 +21,7 @@ import asyncio
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
+from . import _native
 from .adapters import HarnessAdapter, RoleSpec, Session, TurnResult, _require_taskspecs
 from .errors import AdapterError, AdapterUnavailableError
 from .usage import usage_from_anthropic
@@ -29,6 +30,7 @@ __all__ = [
     "AgentSdkAdapter",
     "AgentSdkSession",
     "ClientFactory",
+    "agent_options",
     "build_agent_options",
     "turn_text",
     "turn_usage",
@@ -70,30 +72,28 @@ def turn_usage(messages: List[Any]) -> Any:
     return usage_from_anthropic({})
 
 
+def agent_options(role_spec: RoleSpec) -> Dict[str, Any]:
+    """The ``ClaudeAgentOptions`` keyword arguments for a role, chosen by the Rust core
+    (``AgentOptions``): ``model`` (when set), ``allowed_tools`` (when any),
+    ``system_prompt`` (the role's inline prompt), ``env`` (``ANTHROPIC_BASE_URL`` = the
+    LLM gateway URL, when set) and the budget's ``max_turns`` / ``max_budget_usd``."""
+    data = role_spec.to_dict()
+    # The dataclass field is the Python mirror of the inline prompt: it is the one used.
+    data.pop("system_prompt", None)
+    if role_spec.system_prompt is not None:
+        data["system_prompt"] = role_spec.system_prompt
+    return _native.agent_options(data)
+
+
 def build_agent_options(role_spec: RoleSpec) -> Any:
-    """``claude_agent_sdk.ClaudeAgentOptions`` for a role: model, allowed tools, an
-    inline system prompt, the LLM gateway URL (as ``ANTHROPIC_BASE_URL``) and the
-    budget's ``max_turns`` / ``max_budget_usd``."""
+    """``claude_agent_sdk.ClaudeAgentOptions`` for a role (see :func:`agent_options`)."""
     try:
         from claude_agent_sdk import (  # type: ignore[import-not-found, unused-ignore]
             ClaudeAgentOptions,
         )
     except ImportError as exc:
         raise AdapterUnavailableError(_MISSING, code="adapter_unavailable") from exc
-    options: Dict[str, Any] = {}
-    if role_spec.model:
-        options["model"] = role_spec.model
-    if role_spec.allowed_tools:
-        options["allowed_tools"] = list(role_spec.allowed_tools)
-    if role_spec.system_prompt is not None:
-        options["system_prompt"] = role_spec.system_prompt
-    if role_spec.llm_base_url:
-        options["env"] = {"ANTHROPIC_BASE_URL": role_spec.llm_base_url}
-    if isinstance(role_spec.budget, dict):
-        for key in ("max_turns", "max_budget_usd"):
-            if key in role_spec.budget:
-                options[key] = role_spec.budget[key]
-    return ClaudeAgentOptions(**options)
+    return ClaudeAgentOptions(**agent_options(role_spec))
 
 
 def _sdk_client(role_spec: RoleSpec) -> Any:

@@ -5,18 +5,21 @@
     child  -> parent(stdout): {"type": "result", "text": "...", "usage": {...}}
                           or: {"type": "error", "message": "..."}
 
-The protocol — line framing with a bound, parsing, the turn state, usage mapping — is the
-Rust core's :class:`~stapel_runner_protocol.adapters.SubprocessTurnMachine`; this module
-only moves bytes between it and the child.
+Every decision — the spawn request and its cleared environment, line framing with a
+bound, parsing, the turn state, usage mapping, which faults close the session, the stop
+escalation and its grace periods, the error codes — is the Rust core's
+:class:`~stapel_runner_protocol.adapters.SubprocessTurnMachine`; this module performs
+its actions (spawn, write, read, close, signal, wait) and reports what happened.
 
 The default spawn starts ``command`` in a new process group (session) with a cleared
 environment: only ``PATH``, the variables given as ``env``, and ``ANTHROPIC_BASE_URL``
 when the role names an ``llm_base_url``. :meth:`SubprocessSession.close` closes the
 child's stdin, waits ``grace_s``, then sends SIGTERM and, after another grace, SIGKILL
-to the whole process group; it is idempotent. Inject ``spawn`` (``role_spec ->
+(to the child's process group when it leads one, else to the child), and finally
+SIGKILL to the whole group; it is idempotent. Inject ``spawn`` (``role_spec ->
 process``) to test against a fake child: the process needs ``stdin`` (``write``/
 ``flush``/``close``, bytes or text) and ``stdout`` (``read1`` or ``readline``), and may
-have ``pid``, ``poll``, ``wait``, ``terminate`` and ``kill``.
+have ``pid``, ``wait``, ``terminate`` and ``kill``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._native import SubprocessTurnMachine
@@ -44,31 +48,29 @@ _READ_CHUNK = 64 * 1024
 Command = Union[Sequence[str], Callable[[RoleSpec], Sequence[str]]]
 
 
-def _cleared_env(extra: Optional[Mapping[str, str]], role_spec: RoleSpec) -> Dict[str, str]:
-    env = {"PATH": os.environ.get("PATH", os.defpath)}
-    env.update(extra or {})
-    if role_spec.llm_base_url:
-        env["ANTHROPIC_BASE_URL"] = role_spec.llm_base_url
-    return env
+def _now_ms() -> int:
+    """The machine's clock: monotonic milliseconds."""
+    return int(time.monotonic() * 1000)
 
 
-def _default_spawn(command: Optional[Command], env: Optional[Mapping[str, str]]) -> SpawnFn:
-    def spawn(role_spec: RoleSpec) -> Any:
-        cmd = command(role_spec) if callable(command) else command
-        if not cmd:
-            raise AdapterError("SubprocessAdapter needs a non-empty command", code="no_command")
-        try:
-            return subprocess.Popen(
-                list(cmd),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=_cleared_env(env, role_spec),
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise AdapterError(f"cannot start {cmd[0]!r}: {exc}", code="spawn_failed") from exc
+def _grace_ms(grace_s: float) -> int:
+    return max(0, round(grace_s * 1000))
 
-    return spawn
+
+def _pid(process: Any) -> Optional[int]:
+    pid = getattr(process, "pid", None)
+    return pid if isinstance(pid, int) and 0 < pid < 2**32 else None
+
+
+def _leads_group(process: Any) -> bool:
+    """Whether the child leads its own process group (an OS query)."""
+    pid = _pid(process)
+    if pid is None or not hasattr(os, "getpgid"):
+        return False
+    try:
+        return os.getpgid(pid) == pid
+    except OSError:
+        return False
 
 
 class SubprocessSession(Session):
@@ -81,17 +83,25 @@ class SubprocessSession(Session):
         on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
         max_line_bytes: int = 1024 * 1024,
         grace_s: float = DEFAULT_GRACE_S,
+        _machine: Optional[SubprocessTurnMachine] = None,
     ) -> None:
         self._proc = process
-        self._machine = SubprocessTurnMachine(max_line_bytes)
         self._on_progress = on_progress
-        self._grace_s = grace_s
-        self._closed = False
+        self._write_failure: Optional[BaseException] = None
+        if _machine is None:
+            # A child the caller started: attach it to a new machine.
+            _machine = SubprocessTurnMachine(
+                max_line_bytes, grace_ms=_grace_ms(grace_s), attached=False
+            )
+            _machine.spawned(
+                _pid(process), process_group=_leads_group(process), now_ms=_now_ms()
+            )
+        self._machine = _machine
 
     @property
     def closed(self) -> bool:
         """``True`` once :meth:`close` ran (or a fault closed the session)."""
-        return self._closed
+        return self._machine.closed
 
     @property
     def process(self) -> Any:
@@ -102,28 +112,62 @@ class SubprocessSession(Session):
         """Send ``prompt``; return the result. A harness ``error`` line raises
         :class:`~stapel_runner_protocol.errors.AdapterError` (``harness_error``; the
         session stays usable); any other fault (``unexpected_eof``, ``line_too_long``,
-        ``not_json``, …) also closes the session."""
-        if self._closed:
-            raise AdapterError("turn() on a closed subprocess session", code="session_closed")
-        self._machine.start_turn(prompt)
+        ``not_json``, ``stdin_closed``, …) also closes the session; a closed session
+        raises ``session_closed``."""
+        self._machine.start_turn(prompt, _now_ms())
+        result = self._run()
+        assert result is not None  # the machine ends every turn with a result or an error
+        return result
+
+    def close(self) -> None:
+        """Close stdin, then end the child (and its whole process group) after a grace.
+        Idempotent."""
+        self._machine.close(_now_ms())
+        self._run()
+
+    def _run(self) -> Optional[TurnResult]:
+        """Perform the machine's actions until it waits for nothing this host does on its
+        own: the turn's outcome is known and no stop escalation is pending. Returns the
+        turn's result; raises its error (after the escalation it started has run)."""
+        result: Optional[TurnResult] = None
+        error: Optional[AdapterError] = None
         while True:
-            for kind, value in self._machine.drain():
+            outputs = self._machine.drain()
+            for kind, value in outputs:
                 if kind == "write_stdin" and isinstance(value, str):
                     self._write(value)
+                elif kind == "close_stdin":
+                    self._close_pipe("stdin")
+                elif kind == "signal" and isinstance(value, tuple):
+                    self._signal(value[0], value[1])
+                elif kind == "close_stdout":
+                    self._close_pipe("stdout")
                 elif kind == "progress" and isinstance(value, dict):
                     if self._on_progress is not None:
                         self._on_progress(value)
                 elif isinstance(value, TurnResult):
-                    return value
-                elif isinstance(value, AdapterError):
-                    if value.code != "harness_error":
-                        self.close()
-                    raise value
-            data = self._read()
-            if data:
-                self._machine.feed_stdout(data)
+                    result = value
+                elif isinstance(value, AdapterError) and error is None:
+                    error = value
+            if outputs:
+                continue  # performing them may have queued more (a failed write)
+            deadline = self._machine.poll_timeout()
+            if deadline is not None:
+                self._await_exit(deadline)
+            elif self._machine.in_turn:
+                data = self._read()
+                if data:
+                    self._machine.feed_stdout(data, _now_ms())
+                else:
+                    self._machine.feed_eof(_now_ms())
             else:
-                self._machine.feed_eof()
+                break
+        if error is not None:
+            cause, self._write_failure = self._write_failure, None
+            if error.code == "stdin_closed" and cause is not None:
+                raise error from cause
+            raise error
+        return result
 
     def _write(self, line: str) -> None:
         stdin = self._proc.stdin
@@ -134,8 +178,8 @@ class SubprocessSession(Session):
                 stdin.write(line)
             stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
-            self.close()
-            raise AdapterError(f"cannot write to the harness: {exc}", code="stdin_closed") from exc
+            self._write_failure = exc
+            self._machine.stdin_write_failed(str(exc), _now_ms())
 
     def _read(self) -> bytes:
         stdout = self._proc.stdout
@@ -145,53 +189,44 @@ class SubprocessSession(Session):
             return data.encode("utf-8")
         return bytes(data or b"")
 
-    def close(self) -> None:
-        """Close stdin, then end the child's whole process group after a grace.
-        Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        proc = self._proc
+    def _close_pipe(self, name: str) -> None:
         try:
-            if getattr(proc, "stdin", None) is not None:
-                proc.stdin.close()
-        except Exception:
-            pass
-        if not self._wait(self._grace_s):
-            self._signal(signal.SIGTERM)
-            if not self._wait(self._grace_s):
-                self._signal(signal.SIGKILL)
-                self._wait(self._grace_s)
-        # The leader is gone; anything left in its group goes too.
-        self._signal_group(signal.SIGKILL)
-        try:
-            if getattr(proc, "stdout", None) is not None:
-                proc.stdout.close()
+            pipe = getattr(self._proc, name, None)
+            if pipe is not None:
+                pipe.close()
         except Exception:
             pass
 
-    def _wait(self, timeout: float) -> bool:
+    def _await_exit(self, deadline: int) -> None:
+        """Wait for the child's exit until ``deadline``; report which came first."""
         wait = getattr(self._proc, "wait", None)
-        if wait is None:
-            return True
+        if wait is None:  # nothing to wait for: the fake child is done
+            self._machine.exited(_now_ms())
+            return
         try:
-            wait(timeout=timeout)
-            return True
+            wait(timeout=max(0, deadline - _now_ms()) / 1000)
         except subprocess.TimeoutExpired:
-            return False
+            # wait() measured the grace itself: the deadline has passed.
+            self._machine.timeout(max(_now_ms(), deadline))
+        else:
+            self._machine.exited(_now_ms())
 
-    def _signal(self, sig: signal.Signals) -> None:
-        if not self._signal_group(sig):
-            fallback = getattr(self._proc, "kill" if sig == signal.SIGKILL else "terminate", None)
-            if fallback is not None:
-                try:
-                    fallback()
-                except Exception:
-                    pass
+    def _signal(self, target: str, name: str) -> None:
+        sig = signal.SIGKILL if name == "KILL" else signal.SIGTERM
+        if target == "group" and self._signal_group(sig):
+            return
+        # The process itself, or a group this host cannot signal (Popen's own
+        # terminate()/kill() do nothing once the child is reaped).
+        method = getattr(self._proc, "kill" if name == "KILL" else "terminate", None)
+        if method is not None:
+            try:
+                method()
+            except Exception:
+                pass
 
     def _signal_group(self, sig: signal.Signals) -> bool:
-        pid = getattr(self._proc, "pid", None)
-        if not isinstance(pid, int) or pid <= 0 or not hasattr(os, "killpg"):
+        pid = _pid(self._proc)
+        if pid is None or not hasattr(os, "killpg"):
             return False
         try:
             # Only a group we started (pgid == leader pid) and only while it exists: a
@@ -199,7 +234,7 @@ class SubprocessSession(Session):
             if os.getpgid(pid) != pid:
                 return False
         except (ProcessLookupError, PermissionError):
-            pass
+            pass  # the leader is reaped; its group may still have members
         try:
             os.killpg(pid, 0)
             os.killpg(pid, sig)
@@ -232,7 +267,9 @@ class SubprocessAdapter(HarnessAdapter):
         grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
         _require_taskspecs("SubprocessAdapter")
-        self._spawn = spawn or _default_spawn(command, env)
+        self._command = command
+        self._env = dict(env or {})
+        self._spawn = spawn
         self._on_progress = on_progress
         self._max_line_bytes = max_line_bytes
         self._grace_s = grace_s
@@ -240,17 +277,64 @@ class SubprocessAdapter(HarnessAdapter):
 
     def open_session(self, role_spec: RoleSpec) -> SubprocessSession:
         """Spawn the child and open a session over it."""
-        session = SubprocessSession(
-            self._spawn(role_spec),
-            on_progress=self._on_progress,
-            max_line_bytes=self._max_line_bytes,
-            grace_s=self._grace_s,
-        )
+        if self._spawn is not None:
+            session = SubprocessSession(
+                self._spawn(role_spec),
+                on_progress=self._on_progress,
+                max_line_bytes=self._max_line_bytes,
+                grace_s=self._grace_s,
+            )
+        else:
+            session = self._spawn_session(role_spec)
         # Keep only the sessions still open: an adapter that outlives many sessions
         # (one per Gateway run) does not hold on to every closed one.
         self._sessions = [s for s in self._sessions if not s.closed]
         self._sessions.append(session)
         return session
+
+    def _spawn_session(self, role_spec: RoleSpec) -> SubprocessSession:
+        """Ask the machine for the spawn request and perform it."""
+        machine = SubprocessTurnMachine(
+            self._max_line_bytes, grace_ms=_grace_ms(self._grace_s), attached=False
+        )
+        command = self._command(role_spec) if callable(self._command) else self._command
+        machine.open(
+            list(command or []),
+            env=list(self._env.items()),
+            path=os.environ.get("PATH", os.defpath),
+            llm_base_url=role_spec.llm_base_url,
+            now_ms=_now_ms(),
+        )
+        process: Any = None
+        while True:
+            outputs = machine.drain()
+            if not outputs:
+                break
+            for kind, value in outputs:
+                if isinstance(value, AdapterError):
+                    raise value
+                if kind == "spawn" and isinstance(value, dict):
+                    try:
+                        process = subprocess.Popen(
+                            [value["program"], *value["args"]],
+                            stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE,
+                            env=value["env"],
+                            cwd=value["cwd"],
+                            start_new_session=value["new_process_group"],
+                        )
+                    except OSError as exc:
+                        machine.spawn_failed(str(exc), _now_ms())
+                        for _, err in machine.drain():
+                            if isinstance(err, AdapterError):
+                                raise err from exc
+                        raise
+                    machine.spawned(
+                        process.pid,
+                        process_group=bool(value["new_process_group"]),
+                        now_ms=_now_ms(),
+                    )
+        return SubprocessSession(process, on_progress=self._on_progress, _machine=machine)
 
     def close(self) -> None:
         """Close every session this adapter opened. Idempotent."""

@@ -1,6 +1,6 @@
 //! Errors of the adapter seam.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 /// What went wrong in the harness-adapter seam. Codes are stable and asserted by
 /// conformance vectors. [`is_local`](Self::is_local) separates the caller's misuse from
@@ -91,6 +91,26 @@ pub enum AdapterError {
         /// Why (not stable).
         reason: String,
     },
+    /// The child could not be started: its command is empty. Code `no_command`.
+    #[error("the subprocess adapter needs a non-empty command")]
+    NoCommand,
+    /// The host could not start the child. Code `spawn_failed`.
+    #[error("cannot start the harness: {message}")]
+    SpawnFailed {
+        /// The host's error text (not stable).
+        message: String,
+    },
+    /// Writing a turn to the child's stdin failed (the child closed it or exited). The
+    /// session closes. Code `stdin_closed`.
+    #[error("cannot write to the harness: {message}")]
+    StdinClosed {
+        /// The host's error text (not stable).
+        message: String,
+    },
+    /// Local misuse: a turn was started before the child runs (no `Spawned` yet). Code
+    /// `not_spawned`.
+    #[error("the harness child is not running yet")]
+    NotSpawned,
     /// Local misuse: a turn was started while another is in progress. Code
     /// `turn_in_progress`.
     #[error("a turn is already in progress")]
@@ -119,6 +139,10 @@ impl AdapterError {
             AdapterError::UnexpectedEof => "unexpected_eof",
             AdapterError::UnexpectedMessage { .. } => "unexpected_message",
             AdapterError::InvalidInvocation { .. } => "invalid_invocation",
+            AdapterError::NoCommand => "no_command",
+            AdapterError::SpawnFailed { .. } => "spawn_failed",
+            AdapterError::StdinClosed { .. } => "stdin_closed",
+            AdapterError::NotSpawned => "not_spawned",
             AdapterError::TurnInProgress => "turn_in_progress",
             AdapterError::SessionClosed => "session_closed",
         }
@@ -129,7 +153,10 @@ impl AdapterError {
     pub fn is_local(&self) -> bool {
         matches!(
             self,
-            AdapterError::TurnInProgress | AdapterError::SessionClosed
+            AdapterError::TurnInProgress
+                | AdapterError::SessionClosed
+                | AdapterError::NotSpawned
+                | AdapterError::NoCommand
         )
     }
 
@@ -149,16 +176,24 @@ impl AdapterError {
     }
 
     /// JSON form: `{"code", "line_number"}` (`line_number` is `null` when not about a
-    /// line), plus `"message"` for `harness_error` and `"field"` for
-    /// `invalid_invocation`.
+    /// line), plus `"message"` for `harness_error`, `spawn_failed` and `stdin_closed`,
+    /// and `"field"` for `invalid_invocation`.
     pub fn to_value(&self) -> Value {
-        let mut v = json!({"code": self.code(), "line_number": self.line_number()});
+        let mut m = Map::new();
+        m.insert("code".into(), json!(self.code()));
+        m.insert("line_number".into(), json!(self.line_number()));
         match self {
-            AdapterError::HarnessError { message, .. } => v["message"] = json!(message),
-            AdapterError::InvalidInvocation { field, .. } => v["field"] = json!(field),
+            AdapterError::HarnessError { message, .. }
+            | AdapterError::SpawnFailed { message }
+            | AdapterError::StdinClosed { message } => {
+                m.insert("message".into(), json!(message));
+            }
+            AdapterError::InvalidInvocation { field, .. } => {
+                m.insert("field".into(), json!(field));
+            }
             _ => {}
         }
-        v
+        Value::Object(m)
     }
 
     pub(crate) fn with_line(self, n: u64) -> Self {

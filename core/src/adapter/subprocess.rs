@@ -1,4 +1,5 @@
-//! The subprocess JSONL turn machine: seed 000's `SubprocessAdapter` protocol, sans-IO.
+//! The subprocess session machine: seed 000's `SubprocessAdapter` protocol and the child's
+//! lifecycle (spawn, turns, stop escalation), sans-IO.
 
 use std::collections::VecDeque;
 
@@ -14,6 +15,13 @@ use crate::wire::{parse_value, DecodeError};
 /// default because one `result` line carries the turn's whole final text.
 pub const DEFAULT_TURN_MAX_LINE_BYTES: usize = 1024 * 1024;
 
+/// Default [`SubprocessConfig::grace_ms`]: 2 s, waited after closing the child's stdin and
+/// again after each signal of the stop escalation.
+pub const DEFAULT_GRACE_MS: u64 = 2_000;
+
+/// The variable that carries a role's `llm_base_url` to the child.
+pub const LLM_BASE_URL_ENV: &str = "ANTHROPIC_BASE_URL";
+
 /// Configuration of a [`SubprocessSession`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -22,20 +30,162 @@ pub struct SubprocessConfig {
     /// [`DEFAULT_TURN_MAX_LINE_BYTES`]. A longer line is a `line_too_long` adapter error
     /// naming the line; it is never buffered beyond this bound.
     pub max_line_bytes: usize,
+    /// How long the stop escalation waits for the child to exit after closing its stdin,
+    /// after `TERM` and after `KILL`, in ms. Default [`DEFAULT_GRACE_MS`].
+    pub grace_ms: u64,
 }
 
 impl Default for SubprocessConfig {
     fn default() -> Self {
         Self {
             max_line_bytes: DEFAULT_TURN_MAX_LINE_BYTES,
+            grace_ms: DEFAULT_GRACE_MS,
         }
     }
 }
 
 impl SubprocessConfig {
-    /// A configuration with the given line bound.
+    /// A configuration with the given line bound (and the default grace).
     pub fn with_max_line_bytes(max_line_bytes: usize) -> Self {
-        Self { max_line_bytes }
+        Self {
+            max_line_bytes,
+            ..Self::default()
+        }
+    }
+
+    /// This configuration with the given grace period.
+    #[must_use]
+    pub fn grace_ms(mut self, grace_ms: u64) -> Self {
+        self.grace_ms = grace_ms;
+        self
+    }
+}
+
+/// What the caller asks to start: the input of [`SubprocessInput::Open`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SpawnSpec {
+    /// Program and arguments. Empty is `no_command`.
+    pub command: Vec<String>,
+    /// Variables the caller gives the child, in order (a later one replaces an earlier
+    /// one of the same name).
+    pub env: Vec<(String, String)>,
+    /// The host's `PATH` — the only variable the child inherits.
+    pub path: String,
+    /// The role's `llm_base_url`; when non-empty it reaches the child as
+    /// [`LLM_BASE_URL_ENV`].
+    pub llm_base_url: Option<String>,
+    /// Working directory; `None` inherits the host's.
+    pub cwd: Option<String>,
+}
+
+impl SpawnSpec {
+    /// A spec for `command` with the host's `path` and nothing else.
+    pub fn new(command: Vec<String>, path: impl Into<String>) -> Self {
+        Self {
+            command,
+            path: path.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// What the host must start (the output [`SubprocessOutput::Spawn`]): `program args…` with
+/// exactly `env` (the inherited environment cleared) in `cwd`, as the leader of a new
+/// process group (session), stdin and stdout piped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SpawnRequest {
+    /// Program.
+    pub program: String,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// The complete environment: `PATH`, then the caller's variables, then
+    /// [`LLM_BASE_URL_ENV`]; one entry per name, at the position where the name first
+    /// appeared, holding its last value.
+    pub env: Vec<(String, String)>,
+    /// Working directory; `None` inherits the host's.
+    pub cwd: Option<String>,
+    /// Always `true`: start the child in a new process group (pgid = pid).
+    pub new_process_group: bool,
+}
+
+impl SpawnRequest {
+    fn from_spec(spec: SpawnSpec) -> Result<Self, AdapterError> {
+        let mut parts = spec.command.into_iter();
+        let program = parts.next().ok_or(AdapterError::NoCommand)?;
+        let mut env: Vec<(String, String)> = Vec::new();
+        let mut set = |name: String, value: String| {
+            match env.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = value,
+                None => env.push((name, value)),
+            };
+        };
+        set("PATH".to_owned(), spec.path);
+        for (name, value) in spec.env {
+            set(name, value);
+        }
+        if let Some(url) = spec.llm_base_url.filter(|u| !u.is_empty()) {
+            set(LLM_BASE_URL_ENV.to_owned(), url);
+        }
+        Ok(Self {
+            program,
+            args: parts.collect(),
+            env,
+            cwd: spec.cwd,
+            new_process_group: true,
+        })
+    }
+
+    /// `{"program","args","env": {name: value, …} (in order),"cwd","new_process_group"}`.
+    pub fn to_value(&self) -> Value {
+        let env: Map<String, Value> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        json!({"program": self.program, "args": self.args, "env": env, "cwd": self.cwd,
+               "new_process_group": self.new_process_group})
+    }
+}
+
+/// A stop signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopSignal {
+    /// SIGTERM: ask to stop (`terminate()`).
+    Term,
+    /// SIGKILL: stop (`kill()`).
+    Kill,
+}
+
+impl StopSignal {
+    /// `TERM` or `KILL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopSignal::Term => "TERM",
+            StopSignal::Kill => "KILL",
+        }
+    }
+}
+
+/// Whom a [`SubprocessOutput::Signal`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SignalTarget {
+    /// The child process itself (`terminate()` / `kill()` on its handle).
+    Process,
+    /// The process group the child leads (`killpg(pid, sig)`). Where the host cannot
+    /// signal that group (it no longer exists, or the child left it), it signals the
+    /// child process instead — which does nothing once the child is reaped.
+    Group,
+}
+
+impl SignalTarget {
+    /// `process` or `group`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignalTarget::Process => "process",
+            SignalTarget::Group => "group",
+        }
     }
 }
 
@@ -43,6 +193,22 @@ impl SubprocessConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SubprocessInput {
+    /// Start a child: answered by [`SubprocessOutput::Spawn`] (or a `no_command` error).
+    Open(SpawnSpec),
+    /// The child runs: the host started it for the `Spawn` output, or started it by its
+    /// own means (an injected spawn) and attaches it to a new machine.
+    Spawned {
+        /// Its pid, when it has one.
+        pid: Option<u32>,
+        /// `true` when it leads its own process group (pgid = pid): the escalation then
+        /// signals the group.
+        process_group: bool,
+    },
+    /// The `Spawn` output failed.
+    SpawnFailed {
+        /// The OS error text.
+        message: String,
+    },
     /// Start a turn with this prompt.
     StartTurn {
         /// The prompt (content: goes to the child only).
@@ -52,14 +218,43 @@ pub enum SubprocessInput {
     Stdout(Vec<u8>),
     /// The child's stdout reached end of file.
     Eof,
+    /// A `WriteStdin` output could not be written (the pipe is closed).
+    StdinWriteFailed {
+        /// The OS error text.
+        message: String,
+    },
+    /// The child exited and was reaped. A host that reads stdout reports its `Eof`
+    /// first.
+    Exited,
+    /// The caller closes the session: stop the child.
+    Close,
+    /// `now_ms` reached [`poll_timeout`](SubprocessSession::poll_timeout).
+    Timeout,
 }
 
 /// What the machine asks of the host, or reports.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum SubprocessOutput {
-    /// Write these bytes (one JSON line, `\n`-terminated) to the child's stdin.
+    /// Start the child (see [`SpawnRequest`]); report `Spawned` or `SpawnFailed`.
+    Spawn(SpawnRequest),
+    /// Write these bytes (one JSON line, `\n`-terminated) to the child's stdin; report
+    /// `StdinWriteFailed` if the write fails.
     WriteStdin(String),
+    /// Close the child's stdin (errors ignored). Wait for the child's exit from now on
+    /// until [`poll_timeout`](SubprocessSession::poll_timeout): report `Exited` or
+    /// `Timeout`.
+    CloseStdin,
+    /// Send `signal` to `target` (errors ignored); keep waiting for the exit.
+    Signal {
+        /// The process or its group.
+        target: SignalTarget,
+        /// Which signal.
+        signal: StopSignal,
+    },
+    /// The escalation is over: close the child's stdout and release the handle. Always the
+    /// last output of a session.
+    CloseStdout,
     /// A progress event from the child: any line whose `type` is not `result` or `error`,
     /// as the JSON object it was.
     Progress(Map<String, Value>),
@@ -68,44 +263,118 @@ pub enum SubprocessOutput {
     /// The turn (and, unless the code is `harness_error`, the session) ended with an
     /// adapter error.
     Error(AdapterError),
-    /// Nothing more until the next input.
-    Waiting,
 }
 
 impl SubprocessOutput {
-    /// JSON form: `{"type":"write_stdin","data"}`, `{"type":"progress","event"}`,
+    /// JSON form: `{"type":"spawn","request"}`, `{"type":"write_stdin","data"}`,
+    /// `{"type":"close_stdin"}`, `{"type":"signal","target","signal"}`,
+    /// `{"type":"close_stdout"}`, `{"type":"progress","event"}`,
     /// `{"type":"turn_result","text","usage"}`, `{"type":"error","code","line_number"}`
-    /// (plus `"message"` for `harness_error`), `{"type":"waiting"}`.
+    /// (plus `"message"` for `harness_error`).
     pub fn to_value(&self) -> Value {
         match self {
+            SubprocessOutput::Spawn(r) => json!({"type": "spawn", "request": r.to_value()}),
             SubprocessOutput::WriteStdin(data) => json!({"type": "write_stdin", "data": data}),
+            SubprocessOutput::CloseStdin => json!({"type": "close_stdin"}),
+            SubprocessOutput::Signal { target, signal } => {
+                json!({"type": "signal", "target": target.as_str(), "signal": signal.as_str()})
+            }
+            SubprocessOutput::CloseStdout => json!({"type": "close_stdout"}),
             SubprocessOutput::Progress(event) => json!({"type": "progress", "event": event}),
             SubprocessOutput::TurnResult(r) => {
                 json!({"type": "turn_result", "text": r.text, "usage": r.usage.to_value()})
             }
             SubprocessOutput::Error(e) => {
-                let mut v = e.to_value();
-                if let Value::Object(m) = &mut v {
-                    let mut out = Map::new();
-                    out.insert("type".into(), json!("error"));
-                    out.extend(std::mem::take(m));
-                    return Value::Object(out);
+                let mut out = Map::new();
+                out.insert("type".into(), json!("error"));
+                if let Value::Object(m) = e.to_value() {
+                    out.extend(m);
                 }
-                v
+                Value::Object(out)
             }
-            SubprocessOutput::Waiting => json!({"type": "waiting"}),
         }
     }
 }
 
+/// What the machine knows of the running child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Child {
+    /// It leads its own process group.
+    process_group: bool,
+}
+
+impl Child {
+    /// Where escalation signals go: the group when there is one.
+    fn target(self) -> SignalTarget {
+        if self.process_group {
+            SignalTarget::Group
+        } else {
+            SignalTarget::Process
+        }
+    }
+}
+
+/// The step of the stop escalation the machine waits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Stdin closed; `TERM` at the deadline.
+    StdinClosed,
+    /// `TERM` sent; `KILL` at the deadline.
+    Terminated,
+    /// `KILL` sent; give up waiting at the deadline.
+    Killed,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    Idle,
-    InTurn,
+    New,
+    Spawning,
+    SpawningThenClose,
+    Idle(Child),
+    InTurn(Child),
+    Closing {
+        child: Child,
+        stage: Stage,
+        deadline: u64,
+    },
     Closed,
 }
 
-/// One child process's JSONL session, driven turn by turn.
+/// The lifecycle state of a [`SubprocessSession`], as the host sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SubprocessState {
+    /// Nothing started: waiting for `Open` or `Spawned`.
+    New,
+    /// `Spawn` emitted; waiting for `Spawned` or `SpawnFailed` (a `Close` meanwhile is
+    /// kept and applied once the child runs).
+    Spawning,
+    /// The child runs; no turn.
+    Idle,
+    /// A turn waits for its result.
+    InTurn,
+    /// The stop escalation runs; [`poll_timeout`](SubprocessSession::poll_timeout) is its
+    /// next deadline.
+    Closing,
+    /// Done: the child is stopped (or was never started).
+    Closed,
+}
+
+impl SubprocessState {
+    /// `new`, `spawning`, `idle`, `in_turn`, `closing` or `closed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubprocessState::New => "new",
+            SubprocessState::Spawning => "spawning",
+            SubprocessState::Idle => "idle",
+            SubprocessState::InTurn => "in_turn",
+            SubprocessState::Closing => "closing",
+            SubprocessState::Closed => "closed",
+        }
+    }
+}
+
+/// One child process's JSONL session, from spawn to stop, driven turn by turn.
 ///
 /// # Protocol
 ///
@@ -117,217 +386,424 @@ enum State {
 ///   `{"type":"error","message":string}` ends the turn with a `harness_error`; any other
 ///   `type` is a progress event, passed through. Empty lines are skipped. Extra keys in
 ///   `result` and `error` lines are ignored.
-/// * Stream-level faults close the session (the child is out of sync and should be
-///   stopped): a line that is not JSON (`not_json`), too long (`line_too_long`), not UTF-8
-///   (`invalid_utf8`), not a message (`invalid_message`), a bad result (`invalid_result`,
-///   `invalid_usage`), a `result`/`error` outside a turn (`unexpected_message`), and end of
-///   file during a turn (`unexpected_eof`). Errors name the 1-based stdout line number;
-///   numbering runs across turns. A `harness_error` ends only the turn.
+/// * Stream-level faults close the session and stop the child (it is out of sync): a
+///   line that is not JSON (`not_json`), too long (`line_too_long`), not UTF-8
+///   (`invalid_utf8`), not a message (`invalid_message`), a bad result
+///   (`invalid_result`, `invalid_usage`), a `result`/`error` outside a turn
+///   (`unexpected_message`), end of file during a turn (`unexpected_eof`), and a failed
+///   stdin write (`stdin_closed`). Errors name the 1-based stdout line number; numbering
+///   runs across turns. A `harness_error` ends only the turn.
+///
+/// # Stop escalation
+///
+/// Closing (by `Close`, a stream fault, or end of stdout) runs: `CloseStdin`, wait up to
+/// `grace_ms` for `Exited`; then `Signal TERM`, wait `grace_ms`; then `Signal KILL`, wait
+/// `grace_ms`. TERM and KILL go to the child's group when it leads one, else to the
+/// process. When the child has exited (or the last wait ran out): `Signal KILL` to the
+/// group (if there is one: it reaps anything the child left behind), then `CloseStdout`,
+/// and the session is closed. No TERM or process signal follows `Exited`.
 ///
 /// # Call order
 ///
-/// Call [`handle_input`](Self::handle_input) with `start_turn`, then with each chunk of
-/// stdout and finally `eof`; after every call drain [`poll_output`](Self::poll_output)
-/// until it returns [`SubprocessOutput::Waiting`]. The machine has no timers: `now_ms` is
-/// accepted for the uniform machine shape and not used. Once closed, stdout bytes and
-/// `eof` are ignored and `start_turn` is `session_closed`.
+/// 1. Create with [`new`](Self::new) (state `new`), then feed `Open(spec)` and perform the
+///    `Spawn` output, reporting `Spawned` or `SpawnFailed` — or, for a child the host
+///    started itself, feed `Spawned` directly.
+/// 2. Call [`handle_input`](Self::handle_input)`(now_ms, input)` for each event, then
+///    drain [`poll_output`](Self::poll_output) until `None`, performing every output in
+///    order (spawn, write, close, signal) and reporting failures and exits as inputs.
+/// 3. While [`poll_timeout`](Self::poll_timeout) is `Some(deadline)` (only in `closing`),
+///    wait for the child's exit: report `Exited` when it exits, else `Timeout` once
+///    `now_ms >= deadline`. A `Timeout` before the deadline is ignored.
+///
+/// `now_ms` is any monotonic clock of the host's; it is read only to set deadlines.
+///
+/// # Transitions
+///
+/// | state | input | outputs | next state |
+/// |---|---|---|---|
+/// | `new` | `Open` with an empty command | `Error(no_command)` | `closed` |
+/// | `new` | `Open` | `Spawn` | `spawning` |
+/// | `new`, `spawning` | `Spawned` | — | `idle` |
+/// | `spawning` | `SpawnFailed` | `Error(spawn_failed)` | `closed` |
+/// | `new` | `Close` | — | `closed` |
+/// | `spawning` | `Close` | — (`Spawned` then starts the escalation) | `spawning` |
+/// | `new`, `spawning` | `StartTurn` | error `not_spawned` | unchanged |
+/// | `idle` | `StartTurn` | `WriteStdin` | `in_turn` |
+/// | `in_turn` | `StartTurn` | error `turn_in_progress` | `in_turn` |
+/// | `in_turn` | `Stdout`: progress line | `Progress` | `in_turn` |
+/// | `in_turn` | `Stdout`: `result` / `error` line | `TurnResult` / `Error(harness_error)` | `idle` |
+/// | `idle`, `in_turn` | `Stdout`: stream fault | `Error(…)`, `CloseStdin` | `closing` (stdin closed) |
+/// | `in_turn` | `Eof` | `Error(unexpected_eof)`, `CloseStdin` | `closing` (stdin closed) |
+/// | `idle` | `Eof` | `CloseStdin` | `closing` (stdin closed) |
+/// | `idle`, `in_turn` | `StdinWriteFailed` | `Error(stdin_closed)`, `CloseStdin` | `closing` (stdin closed) |
+/// | `idle`, `in_turn` | `Close` | `CloseStdin` | `closing` (stdin closed) |
+/// | `idle`, `in_turn` | `Exited` | as `Eof`, then `Signal KILL group`?, `CloseStdout` | `closed` |
+/// | `closing` (stdin closed) | `Timeout` | `Signal TERM` | `closing` (terminated) |
+/// | `closing` (terminated) | `Timeout` | `Signal KILL` | `closing` (killed) |
+/// | `closing` (killed) | `Timeout` | `Signal KILL group`?, `CloseStdout` | `closed` |
+/// | `closing` | `Exited` | `Signal KILL group`?, `CloseStdout` | `closed` |
+/// | `closing`, `closed` | `StartTurn` | error `session_closed` | unchanged |
+///
+/// "`Signal KILL group`?" is emitted only when the child leads a process group. Every
+/// other input (stdout after closing, a second `Close`, `Timeout` outside `closing`,
+/// `Spawned` or `Exited` where the table has no row) is ignored.
 ///
 /// ```
 /// use stapel_runner_protocol::adapter::{SubprocessConfig, SubprocessInput, SubprocessOutput, SubprocessSession};
 ///
 /// let mut s = SubprocessSession::new(SubprocessConfig::default());
+/// s.handle_input(0, SubprocessInput::Spawned { pid: Some(42), process_group: true }).unwrap();
 /// s.handle_input(0, SubprocessInput::StartTurn { prompt: "hi".into() }).unwrap();
-/// assert_eq!(s.poll_output(), SubprocessOutput::WriteStdin("{\"type\":\"turn\",\"prompt\":\"hi\"}\n".into()));
+/// assert_eq!(s.poll_output(), Some(SubprocessOutput::WriteStdin("{\"type\":\"turn\",\"prompt\":\"hi\"}\n".into())));
 /// s.handle_input(0, SubprocessInput::Stdout(br#"{"type":"result","text":"ok","usage":{"input_tokens":3,"output_tokens":1}}
 /// "#.to_vec())).unwrap();
-/// let SubprocessOutput::TurnResult(r) = s.poll_output() else { panic!() };
+/// let Some(SubprocessOutput::TurnResult(r)) = s.poll_output() else { panic!() };
 /// assert_eq!((r.text.as_str(), r.usage.total_tokens()), ("ok", 4));
+/// assert_eq!(s.poll_output(), None);
+/// s.handle_input(10, SubprocessInput::Close).unwrap();
+/// assert_eq!(s.poll_output(), Some(SubprocessOutput::CloseStdin));
+/// assert_eq!(s.poll_timeout(), Some(2_010));
 /// ```
 #[derive(Debug, Clone)]
 pub struct SubprocessSession {
     framer: LineFramer,
+    grace_ms: u64,
     state: State,
     line_number: u64,
     pending: VecDeque<SubprocessOutput>,
 }
 
 impl SubprocessSession {
-    /// A session with no turn in progress.
+    /// A session in state `new`: nothing started yet.
     pub fn new(config: SubprocessConfig) -> Self {
         let mut framer_config = FramerConfig::with_max_line_bytes(config.max_line_bytes);
         // Empty lines are counted here (so line numbers match the stream) and skipped.
         framer_config.skip_empty_lines = false;
         Self {
             framer: LineFramer::new(framer_config),
-            state: State::Idle,
+            grace_ms: config.grace_ms,
+            state: State::New,
             line_number: 0,
             pending: VecDeque::new(),
         }
     }
 
-    /// `true` while a turn waits for its result.
-    pub fn in_turn(&self) -> bool {
-        self.state == State::InTurn
+    /// The lifecycle state.
+    pub fn state(&self) -> SubprocessState {
+        match self.state {
+            State::New => SubprocessState::New,
+            State::Spawning | State::SpawningThenClose => SubprocessState::Spawning,
+            State::Idle(_) => SubprocessState::Idle,
+            State::InTurn(_) => SubprocessState::InTurn,
+            State::Closing { .. } => SubprocessState::Closing,
+            State::Closed => SubprocessState::Closed,
+        }
     }
 
-    /// `true` once the session is closed (end of file, or a stream-level fault).
+    /// `true` while a turn waits for its result.
+    pub fn in_turn(&self) -> bool {
+        matches!(self.state, State::InTurn(_))
+    }
+
+    /// `true` once no turn can start any more: the session is closing or closed.
     pub fn is_closed(&self) -> bool {
-        self.state == State::Closed
+        matches!(self.state, State::Closing { .. } | State::Closed)
+    }
+
+    /// The deadline at which the host feeds [`SubprocessInput::Timeout`] unless the child
+    /// exits first; `None` outside the stop escalation.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match self.state {
+            State::Closing { deadline, .. } => Some(deadline),
+            _ => None,
+        }
     }
 
     /// Feed one input. See the [type docs](Self).
     ///
     /// # Errors
-    /// Local misuse only: `turn_in_progress` (a turn is running) or `session_closed`
-    /// (`start_turn` after the session closed). Harness faults are reported as
-    /// [`SubprocessOutput::Error`].
+    /// Local misuse only: `turn_in_progress` (a turn is running), `session_closed`
+    /// (`StartTurn` once closing or closed) or `not_spawned` (`StartTurn` before the child
+    /// runs). Harness faults are reported as [`SubprocessOutput::Error`].
     pub fn handle_input(
         &mut self,
         now_ms: u64,
         input: SubprocessInput,
     ) -> Result<(), AdapterError> {
-        let _ = now_ms;
         match input {
+            SubprocessInput::Open(spec) => {
+                if self.state == State::New {
+                    match SpawnRequest::from_spec(spec) {
+                        Ok(request) => {
+                            self.state = State::Spawning;
+                            self.pending.push_back(SubprocessOutput::Spawn(request));
+                        }
+                        Err(e) => {
+                            self.state = State::Closed;
+                            self.pending.push_back(SubprocessOutput::Error(e));
+                        }
+                    }
+                }
+            }
+            SubprocessInput::Spawned { process_group, .. } => {
+                let child = Child { process_group };
+                match self.state {
+                    State::New | State::Spawning => self.state = State::Idle(child),
+                    State::SpawningThenClose => self.begin_close(now_ms, child),
+                    _ => {}
+                }
+            }
+            SubprocessInput::SpawnFailed { message } => {
+                if matches!(self.state, State::Spawning | State::SpawningThenClose) {
+                    self.state = State::Closed;
+                    self.pending
+                        .push_back(SubprocessOutput::Error(AdapterError::SpawnFailed {
+                            message,
+                        }));
+                }
+            }
             SubprocessInput::StartTurn { prompt } => match self.state {
-                State::InTurn => Err(AdapterError::TurnInProgress),
-                State::Closed => Err(AdapterError::SessionClosed),
-                State::Idle => {
+                State::New | State::Spawning | State::SpawningThenClose => {
+                    return Err(AdapterError::NotSpawned)
+                }
+                State::InTurn(_) => return Err(AdapterError::TurnInProgress),
+                State::Closing { .. } | State::Closed => return Err(AdapterError::SessionClosed),
+                State::Idle(child) => {
                     let mut line = json!({"type": "turn", "prompt": prompt}).to_string();
                     line.push('\n');
-                    self.state = State::InTurn;
+                    self.state = State::InTurn(child);
                     self.pending.push_back(SubprocessOutput::WriteStdin(line));
-                    Ok(())
                 }
             },
             SubprocessInput::Stdout(bytes) => {
-                if self.state != State::Closed {
-                    // The framer only refuses bytes after `finish`, which happens only
-                    // together with closing; closed sessions never reach this push.
-                    if self.framer.push(&bytes).is_ok() {
-                        self.drain_lines();
-                    }
+                if self.running().is_some() {
+                    self.push_stdout(&bytes);
+                    self.drain_lines(now_ms);
                 }
-                Ok(())
             }
             SubprocessInput::Eof => {
-                if self.state != State::Closed {
-                    self.framer.finish();
-                    self.drain_lines();
-                    if self.state == State::InTurn {
-                        self.pending
-                            .push_back(SubprocessOutput::Error(AdapterError::UnexpectedEof));
-                    }
-                    self.state = State::Closed;
-                }
-                Ok(())
+                self.stdout_ended(now_ms);
             }
+            SubprocessInput::StdinWriteFailed { message } => {
+                if let Some(child) = self.running() {
+                    self.fault(now_ms, child, AdapterError::StdinClosed { message });
+                }
+            }
+            SubprocessInput::Exited => match self.state {
+                State::Idle(_) | State::InTurn(_) => {
+                    self.stdout_ended(now_ms);
+                    if let State::Closing { child, .. } = self.state {
+                        self.finish(child);
+                    }
+                }
+                State::Closing { child, .. } => self.finish(child),
+                _ => {}
+            },
+            SubprocessInput::Close => match self.state {
+                State::New => self.state = State::Closed,
+                State::Spawning => self.state = State::SpawningThenClose,
+                State::Idle(child) | State::InTurn(child) => self.begin_close(now_ms, child),
+                _ => {}
+            },
+            SubprocessInput::Timeout => {
+                if let State::Closing {
+                    child,
+                    stage,
+                    deadline,
+                } = self.state
+                {
+                    if now_ms >= deadline {
+                        self.escalate(now_ms, child, stage);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Next output; `None` when nothing more is ready.
+    pub fn poll_output(&mut self) -> Option<SubprocessOutput> {
+        self.pending.pop_front()
+    }
+
+    /// The child, while the session runs (idle or in a turn).
+    fn running(&self) -> Option<Child> {
+        match self.state {
+            State::Idle(child) | State::InTurn(child) => Some(child),
+            _ => None,
         }
     }
 
-    /// Next output; [`SubprocessOutput::Waiting`] when nothing more is ready.
-    pub fn poll_output(&mut self) -> SubprocessOutput {
-        self.pending
-            .pop_front()
-            .unwrap_or(SubprocessOutput::Waiting)
+    /// The one place stdout bytes enter the framer.
+    fn push_stdout(&mut self, bytes: &[u8]) {
+        // The framer only refuses bytes after `finish`, which happens only when stdout
+        // ended, after which the session no longer runs and never calls this.
+        let _ = self.framer.push(bytes);
     }
 
-    fn drain_lines(&mut self) {
+    fn stdout_ended(&mut self, now_ms: u64) {
+        if self.running().is_none() {
+            return;
+        }
+        self.framer.finish();
+        self.drain_lines(now_ms);
+        match self.state {
+            State::InTurn(child) => self.fault(now_ms, child, AdapterError::UnexpectedEof),
+            State::Idle(child) => self.begin_close(now_ms, child),
+            _ => {}
+        }
+    }
+
+    fn deadline(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_add(self.grace_ms)
+    }
+
+    fn begin_close(&mut self, now_ms: u64, child: Child) {
+        self.pending.push_back(SubprocessOutput::CloseStdin);
+        self.state = State::Closing {
+            child,
+            stage: Stage::StdinClosed,
+            deadline: self.deadline(now_ms),
+        };
+    }
+
+    fn escalate(&mut self, now_ms: u64, child: Child, stage: Stage) {
+        let (signal, next) = match stage {
+            Stage::StdinClosed => (StopSignal::Term, Stage::Terminated),
+            Stage::Terminated => (StopSignal::Kill, Stage::Killed),
+            Stage::Killed => return self.finish(child),
+        };
+        self.pending.push_back(SubprocessOutput::Signal {
+            target: child.target(),
+            signal,
+        });
+        self.state = State::Closing {
+            child,
+            stage: next,
+            deadline: self.deadline(now_ms),
+        };
+    }
+
+    fn finish(&mut self, child: Child) {
+        if child.process_group {
+            self.pending.push_back(SubprocessOutput::Signal {
+                target: SignalTarget::Group,
+                signal: StopSignal::Kill,
+            });
+        }
+        self.pending.push_back(SubprocessOutput::CloseStdout);
+        self.state = State::Closed;
+    }
+
+    fn fault(&mut self, now_ms: u64, child: Child, e: AdapterError) {
+        self.pending.push_back(SubprocessOutput::Error(e));
+        self.begin_close(now_ms, child);
+    }
+
+    fn drain_lines(&mut self, now_ms: u64) {
         while let Some(item) = self.framer.poll_line() {
-            if self.state == State::Closed {
+            let Some(child) = self.running() else {
                 continue;
-            }
+            };
             match item {
                 Ok(line) => {
-                    self.line_number += 1;
-                    self.handle_line(&line);
+                    self.line_number = self.line_number.saturating_add(1);
+                    if let Err(e) = self.handle_line(&line) {
+                        self.fault(now_ms, child, e);
+                    }
                 }
                 Err(FramingError::LineTooLong {
                     line_number,
                     max_line_bytes,
                 }) => {
                     self.line_number = line_number;
-                    self.close_with(AdapterError::LineTooLong {
-                        line_number,
-                        max_line_bytes,
-                    });
+                    self.fault(
+                        now_ms,
+                        child,
+                        AdapterError::LineTooLong {
+                            line_number,
+                            max_line_bytes,
+                        },
+                    );
                 }
                 Err(FramingError::InvalidUtf8 { line_number, .. }) => {
                     self.line_number = line_number;
-                    self.close_with(AdapterError::InvalidUtf8 { line_number });
+                    self.fault(now_ms, child, AdapterError::InvalidUtf8 { line_number });
                 }
                 Err(_) => {}
             }
         }
     }
 
-    fn close_with(&mut self, e: AdapterError) {
-        self.state = State::Closed;
-        self.pending.push_back(SubprocessOutput::Error(e));
-    }
-
-    fn handle_line(&mut self, line: &str) {
+    /// One stdout line of a running session; `Err` is a stream-level fault.
+    fn handle_line(&mut self, line: &str) -> Result<(), AdapterError> {
         let n = self.line_number;
         if line.trim().is_empty() {
-            return;
+            return Ok(());
         }
         let value = match parse_value(line.as_bytes()) {
             Ok(v) => v,
             Err(DecodeError::DuplicateKey { message }) => {
-                return self.close_with(AdapterError::InvalidMessage {
+                return Err(AdapterError::InvalidMessage {
                     line_number: n,
                     reason: message,
                 })
             }
             Err(e) => {
-                return self.close_with(AdapterError::NotJson {
+                return Err(AdapterError::NotJson {
                     line_number: n,
                     reason: e.to_string(),
                 })
             }
         };
         let Value::Object(obj) = value else {
-            return self.close_with(AdapterError::InvalidMessage {
+            return Err(AdapterError::InvalidMessage {
                 line_number: n,
                 reason: "a message must be a JSON object".into(),
             });
         };
         let Some(ty) = obj.get("type").and_then(Value::as_str) else {
-            return self.close_with(AdapterError::InvalidMessage {
+            return Err(AdapterError::InvalidMessage {
                 line_number: n,
                 reason: "`type` must be a string".into(),
             });
         };
-        match ty {
-            "result" | "error" if self.state != State::InTurn => {
-                let message_type = ty.to_owned();
-                self.close_with(AdapterError::UnexpectedMessage {
+        let child = match self.state {
+            State::InTurn(child) => child,
+            _ if ty == "result" || ty == "error" => {
+                return Err(AdapterError::UnexpectedMessage {
                     line_number: n,
-                    message_type,
+                    message_type: ty.to_owned(),
                 })
             }
-            "result" => match Self::result(&obj) {
-                Ok(r) => {
-                    self.state = State::Idle;
-                    self.pending.push_back(SubprocessOutput::TurnResult(r));
-                }
-                Err(e) => self.close_with(e.with_line(n)),
-            },
-            "error" => match obj.get("message").and_then(Value::as_str) {
-                Some(message) => {
-                    self.state = State::Idle;
-                    self.pending
-                        .push_back(SubprocessOutput::Error(AdapterError::HarnessError {
-                            line_number: n,
-                            message: message.to_owned(),
-                        }));
-                }
-                None => self.close_with(AdapterError::InvalidMessage {
-                    line_number: n,
-                    reason: "an error message needs a string `message`".into(),
-                }),
-            },
+            _ => {
+                self.pending.push_back(SubprocessOutput::Progress(obj));
+                return Ok(());
+            }
+        };
+        match ty {
+            "result" => {
+                let r = Self::result(&obj).map_err(|e| e.with_line(n))?;
+                self.state = State::Idle(child);
+                self.pending.push_back(SubprocessOutput::TurnResult(r));
+            }
+            "error" => {
+                let message = obj.get("message").and_then(Value::as_str).ok_or_else(|| {
+                    AdapterError::InvalidMessage {
+                        line_number: n,
+                        reason: "an error message needs a string `message`".into(),
+                    }
+                })?;
+                self.state = State::Idle(child);
+                self.pending
+                    .push_back(SubprocessOutput::Error(AdapterError::HarnessError {
+                        line_number: n,
+                        message: message.to_owned(),
+                    }));
+            }
             _ => self.pending.push_back(SubprocessOutput::Progress(obj)),
         }
+        Ok(())
     }
 
     fn result(obj: &Map<String, Value>) -> Result<TurnResult, AdapterError> {

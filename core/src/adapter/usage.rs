@@ -174,7 +174,7 @@ pub fn usage_from_anthropic(usage: &Value) -> Result<UsageSplit, AdapterError> {
         cache_read,
         cache_write,
         fresh_input: input,
-        output: output - thinking,
+        output: output.saturating_sub(thinking),
         thinking,
     })
 }
@@ -203,10 +203,65 @@ pub fn usage_from_openai(usage: &Value) -> Result<UsageSplit, AdapterError> {
     Ok(UsageSplit {
         cache_read,
         cache_write: 0,
-        fresh_input: input - cache_read,
-        output: output - thinking,
+        fresh_input: input.saturating_sub(cache_read),
+        output: output.saturating_sub(thinking),
         thinking,
     })
+}
+
+/// The keys [`usage_from_anthropic`] reads, in order. A host reading usage from an object
+/// that is not a JSON mapping (an SDK usage model) reads these attributes.
+pub const ANTHROPIC_USAGE_KEYS: [&str; 6] = [
+    "input_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "output_tokens",
+    "thinking_tokens",
+    "reasoning_tokens",
+];
+
+/// The keys [`usage_from_openai`] reads, in order (see [`ANTHROPIC_USAGE_KEYS`]); the
+/// `*_details` ones hold objects whose keys [`usage_detail_keys`] names.
+pub const OPENAI_USAGE_KEYS: [&str; 6] = [
+    "input_tokens",
+    "cached_input_tokens",
+    "input_tokens_details",
+    "output_tokens",
+    "reasoning_output_tokens",
+    "output_tokens_details",
+];
+
+/// The keys read inside a nested usage object: `cached_tokens` in
+/// `input_tokens_details`, `reasoning_tokens` in `output_tokens_details`; `None` for a
+/// key that is not a nested object.
+pub fn usage_detail_keys(key: &str) -> Option<&'static [&'static str]> {
+    match key {
+        "input_tokens_details" => Some(&["cached_tokens"]),
+        "output_tokens_details" => Some(&["reasoning_tokens"]),
+        _ => None,
+    }
+}
+
+/// Map Anthropic-shaped usage with a separately reported thinking count: when `thinking`
+/// is positive it replaces the usage's own thinking count (`thinking_tokens` is set to it
+/// and `reasoning_tokens` is dropped); 0 means "none reported" and leaves the usage as it
+/// is. Then [`usage_from_anthropic`].
+///
+/// # Errors
+/// As [`usage_from_anthropic`] (the override, too, must not exceed `output_tokens`).
+pub fn usage_from_anthropic_with_thinking(
+    usage: &Value,
+    thinking: u64,
+) -> Result<UsageSplit, AdapterError> {
+    match usage {
+        Value::Object(m) if thinking > 0 => {
+            let mut m = m.clone();
+            m.remove("reasoning_tokens");
+            m.insert("thinking_tokens".into(), Value::from(thinking));
+            usage_from_anthropic(&Value::Object(m))
+        }
+        _ => usage_from_anthropic(usage),
+    }
 }
 
 const ANTHROPIC_ONLY: &[&str] = &["cache_read_input_tokens", "cache_creation_input_tokens"];
