@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use super::error::AdapterError;
 use super::turn::TurnResult;
 use super::usage::usage_from_mapping;
-use crate::framing::{FramerConfig, FramingError, LineFramer};
+use crate::framing::{push_draining, FramerConfig, FramingError, LineFramer};
 use crate::wire::{parse_value, DecodeError};
 
 /// Default [`SubprocessConfig::max_line_bytes`]: 1 MiB. Larger than the framer's 64 KiB
@@ -203,7 +203,7 @@ impl SubprocessSession {
                 if self.state != State::Closed {
                     // The framer only refuses bytes after `finish`, which happens only
                     // together with closing; closed sessions never reach this push.
-                    if self.framer.push(&bytes).is_ok() {
+                    if push_draining(self, |s| &mut s.framer, &bytes, Self::drain_lines).is_ok() {
                         self.drain_lines();
                     }
                 }

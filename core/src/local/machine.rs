@@ -456,9 +456,13 @@ impl LocalRun {
                 if self.controller_eof {
                     return Err(LocalError::ControllerInputAfterEof);
                 }
-                self.controller
-                    .push(&bytes)
-                    .map_err(|_| LocalError::ControllerInputAfterEof)?;
+                crate::framing::push_draining(
+                    self,
+                    |m| &mut m.controller,
+                    &bytes,
+                    |m| m.drain_controller(now_ms),
+                )
+                .map_err(|_| LocalError::ControllerInputAfterEof)?;
                 self.drain_controller(now_ms);
             }
             Input::ControllerEof => {
@@ -476,12 +480,20 @@ impl LocalRun {
             }
             Input::HarnessStdout(bytes) => {
                 self.require_harness()?;
-                let _ = self.stdout.push(&bytes);
+                // The harness framers are finished only once the harness is gone.
+                crate::framing::push_draining(
+                    self,
+                    |m| &mut m.stdout,
+                    &bytes,
+                    |m| m.drain_stdout(now_ms),
+                )
+                .map_err(|_| LocalError::NoHarnessRunning)?;
                 self.drain_stdout(now_ms);
             }
             Input::HarnessStderr(bytes) => {
                 self.require_harness()?;
-                let _ = self.stderr.push(&bytes);
+                crate::framing::push_draining(self, |m| &mut m.stderr, &bytes, Self::drain_stderr)
+                    .map_err(|_| LocalError::NoHarnessRunning)?;
                 self.drain_stderr();
             }
             Input::HarnessSpawned { pid } => {
