@@ -5,8 +5,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 use stapel_runner_protocol::framing::{FramerConfig, LineFramer, LineResult};
 
-use stapel_runner_protocol::framing::{DEFAULT_MAX_READY_BYTES, DEFAULT_MAX_READY_LINES};
-
 use crate::errors::raise;
 use crate::json::type_name;
 
@@ -90,7 +88,9 @@ impl PyLineError {
 /// unless the queue of ready lines is full: pull, then push the rest); complete lines
 /// (`str`, without the line terminator) and `LineError`s come out of `poll()` /
 /// iteration, in stream order. `push_all(data)` takes everything and returns every item.
-/// `finish()` marks end of input (an unterminated last line is delivered).
+/// `finish()` marks end of input (an unterminated last line is delivered). The queue
+/// bounds `max_ready_lines` and `max_ready_bytes` default (when `None`) to the core's
+/// (1024 lines, 1 MiB).
 #[pyclass(module = "stapel_runner_protocol.framing", name = "LineFramer")]
 pub struct PyLineFramer {
     inner: LineFramer,
@@ -121,19 +121,24 @@ impl PyLineFramer {
         max_line_bytes = 65536,
         *,
         skip_empty_lines = true,
-        max_ready_lines = DEFAULT_MAX_READY_LINES,
-        max_ready_bytes = DEFAULT_MAX_READY_BYTES,
+        max_ready_lines = None,
+        max_ready_bytes = None,
     ))]
     fn new(
         max_line_bytes: usize,
         skip_empty_lines: bool,
-        max_ready_lines: usize,
-        max_ready_bytes: usize,
+        max_ready_lines: Option<usize>,
+        max_ready_bytes: Option<usize>,
     ) -> Self {
+        // `None`: the core's defaults.
         let mut config = FramerConfig::with_max_line_bytes(max_line_bytes);
         config.skip_empty_lines = skip_empty_lines;
-        config.max_ready_lines = max_ready_lines;
-        config.max_ready_bytes = max_ready_bytes;
+        if let Some(n) = max_ready_lines {
+            config.max_ready_lines = n;
+        }
+        if let Some(n) = max_ready_bytes {
+            config.max_ready_bytes = n;
+        }
         Self {
             inner: LineFramer::new(config),
         }

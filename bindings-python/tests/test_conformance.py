@@ -116,8 +116,8 @@ def run_framing(vector: Dict[str, Any]) -> None:
     framer = LineFramer(
         config.get("max_line_bytes", 65536),
         skip_empty_lines=config.get("skip_empty_lines", True),
-        max_ready_lines=config.get("max_ready_lines", 1024),
-        max_ready_bytes=config.get("max_ready_bytes", 1048576),
+        max_ready_lines=config.get("max_ready_lines"),
+        max_ready_bytes=config.get("max_ready_bytes"),
     )
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})

@@ -48,7 +48,6 @@ REDUCER_CODES = {"invalid_event", "run_id_mismatch", "session_id_mismatch"}
 CONTRACT_CODES = {"not_object", "unknown_field", "missing_field", "invalid_field", "sensitive_metadata"}
 GATEWAY_CODES = {"unexpected_input", "too_many_tool_calls", "invalid_input"}
 
-Outcomes = Counter  # (class name, code) or "ok" -> count
 
 
 def mutations(rng: random.Random, n: int) -> List[bytes]:
@@ -160,7 +159,7 @@ def test_random_json_into_models_and_gateway() -> None:
             rng.randint(0, 4))}
         json.dumps(doc)  # the inputs themselves are plain JSON
         docs.append(doc)
-    models = Counter()
+    models: "Counter[Any]" = Counter()
     for name in ("ExecutionRequest", "HarnessProfile", "ToolCall", "GatewayResult"):
         models += outcomes(lambda d: parse_model(name, d), docs, {ContractError: CONTRACT_CODES})
 

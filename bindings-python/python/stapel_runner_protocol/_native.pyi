@@ -465,8 +465,8 @@ class LineFramer:
         max_line_bytes: int = 65536,
         *,
         skip_empty_lines: bool = True,
-        max_ready_lines: int = 1024,
-        max_ready_bytes: int = 1048576,
+        max_ready_lines: Optional[int] = None,
+        max_ready_bytes: Optional[int] = None,
     ) -> Self: ...
     def push(self, data: Union[bytes, bytearray, str]) -> int: ...
     def push_all(self, data: Union[bytes, bytearray, str]) -> List[Union[str, LineError]]: ...

@@ -470,8 +470,10 @@ mod tests {
 
     #[test]
     fn push_draining_stops_when_the_drain_makes_no_room() {
-        let mut config = FramerConfig::default();
-        config.max_ready_lines = 1;
+        let config = FramerConfig {
+            max_ready_lines: 1,
+            ..FramerConfig::default()
+        };
         let mut f = LineFramer::new(config);
         // A drain that pulls nothing: the rest is dropped instead of looping forever.
         assert_eq!(push_draining(&mut f, |f| f, b"a\nb\nc\n", |_| {}), Ok(2));
