@@ -44,6 +44,10 @@ fn build(
                 list.append(vcls.call1((&v.location, v.rule.code(), &v.message))?)?;
             }
             kwargs.set_item("violations", list)?;
+            // The core's text of each violation (`DecodeError::lines`), so every binding
+            // shows the same lines.
+            let lines: Vec<String> = vs.iter().map(ToString::to_string).collect();
+            kwargs.set_item("errors", lines)?;
         }
         let exc = cls.call((message,), Some(&kwargs))?;
         Ok(PyErr::from_value(exc))

@@ -3,10 +3,26 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
-use stapel_runner_protocol::framing::{FramerConfig, FramingError, LineFramer, LineResult};
+use stapel_runner_protocol::framing::{FramerConfig, LineFramer, LineResult};
 
 use crate::errors::raise;
 use crate::json::type_name;
+
+/// Run `f` over the bytes of `data` (`bytes`, `bytearray`, or a `str` as UTF-8).
+fn with_bytes<R>(data: &Bound<'_, PyAny>, what: &str, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+    if let Ok(b) = data.cast::<PyBytes>() {
+        Ok(f(b.as_bytes()))
+    } else if let Ok(s) = data.cast::<PyString>() {
+        Ok(f(s.to_cow()?.as_bytes()))
+    } else if let Ok(b) = data.cast::<PyByteArray>() {
+        Ok(f(&b.to_vec()))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "{what}() takes bytes, bytearray or str, not {}",
+            type_name(data)
+        )))
+    }
+}
 
 /// A line the framer could not deliver: `code` is `line_too_long` or `invalid_utf8`.
 #[pyclass(module = "stapel_runner_protocol.framing", name = "LineError", frozen)]
@@ -68,9 +84,13 @@ impl PyLineError {
 
 /// A bounded, chunking-independent JSONL line framer (the core's `LineFramer`).
 ///
-/// `push(data)` feeds bytes in any chunking; complete lines (`str`, without the line
-/// terminator) and `LineError`s come out of `poll()` / iteration, in stream order.
-/// `finish()` marks end of input (an unterminated last line is delivered).
+/// `push(data)` feeds bytes in any chunking and returns how many it took (all of them
+/// unless the queue of ready lines is full: pull, then push the rest); complete lines
+/// (`str`, without the line terminator) and `LineError`s come out of `poll()` /
+/// iteration, in stream order. `push_all(data)` takes everything and returns every item.
+/// `finish()` marks end of input (an unterminated last line is delivered). The queue
+/// bounds `max_ready_lines` and `max_ready_bytes` default (when `None`) to the core's
+/// (1024 lines, 1 MiB).
 #[pyclass(module = "stapel_runner_protocol.framing", name = "LineFramer")]
 pub struct PyLineFramer {
     inner: LineFramer,
@@ -80,11 +100,7 @@ fn item_to_py(py: Python<'_>, item: LineResult) -> PyResult<Bound<'_, PyAny>> {
     match item {
         Ok(line) => Ok(PyString::new(py, &line).into_any()),
         Err(e) => {
-            let line_number = match &e {
-                FramingError::LineTooLong { line_number, .. }
-                | FramingError::InvalidUtf8 { line_number, .. } => *line_number,
-                _ => 0,
-            };
+            let line_number = e.line_number().unwrap_or(0);
             Ok(Bound::new(
                 py,
                 PyLineError {
@@ -101,32 +117,59 @@ fn item_to_py(py: Python<'_>, item: LineResult) -> PyResult<Bound<'_, PyAny>> {
 #[pymethods]
 impl PyLineFramer {
     #[new]
-    #[pyo3(signature = (max_line_bytes = 65536, *, skip_empty_lines = true))]
-    fn new(max_line_bytes: usize, skip_empty_lines: bool) -> Self {
+    #[pyo3(signature = (
+        max_line_bytes = 65536,
+        *,
+        skip_empty_lines = true,
+        max_ready_lines = None,
+        max_ready_bytes = None,
+    ))]
+    fn new(
+        max_line_bytes: usize,
+        skip_empty_lines: bool,
+        max_ready_lines: Option<usize>,
+        max_ready_bytes: Option<usize>,
+    ) -> Self {
+        // `None`: the core's defaults.
         let mut config = FramerConfig::with_max_line_bytes(max_line_bytes);
         config.skip_empty_lines = skip_empty_lines;
+        if let Some(n) = max_ready_lines {
+            config.max_ready_lines = n;
+        }
+        if let Some(n) = max_ready_bytes {
+            config.max_ready_bytes = n;
+        }
         Self {
             inner: LineFramer::new(config),
         }
     }
 
-    /// Feed bytes (`bytes`, `bytearray`, or a `str` as UTF-8). Raises
+    /// Feed bytes (`bytes`, `bytearray`, or a `str` as UTF-8) and return how many bytes
+    /// were taken: all of them unless the queue of ready lines filled up (then pull and
+    /// push the rest, `data[taken:]`; for a `str`, count in its UTF-8 bytes). Raises
     /// `ProtocolStateError` (code `push_after_finish`) after `finish()`.
-    fn push(&mut self, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn push(&mut self, data: &Bound<'_, PyAny>) -> PyResult<usize> {
         let py = data.py();
-        let result = if let Ok(b) = data.cast::<PyBytes>() {
-            self.inner.push(b.as_bytes())
-        } else if let Ok(s) = data.cast::<PyString>() {
-            self.inner.push(s.to_cow()?.as_bytes())
-        } else if let Ok(b) = data.cast::<PyByteArray>() {
-            self.inner.push(&b.to_vec())
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "push() takes bytes, bytearray or str, not {}",
-                type_name(data)
-            )));
-        };
-        result.map_err(|e| raise(py, "ProtocolStateError", e.to_string(), e.code()))
+        let inner = &mut self.inner;
+        with_bytes(data, "push", |bytes| inner.push(bytes))?
+            .map_err(|e| raise(py, "ProtocolStateError", e.to_string(), e.code()))
+    }
+
+    /// Feed all of `data` (as for `push`), pulling in between, and return every line and
+    /// `LineError` that became ready (after those already waiting), in stream order.
+    fn push_all<'py>(&mut self, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        let py = data.py();
+        let mut items = Vec::new();
+        let inner = &mut self.inner;
+        with_bytes(data, "push_all", |bytes| {
+            inner.push_all(bytes, |item| items.push(item))
+        })?
+        .map_err(|e| raise(py, "ProtocolStateError", e.to_string(), e.code()))?;
+        let list = PyList::empty(py);
+        for item in items {
+            list.append(item_to_py(py, item)?)?;
+        }
+        Ok(list)
     }
 
     /// Mark the end of input. Idempotent.
@@ -165,10 +208,34 @@ impl PyLineFramer {
         self.inner.buffered_bytes()
     }
 
-    /// Number of lines and errors ready to be pulled.
+    /// Number of lines and errors ready to be pulled (never more than `max_ready_lines`).
     #[getter]
     fn ready(&self) -> usize {
         self.inner.ready_len()
+    }
+
+    /// Bytes of the lines ready to be pulled.
+    #[getter]
+    fn ready_bytes(&self) -> usize {
+        self.inner.ready_bytes()
+    }
+
+    /// `True` when `push` takes nothing more until lines are pulled.
+    #[getter]
+    fn full(&self) -> bool {
+        self.inner.is_full()
+    }
+
+    /// The bound on lines and errors ready to be pulled.
+    #[getter]
+    fn max_ready_lines(&self) -> usize {
+        self.inner.config().max_ready_lines
+    }
+
+    /// The bytes of ready lines at which `push` stops starting new lines.
+    #[getter]
+    fn max_ready_bytes(&self) -> usize {
+        self.inner.config().max_ready_bytes
     }
 
     /// `True` once `finish()` was called.

@@ -37,15 +37,12 @@ fn extra_not_a_dict(_py: Python<'_>, _json: impl FnOnce() -> PyResult<Object>) -
     PyTypeError::new_err("extra must be a dict")
 }
 
-/// Append `extra` (a dict) to a message's JSON object, skipping declared keys.
-fn push_extra(py: Python<'_>, out: &mut Object, extra: &Obj) -> PyResult<()> {
+/// Append `extra` (a dict) to a message's JSON object with the core's rule (declared
+/// keys are never overridden: `MessageType::append_extra`).
+fn push_extra(py: Python<'_>, out: &mut Object, mt: MessageType, extra: &Obj) -> PyResult<()> {
     match extra.json(py)? {
         Value::Object(m) => {
-            for (k, v) in m {
-                if !out.contains_key(&k) {
-                    out.insert(k, v);
-                }
-            }
+            mt.append_extra(out, m);
             Ok(())
         }
         _ => Err(PyTypeError::new_err("extra must be a dict")),
@@ -418,7 +415,7 @@ macro_rules! message_class {
                 o.insert("schema_version", self.schema_version);
                 o.insert("type", $wire);
                 $(o.insert(stringify!($field), Field::json(&self.$field, py)?);)*
-                push_extra(py, &mut o, &self.extra)?;
+                push_extra(py, &mut o, MessageType::$variant, &self.extra)?;
                 Ok(o)
             }
             /// The core message (a copy).

@@ -5,7 +5,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 use stapel_runner_protocol::json::Value;
-use stapel_runner_protocol::wire::{self, DecodeError, MessageType};
+use stapel_runner_protocol::wire::{self, DecodeError, Decoded, MessageType};
 
 use crate::errors::{decode_error, raise};
 use crate::json::{py_to_jvalue, py_to_object, type_name};
@@ -60,31 +60,30 @@ pub fn not_utf8(py: Python<'_>) -> PyErr {
     )
 }
 
-/// Decode a frame's bytes: valid UTF-8 through [`decode_text`], anything else through the
-/// core's decode, which reports where the UTF-8 breaks.
+/// Decode a frame's bytes with the core's choice of path (`wire::decode_view`).
 fn decode_bytes<'py>(py: Python<'py>, bytes: &[u8], validate: bool) -> PyResult<Bound<'py, PyAny>> {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => decode_text(py, text, validate),
-        Err(_) => wire::decode(bytes, validate)
-            .map_err(|e| decode_error(py, &e))
-            .and_then(|m| message_to_py(py, m)),
-    }
+    decoded_to_py(py, wire::decode_view(bytes, validate))
 }
 
-/// Decode a text frame: a plain, valid `task.progress` frame through the core's one-pass
-/// fast path (`wire::peek_progress`, its payload kept as text until read), any other
-/// through the full decode.
+/// Decode a text frame with the core's choice of path (`wire::decode_str_view`): a
+/// plain, valid `task.progress` frame as the fast view (its payload kept as text until
+/// read), any other as the full message.
 pub fn decode_text<'py>(
     py: Python<'py>,
     text: &str,
     validate: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    // A frame the fast path accepts passes every rule, so it decodes the same tolerantly.
-    if let Some(view) = wire::peek_progress(text) {
-        return progress_from_view(py, &view);
-    }
-    match wire::decode_str(text, validate) {
-        Ok(m) => message_to_py(py, m),
+    decoded_to_py(py, wire::decode_str_view(text, validate))
+}
+
+#[inline]
+fn decoded_to_py<'py>(
+    py: Python<'py>,
+    decoded: Result<Decoded<'_>, DecodeError>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match decoded {
+        Ok(Decoded::Progress(view)) => progress_from_view(py, &view),
+        Ok(Decoded::Message(m)) => message_to_py(py, m),
         Err(e) => Err(decode_error(py, &e)),
     }
 }
@@ -127,30 +126,13 @@ fn check(instance: &Bound<'_, PyAny>, name: &str) -> PyResult<Result<(), DecodeE
     Ok(wire::from_object(object, true).map(|_| ()))
 }
 
-fn lines(e: &DecodeError) -> Vec<String> {
-    match e {
-        DecodeError::Schema { violations } => violations
-            .iter()
-            .map(|v| {
-                let loc = if v.location.is_empty() {
-                    "<root>"
-                } else {
-                    &v.location
-                };
-                format!("{loc}: {} ({})", v.message, v.rule.code())
-            })
-            .collect(),
-        other => vec![format!("<root>: {other}")],
-    }
-}
-
 /// One human-readable line per violation of message `name`'s rules (`"location: message
-/// (rule)"`, sorted by location); empty when valid.
+/// (rule)"`, sorted by location; the core's `DecodeError::lines`); empty when valid.
 #[pyfunction]
 pub fn iter_errors(instance: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<String>> {
     Ok(match check(instance, name)? {
         Ok(()) => Vec::new(),
-        Err(e) => lines(&e),
+        Err(e) => e.lines(),
     })
 }
 

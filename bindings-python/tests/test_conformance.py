@@ -60,6 +60,7 @@ def _error_json(e: RunnerProtocolError) -> Dict[str, Any]:
     return {
         "code": e.code,
         "violations": [{"location": v.location, "rule": v.rule} for v in violations],
+        "lines": getattr(e, "errors", None),
     }
 
 
@@ -73,6 +74,10 @@ def run_wire(vector: Dict[str, Any]) -> None:
                 msg = decode(raw, validate=validate)
             elif "encode" in inp:
                 msg = decode(inp["encode"], validate=validate)
+            elif "build" in inp:
+                # Declared fields first, then unknown fields set through `extra`.
+                msg = decode(inp["build"]["fields"], validate=validate)
+                msg.extra = dict(inp["build"]["extra"])
             else:
                 raise AssertionError(f"step {i}: unknown input {inp}")
         except RunnerProtocolError as e:
@@ -81,6 +86,8 @@ def run_wire(vector: Dict[str, Any]) -> None:
             _check(f"step {i} error code", got["code"], expect["error"]["code"])
             if "violations" in expect["error"]:
                 _check(f"step {i} violations", got["violations"], expect["error"]["violations"])
+            if "lines" in expect["error"]:
+                _check(f"step {i} lines", got["lines"], expect["error"]["lines"])
             continue
         assert "error" not in expect, f"step {i}: expected {expect['error']}, decoded {encode(msg)}"
         if "type" in expect:
@@ -100,26 +107,56 @@ def _item_json(item: Any) -> Dict[str, Any]:
     return {"line": item}
 
 
+def _check_bounds(i: int, framer: LineFramer) -> None:
+    assert framer.buffered_bytes <= framer.max_line_bytes, f"step {i}: buffered too much"
+    assert framer.ready <= framer.max_ready_lines, f"step {i}: too many lines ready"
+
+
 def run_framing(vector: Dict[str, Any]) -> None:
     config = vector.get("config", {})
     framer = LineFramer(
         config.get("max_line_bytes", 65536),
         skip_empty_lines=config.get("skip_empty_lines", True),
+        max_ready_lines=config.get("max_ready_lines"),
+        max_ready_bytes=config.get("max_ready_bytes"),
     )
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
         output: List[Dict[str, Any]] = []
         error: Optional[str] = None
+        accepted: Optional[int] = None
         data = _text_or_hex(inp, "push")
-        if data is not None:
+        push_all = _text_or_hex(inp, "push_all")
+        if data is not None and inp.get("drain", True) is False:
+            # One push, nothing pulled: what the bounded queue takes.
+            try:
+                accepted = framer.push(data)
+            except ProtocolStateError as e:
+                error = e.code
+            _check_bounds(i, framer)
+        elif data is not None:
             size = int(inp.get("chunk_size") or 0)
             chunks = [data[j : j + size] for j in range(0, len(data), size)] if size > 0 else [data]
             for chunk in chunks:
                 try:
-                    framer.push(chunk)
+                    while True:
+                        taken = framer.push(chunk)
+                        _check_bounds(i, framer)
+                        output.extend(_item_json(x) for x in framer)
+                        chunk = chunk[taken:]
+                        if not chunk:
+                            break
+                        assert taken > 0, f"step {i}: push into a drained framer took nothing"
                 except ProtocolStateError as e:
                     error = e.code
-                output.extend(_item_json(x) for x in framer)
+                    break
+        elif push_all is not None:
+            try:
+                output.extend(_item_json(x) for x in framer.push_all(push_all))
+            except ProtocolStateError as e:
+                error = e.code
+        elif inp.get("pull"):
+            output.extend(_item_json(x) for x in framer)
         elif inp.get("finish"):
             framer.finish()
             output.extend(_item_json(x) for x in framer)
@@ -127,6 +164,10 @@ def run_framing(vector: Dict[str, Any]) -> None:
             raise AssertionError(f"step {i}: unknown input {inp}")
         _check(f"step {i} output", output, expect.get("output", []))
         _check(f"step {i} error", error, expect.get("error"))
+        if "accepted" in expect:
+            _check(f"step {i} accepted", accepted, expect["accepted"])
+        if "ready" in expect:
+            _check(f"step {i} ready", framer.ready, expect["ready"])
         if "buffered_bytes" in expect:
             _check(f"step {i} buffered_bytes", framer.buffered_bytes, expect["buffered_bytes"])
 

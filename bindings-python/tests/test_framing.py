@@ -48,3 +48,22 @@ def test_bounds_and_errors() -> None:
 def test_module_doctest() -> None:
     result = doctest.testmod(stapel_runner_protocol.framing)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_bounded_queue_and_push_all() -> None:
+    f = LineFramer(max_ready_lines=2, max_ready_bytes=100)
+    assert (f.max_ready_lines, f.max_ready_bytes) == (2, 100)
+    data = b"a\nbb\nccc\n"
+    taken = f.push(data)
+    assert taken == 5 and f.full and f.ready == 2 and f.ready_bytes == 3
+    assert f.push(data[taken:]) == 0  # a full queue takes nothing
+    assert f.drain() == ["a", "bb"] and not f.full and f.ready_bytes == 0
+    assert f.push(data[taken:]) == 4
+    # push_all returns what was waiting, then everything the input holds.
+    assert f.push_all("d\ne\nf\n") == ["ccc", "d", "e", "f"]
+    assert f.ready == 0
+    assert LineFramer().max_ready_lines == 1024 and LineFramer().max_ready_bytes == 1 << 20
+    f.finish()
+    with pytest.raises(ProtocolStateError) as info:
+        f.push_all(b"x\n")
+    assert info.value.code == "push_after_finish"

@@ -319,6 +319,33 @@ err("all_violations_collected", "Every violation of a frame is reported, sorted 
     [("payload/usage/cache_write", "required"), ("payload/usage/fresh_input", "required"), ("payload/usage/output", "required"),
      ("payload/usage/thinking", "required"), ("schema_version", "const"), ("seq", "minimum"), ("task_id", "min_length")])
 
+# A message built from declared fields plus `extra`: extra keys never override declared
+# ones (they are skipped, on encode and in the JSON object); the other extra keys follow
+# the declared ones in their order.
+cancel = {"schema_version": 1, "type": "task.cancel", "task_id": "T-1", "reason": "stop", "seq": 3}
+write("wire", "extra_never_overrides_declared", "Unknown fields set through extra never override declared fields: colliding keys are skipped, the others follow in order", [{
+    "input": {"build": {"fields": cancel, "extra": {"seq": 99, "note": "kept", "task_id": "X", "type": "ping", "z": [1]}}, "validate": True},
+    "expect": {"type": "task.cancel", "message": {**cancel, "note": "kept", "z": [1]},
+               "encoded": enc({**cancel, "note": "kept", "z": [1]})},
+}])
+
+# The human-readable text of schema violations, one line per violation in location
+# order: "location: message (rule)", "<root>" for the frame itself. Pinned so that every
+# binding shows the core's text.
+write("wire", "error_lines_text", "The text of schema violations is the core's: one line 'location: message (rule)' per violation, in location order", [
+    {"input": {"decode": '{"schema_version":2,"type":"task.cancel","task_id":"","seq":-1}', "validate": True},
+     "expect": {"error": {"code": "schema_violation",
+                          "violations": [{"location": "reason", "rule": "required"}, {"location": "schema_version", "rule": "const"}, {"location": "seq", "rule": "minimum"}, {"location": "task_id", "rule": "min_length"}],
+                          "lines": ["reason: required field is missing (required)", "schema_version: must be 1, found 2 (const)", "seq: -1 is below the minimum 0 (minimum)", "task_id: must have at least 1 character(s) (min_length)"]}}},
+    {"input": {"decode": '{"schema_version":1,"type":"task.progress","task_id":"T","seq":1,"kind":"usage","payload":{"usage":{"output":1.5}}}', "validate": True},
+     "expect": {"error": {"code": "schema_violation",
+                          "lines": ["payload/usage/cache_read: required field is missing (required)",
+                                    "payload/usage/cache_write: required field is missing (required)",
+                                    "payload/usage/fresh_input: required field is missing (required)",
+                                    "payload/usage/output: expected integer, found 1.5 (type)",
+                                    "payload/usage/thinking: required field is missing (required)"]}}},
+])
+
 # ------------------------------------------------------------------------------- framing
 
 def frame_case(name, description, steps, config=None):
@@ -381,3 +408,51 @@ frame_case("partial_then_oversize", "A partial line that grows past the bound ov
 frame_case("default_bound_64k", "The default bound is 65536 bytes", [
     {"input": {"push": "a" * 65536 + "\n" + "b" * 65537 + "\n"},
      "expect": {"output": lines("a" * 65536) + [{"error": "line_too_long", "line_number": 2}]}}])
+
+# Backpressure: the queue of lines waiting to be pulled is bounded (max_ready_lines,
+# max_ready_bytes); push takes whole steps (everything up to and including a "\n", or the
+# rest of the input) while the queue is not full and reports how many bytes it took.
+frame_case("ready_lines_bound", "With max_ready_lines 2, a push stops before the third line and reports the bytes it took; the rest goes in after a pull", [
+    {"input": {"push": "a\nb\nc\nd\ne", "drain": False}, "expect": {"output": [], "accepted": 4, "ready": 2}},
+    {"input": {"push": "c\nd\ne", "drain": False}, "expect": {"output": [], "accepted": 0, "ready": 2}},
+    {"input": {"pull": True}, "expect": {"output": lines("a", "b"), "ready": 0}},
+    {"input": {"push": "c\nd\ne", "drain": False}, "expect": {"output": [], "accepted": 4, "ready": 2, "buffered_bytes": 0}},
+    {"input": {"pull": True}, "expect": {"output": lines("c", "d")}},
+    {"input": {"push": "e", "drain": False}, "expect": {"output": [], "accepted": 1, "ready": 0, "buffered_bytes": 1}},
+    {"input": {"finish": True}, "expect": {"output": lines("e")}}],
+    {"max_ready_lines": 2})
+frame_case("ready_bytes_bound", "With max_ready_bytes 5, no new line starts once the waiting lines hold 5 bytes or more (the line that crosses the bound is still taken)", [
+    {"input": {"push": "abc\ndef\ngh\n", "drain": False}, "expect": {"output": [], "accepted": 8, "ready": 2}},
+    {"input": {"pull": True}, "expect": {"output": lines("abc", "def")}},
+    {"input": {"push": "gh\n", "drain": False}, "expect": {"output": [], "accepted": 3, "ready": 1}},
+    {"input": {"pull": True}, "expect": {"output": lines("gh")}}],
+    {"max_ready_bytes": 5})
+frame_case("empty_queue_takes_a_line", "An empty queue always takes one line, however small max_ready_bytes is, so a push after a pull always makes progress", [
+    {"input": {"push": "0123456789\nx\n", "drain": False}, "expect": {"output": [], "accepted": 11, "ready": 1}},
+    {"input": {"pull": True}, "expect": {"output": lines("0123456789")}},
+    {"input": {"push": "x\n", "drain": False}, "expect": {"output": [], "accepted": 2, "ready": 1}},
+    {"input": {"pull": True}, "expect": {"output": lines("x")}}],
+    {"max_ready_bytes": 0})
+frame_case("line_errors_count_as_ready", "Line errors take a place in the queue like lines; skipped empty lines take none", [
+    {"input": {"push": "\n\n" + "y" * 10 + "\nok\n", "drain": False}, "expect": {"output": [], "accepted": 13, "ready": 1}},
+    {"input": {"pull": True}, "expect": {"output": [{"error": "line_too_long", "line_number": 3}]}},
+    {"input": {"push": "ok\n", "drain": False}, "expect": {"output": [], "accepted": 3, "ready": 1}},
+    {"input": {"pull": True}, "expect": {"output": lines("ok")}}],
+    {"max_line_bytes": 4, "max_ready_lines": 1})
+frame_case("full_queue_blocks_partial_line", "A full queue takes no bytes at all, not even the start of the next line", [
+    {"input": {"push": "a\n", "drain": False}, "expect": {"output": [], "accepted": 2, "ready": 1}},
+    {"input": {"push": "bc", "drain": False}, "expect": {"output": [], "accepted": 0, "ready": 1, "buffered_bytes": 0}},
+    {"input": {"pull": True}, "expect": {"output": lines("a")}},
+    {"input": {"push": "bc", "drain": False}, "expect": {"output": [], "accepted": 2, "ready": 0, "buffered_bytes": 2}}],
+    {"max_ready_lines": 1})
+frame_case("push_all_drains_through_the_bound", "push_all hands over every line of an input larger than the queue, in order", [
+    {"input": {"push_all": "a\nb\nc\n" + "z" * 9 + "\nd"}, "expect": {"output": lines("a", "b", "c") + [{"error": "line_too_long", "line_number": 4}], "ready": 0, "buffered_bytes": 1}},
+    {"input": {"finish": True}, "expect": {"output": lines("d")}},
+    {"input": {"push_all": "e\n"}, "expect": {"output": [], "error": "push_after_finish"}}],
+    {"max_line_bytes": 8, "max_ready_lines": 1})
+frame_case("bounded_queue_chunking_independent", "With a one-line queue and 20-byte chunks (the rest of each chunk pushed again after a pull until taken) the lines are those of an unbounded framer", [
+    {"input": {"push": text, "chunk_size": 20}, "expect": {"output": lines('{"type":"ping"}', '{"type":"pong","nonce":"ü"}', '{"x":1}')}}],
+    {"max_ready_lines": 1, "max_ready_bytes": 1})
+frame_case("default_ready_lines_1024", "The default queue bound is 1024 lines", [
+    {"input": {"push": "x\n" * 1030, "drain": False}, "expect": {"output": [], "accepted": 2048, "ready": 1024}},
+    {"input": {"pull": True}, "expect": {"output": lines(*["x"] * 1024), "ready": 0}}])

@@ -20,7 +20,8 @@ use proptest::sample::{select, Index};
 use proptest::test_runner::{Config, TestRunner};
 use stapel_runner_protocol::json::Object;
 use stapel_runner_protocol::wire::{
-    decode_str, peek_progress, Message, TaskProgress, MAX_MEMBERS, MAX_SAFE_INTEGER,
+    decode_str, decode_str_view, peek_progress, Decoded, Message, TaskProgress, MAX_MEMBERS,
+    MAX_SAFE_INTEGER,
 };
 
 /// JSON text, and whether it is in the fast path's plain form.
@@ -57,6 +58,18 @@ fn check(frame: &str, plain: bool) -> Result<bool, TestCaseError> {
         let payload: Object = serde_json::from_str(view.payload)
             .map_err(|e| TestCaseError::fail(format!("payload of {frame:?}: {e}")))?;
         prop_assert_eq!(&payload, &m.payload, "payload of {:?}", frame);
+    }
+    // The bindings' entry point gives the full decode's answer (message or error), with
+    // and without validation.
+    for validate in [true, false] {
+        let via_view = decode_str_view(frame, validate).and_then(Decoded::into_message);
+        prop_assert_eq!(
+            via_view,
+            decode_str(frame, validate),
+            "decode_str_view({:?}, {})",
+            frame,
+            validate
+        );
     }
     if plain {
         prop_assert_eq!(

@@ -1,5 +1,6 @@
 //! Property tests of the line framer: output is independent of chunking, matches a naive
-//! reference model, and the partial-line buffer never exceeds its bound.
+//! reference model, the partial-line buffer never exceeds its bound, and the bounded
+//! queue of ready lines (backpressure) changes nothing but when lines come out.
 
 use proptest::prelude::*;
 use stapel_runner_protocol::framing::{FramerConfig, LineFramer};
@@ -19,7 +20,7 @@ fn run(input: &[u8], cuts: &[usize], max: usize) -> Vec<Out> {
     points.sort_unstable();
     points.push(input.len());
     for p in points {
-        f.push(&input[start..p]).unwrap();
+        assert_eq!(f.push(&input[start..p]).unwrap(), p - start);
         assert!(
             f.buffered_bytes() <= max,
             "buffered {} > {max}",
@@ -102,5 +103,59 @@ proptest! {
             prop_assert!(f.buffered_bytes() <= max);
             prop_assert!(f.ready_len() <= 1, "one oversized line yields at most one error");
         }
+    }
+
+    #[test]
+    fn bounded_queue_changes_nothing_but_timing(
+        input in bytes(),
+        cuts in prop::collection::vec(any::<usize>(), 0..40),
+        max in 1usize..40,
+        max_lines in 1usize..4,
+        max_bytes in 0usize..16,
+    ) {
+        let mut config = FramerConfig::with_max_line_bytes(max);
+        config.max_ready_lines = max_lines;
+        config.max_ready_bytes = max_bytes;
+        let mut f = LineFramer::new(config.clone());
+        let mut out = Vec::new();
+        let mut start = 0;
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+        points.sort_unstable();
+        points.push(input.len());
+        for p in points {
+            let mut rest = &input[start..p];
+            start = p;
+            loop {
+                let taken = f.push(rest).unwrap();
+                prop_assert!(taken <= rest.len());
+                // Every push here follows a full drain: an empty queue always takes a step.
+                prop_assert!(taken > 0 || rest.is_empty());
+                prop_assert!(f.ready_len() <= max_lines);
+                prop_assert!(f.ready_bytes() < max_bytes + max + 1);
+                prop_assert!(f.buffered_bytes() <= max);
+                prop_assert!(taken == rest.len() || f.is_full(), "a push stops only at a full queue");
+                drain(&mut f, &mut out);
+                rest = &rest[taken..];
+                if rest.is_empty() {
+                    break;
+                }
+            }
+        }
+        f.finish();
+        drain(&mut f, &mut out);
+        prop_assert_eq!(&out, &reference(&input, max));
+
+        // `push_all` hands over the same items.
+        let mut g = LineFramer::new(config);
+        let mut all = Vec::new();
+        g.push_all(&input, |item| all.push(item)).unwrap();
+        g.finish();
+        all.extend(std::iter::from_fn(|| g.poll_line()));
+        let mut h = LineFramer::new(FramerConfig::with_max_line_bytes(max));
+        let mut unbounded = Vec::new();
+        h.push(&input).unwrap();
+        h.finish();
+        unbounded.extend(std::iter::from_fn(|| h.poll_line()));
+        prop_assert_eq!(all, unbounded);
     }
 }

@@ -187,8 +187,14 @@ fn flood(n: u64, interval_us: u64) -> i32 {
             Ok(0) | Err(_) => return 1,
             Ok(k) => k,
         };
-        let _ = framer.push(&buf[..got]);
-        while let Some(Ok(line)) = framer.poll_line() {
+        let mut lines = Vec::new();
+        if framer
+            .push_all(&buf[..got], |item| lines.extend(item.ok()))
+            .is_err()
+        {
+            return 1;
+        }
+        for line in lines {
             let Ok(cmd) = HarnessCommand::parse(&line) else {
                 continue;
             };

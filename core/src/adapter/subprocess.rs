@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use super::error::AdapterError;
 use super::turn::TurnResult;
 use super::usage::usage_from_mapping;
-use crate::framing::{FramerConfig, FramingError, LineFramer};
+use crate::framing::{push_draining, FramerConfig, FramingError, LineFramer};
 use crate::wire::{parse_value, DecodeError};
 
 /// Default [`SubprocessConfig::max_line_bytes`]: 1 MiB. Larger than the framer's 64 KiB
@@ -577,7 +577,7 @@ impl SubprocessSession {
             },
             SubprocessInput::Stdout(bytes) => {
                 if self.running().is_some() {
-                    self.push_stdout(&bytes);
+                    self.push_stdout(now_ms, &bytes);
                     self.drain_lines(now_ms);
                 }
             }
@@ -634,11 +634,12 @@ impl SubprocessSession {
         }
     }
 
-    /// The one place stdout bytes enter the framer.
-    fn push_stdout(&mut self, bytes: &[u8]) {
+    /// The one place stdout bytes enter the framer: it takes what fits in its bounded
+    /// queue, the lines ready so far are handled to make room, then the rest is taken.
+    fn push_stdout(&mut self, now_ms: u64, bytes: &[u8]) {
         // The framer only refuses bytes after `finish`, which happens only when stdout
         // ended, after which the session no longer runs and never calls this.
-        let _ = self.framer.push(bytes);
+        let _ = push_draining(self, |s| &mut s.framer, bytes, |s| s.drain_lines(now_ms));
     }
 
     fn stdout_ended(&mut self, now_ms: u64) {

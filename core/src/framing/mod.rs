@@ -15,7 +15,12 @@
 //!   the next one. The partial-line buffer therefore never holds more than `max_line_bytes`;
 //! * a line that is not UTF-8 yields [`FramingError::InvalidUtf8`] and framing continues;
 //! * after [`LineFramer::finish`] (end of input) an unterminated final line is returned
-//!   like any other line.
+//!   like any other line;
+//! * complete lines wait in a bounded queue until they are pulled: at most
+//!   [`FramerConfig::max_ready_lines`] items, and no new line is started once the queued
+//!   lines hold [`FramerConfig::max_ready_bytes`] bytes. A full queue is backpressure, not
+//!   an error: [`LineFramer::push`] accepts what fits and returns how many bytes it took,
+//!   and the caller pushes the rest after pulling.
 //!
 //! # Call order
 //!
@@ -23,7 +28,8 @@
 //! use stapel_runner_protocol::framing::{FramerConfig, LineFramer};
 //!
 //! let mut framer = LineFramer::new(FramerConfig::default());
-//! framer.push(b"{\"type\":\"ping\"}\r\n{\"ty").unwrap();
+//! let data = b"{\"type\":\"ping\"}\r\n{\"ty";
+//! assert_eq!(framer.push(data).unwrap(), data.len()); // everything fit
 //! assert_eq!(framer.poll_line().unwrap().unwrap(), "{\"type\":\"ping\"}");
 //! assert!(framer.poll_line().is_none()); // the second line is not complete yet
 //! framer.push(b"pe\":\"pong\"}").unwrap();
@@ -32,15 +38,31 @@
 //! assert!(framer.poll_line().is_none());
 //! ```
 //!
-//! Drain [`LineFramer::poll_line`] until it returns `None` after every
-//! [`LineFramer::push`]: complete lines wait in a queue until they are pulled, so the
-//! framer holds at most the partial line (≤ `max_line_bytes`) plus the lines of the chunks
-//! pushed since the last drain.
+//! | call | when | effect |
+//! |---|---|---|
+//! | [`push`](LineFramer::push)`(data)` | before `finish` | frames `data` step by step (a step is everything up to and including the next `\n`, or the rest of `data` when it holds none); stops before a step when the queue [is full](LineFramer::is_full); returns the bytes taken. After `finish`: `Err(PushAfterFinish)` |
+//! | [`poll_line`](LineFramer::poll_line)`()` | any time | the oldest queued line or line error; `None` when the queue is empty |
+//! | [`finish`](LineFramer::finish)`()` | end of input | queues the unterminated final line; idempotent |
+//! | [`push_all`](LineFramer::push_all)`(data, f)` | before `finish` | `push` and pull in turn until all of `data` is taken, handing every item to `f` |
+//! | [`push_draining`]`(owner, framer, data, drain)` | before `finish` | the same for a state machine that owns its framer and handles lines with `&mut self` |
+//!
+//! Drain [`LineFramer::poll_line`] until it returns `None` after every push, and push the
+//! bytes a push did not take again: the framer then holds at most the partial line
+//! (≤ `max_line_bytes`) plus the bounded queue. A step adds at most one item, so the queue
+//! never holds more than `max_ready_lines` items, nor more than
+//! `max_ready_bytes + max_line_bytes` bytes; an empty queue always takes one step, so a
+//! push after a full drain always makes progress.
 
 use std::collections::VecDeque;
 
 /// Default bound on one line: 64 KiB, as in the local runner's supervisor.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// Default bound on the number of lines and line errors waiting to be pulled: 1024.
+pub const DEFAULT_MAX_READY_LINES: usize = 1024;
+
+/// Default bound on the bytes of the lines waiting to be pulled: 1 MiB.
+pub const DEFAULT_MAX_READY_BYTES: usize = 1024 * 1024;
 
 /// Configuration of a [`LineFramer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +75,13 @@ pub struct FramerConfig {
     /// Skip lines that are empty after removing the line terminator. Default `true`:
     /// blank lines carry nothing in JSONL.
     pub skip_empty_lines: bool,
+    /// Most lines and line errors waiting to be pulled. Default
+    /// [`DEFAULT_MAX_READY_LINES`] (1024). Values below 1 are treated as 1.
+    pub max_ready_lines: usize,
+    /// Once the waiting lines hold this many bytes, [`LineFramer::push`] starts no new
+    /// step until some are pulled. Default [`DEFAULT_MAX_READY_BYTES`] (1,048,576). An
+    /// empty queue always takes one more line, so 0 means "one line at a time".
+    pub max_ready_bytes: usize,
 }
 
 impl Default for FramerConfig {
@@ -60,6 +89,8 @@ impl Default for FramerConfig {
         Self {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             skip_empty_lines: true,
+            max_ready_lines: DEFAULT_MAX_READY_LINES,
+            max_ready_bytes: DEFAULT_MAX_READY_BYTES,
         }
     }
 }
@@ -115,6 +146,15 @@ impl FramingError {
     pub fn is_local(&self) -> bool {
         matches!(self, FramingError::PushAfterFinish)
     }
+
+    /// The 1-based line number a line error is about; `None` for local misuse.
+    pub fn line_number(&self) -> Option<u64> {
+        match self {
+            FramingError::LineTooLong { line_number, .. }
+            | FramingError::InvalidUtf8 { line_number, .. } => Some(*line_number),
+            FramingError::PushAfterFinish => None,
+        }
+    }
 }
 
 /// One item pulled from the framer: a complete line, or the error that replaced it.
@@ -130,6 +170,8 @@ pub struct LineFramer {
     discarding: bool,
     /// Complete lines and errors waiting to be pulled, in stream order.
     ready: VecDeque<LineResult>,
+    /// Sum of the lengths of the lines in `ready`.
+    ready_bytes: usize,
     /// Number of lines started so far (1-based number of the current line).
     line_number: u64,
     finished: bool,
@@ -140,11 +182,13 @@ impl LineFramer {
     pub fn new(config: FramerConfig) -> Self {
         let mut config = config;
         config.max_line_bytes = config.max_line_bytes.max(1);
+        config.max_ready_lines = config.max_ready_lines.max(1);
         Self {
             config,
             partial: Vec::new(),
             discarding: false,
             ready: VecDeque::new(),
+            ready_bytes: 0,
             line_number: 1,
             finished: false,
         }
@@ -155,35 +199,76 @@ impl LineFramer {
         &self.config
     }
 
-    /// Feed bytes, in any chunking. Complete lines become available from
-    /// [`poll_line`](Self::poll_line).
+    /// Feed bytes, in any chunking, and return how many were taken. Complete lines become
+    /// available from [`poll_line`](Self::poll_line).
+    ///
+    /// Bytes are taken one step at a time (everything up to and including the next `\n`,
+    /// or the rest of `data` when it holds none); before each step the push stops if the
+    /// queue [is full](Self::is_full). A return value below `data.len()` is backpressure:
+    /// pull the waiting lines, then push `&data[taken..]` again. A push into an empty
+    /// queue takes at least one step.
     ///
     /// # Errors
-    /// [`FramingError::PushAfterFinish`] if [`finish`](Self::finish) was called; the bytes are
-    /// ignored.
-    pub fn push(&mut self, mut data: &[u8]) -> Result<(), FramingError> {
+    /// [`FramingError::PushAfterFinish`] if [`finish`](Self::finish) was called; nothing
+    /// is taken.
+    pub fn push(&mut self, data: &[u8]) -> Result<usize, FramingError> {
         if self.finished {
             return Err(FramingError::PushAfterFinish);
         }
-        while !data.is_empty() {
-            match memchr::memchr(b'\n', data) {
+        let mut rest = data;
+        while !rest.is_empty() && !self.is_full() {
+            match memchr::memchr(b'\n', rest) {
                 Some(pos) => {
-                    let (head, rest) = (&data[..pos], &data[pos + 1..]);
+                    let (head, tail) = rest.split_at(pos);
                     self.absorb(head);
                     self.end_line();
-                    data = rest;
+                    rest = tail.get(1..).unwrap_or_default();
                 }
                 None => {
-                    self.absorb(data);
-                    break;
+                    self.absorb(rest);
+                    rest = &[];
                 }
             }
         }
-        Ok(())
+        Ok(data.len().saturating_sub(rest.len()))
+    }
+
+    /// Push all of `data`, pulling in between: every item that becomes ready (and every
+    /// item already waiting) is handed to `on_item`, in stream order. For callers that
+    /// handle lines synchronously; the queue is empty afterwards.
+    ///
+    /// ```
+    /// use stapel_runner_protocol::framing::LineFramer;
+    ///
+    /// let mut lines = Vec::new();
+    /// LineFramer::default().push_all(b"a\nb\n", |item| lines.extend(item.ok())).unwrap();
+    /// assert_eq!(lines, ["a", "b"]);
+    /// ```
+    ///
+    /// # Errors
+    /// [`FramingError::PushAfterFinish`] if [`finish`](Self::finish) was called.
+    pub fn push_all(
+        &mut self,
+        data: &[u8],
+        mut on_item: impl FnMut(LineResult),
+    ) -> Result<(), FramingError> {
+        let mut rest = data;
+        loop {
+            let taken = self.push(rest)?;
+            rest = rest.get(taken..).unwrap_or_default();
+            while let Some(item) = self.poll_line() {
+                on_item(item);
+            }
+            if rest.is_empty() {
+                return Ok(());
+            }
+        }
     }
 
     /// Mark the end of input. An unterminated final line is queued as a line; a final line
-    /// that was being discarded for its length produces nothing more. Idempotent.
+    /// that was being discarded for its length produces nothing more. Idempotent. The
+    /// final line is queued even when the queue is full (it is at most one item of at
+    /// most `max_line_bytes`).
     pub fn finish(&mut self) {
         if self.finished {
             return;
@@ -197,7 +282,11 @@ impl LineFramer {
     /// Pull the next complete line (without its terminator) or the error that replaced it,
     /// in stream order. `None` when nothing is ready.
     pub fn poll_line(&mut self) -> Option<LineResult> {
-        self.ready.pop_front()
+        let item = self.ready.pop_front()?;
+        if let Ok(line) = &item {
+            self.ready_bytes = self.ready_bytes.saturating_sub(line.len());
+        }
+        Some(item)
     }
 
     /// Bytes held for the current partial line; never more than `max_line_bytes`.
@@ -205,9 +294,23 @@ impl LineFramer {
         self.partial.len()
     }
 
-    /// Number of lines and errors waiting in [`poll_line`](Self::poll_line).
+    /// Number of lines and errors waiting in [`poll_line`](Self::poll_line); never more
+    /// than `max_ready_lines`.
     pub fn ready_len(&self) -> usize {
         self.ready.len()
+    }
+
+    /// Bytes of the lines waiting in [`poll_line`](Self::poll_line).
+    pub fn ready_bytes(&self) -> usize {
+        self.ready_bytes
+    }
+
+    /// `true` when [`push`](Self::push) takes nothing more until lines are pulled: the
+    /// queue is not empty and holds `max_ready_lines` items or `max_ready_bytes` bytes.
+    pub fn is_full(&self) -> bool {
+        !self.ready.is_empty()
+            && (self.ready.len() >= self.config.max_ready_lines
+                || self.ready_bytes >= self.config.max_ready_bytes)
     }
 
     /// `true` once [`finish`](Self::finish) was called.
@@ -221,7 +324,7 @@ impl LineFramer {
             return;
         }
         let max = self.config.max_line_bytes;
-        if self.partial.len() + bytes.len() > max {
+        if self.partial.len().saturating_add(bytes.len()) > max {
             self.partial.clear();
             self.partial.shrink_to(max.min(DEFAULT_MAX_LINE_BYTES));
             self.discarding = true;
@@ -237,7 +340,7 @@ impl LineFramer {
     /// The current line ended (`\n` seen, or end of input).
     fn end_line(&mut self) {
         let number = self.line_number;
-        self.line_number += 1;
+        self.line_number = self.line_number.saturating_add(1);
         if self.discarding {
             self.discarding = false;
             return;
@@ -252,7 +355,10 @@ impl LineFramer {
             return;
         }
         match String::from_utf8(bytes) {
-            Ok(line) => self.ready.push_back(Ok(line)),
+            Ok(line) => {
+                self.ready_bytes = self.ready_bytes.saturating_add(line.len());
+                self.ready.push_back(Ok(line));
+            }
             Err(err) => self.ready.push_back(Err(FramingError::InvalidUtf8 {
                 line_number: number,
                 valid_up_to: err.utf8_error().valid_up_to(),
@@ -265,6 +371,55 @@ impl Default for LineFramer {
     fn default() -> Self {
         Self::new(FramerConfig::default())
     }
+}
+
+/// Push all of `data` into a framer that `owner` holds, calling `drain(owner)` whenever
+/// the framer's queue fills up: for state machines that handle each line with `&mut
+/// self` (so [`LineFramer::push_all`]'s closure could not borrow them). Returns the bytes
+/// taken: all of `data`, unless a `drain` left the queue full (the machine stopped
+/// reading, e.g. it closed), in which case the rest is dropped. Lines of the last push
+/// stay queued for the caller's own drain.
+///
+/// ```
+/// use stapel_runner_protocol::framing::{push_draining, FramerConfig, LineFramer};
+///
+/// struct Machine { framer: LineFramer, seen: Vec<String> }
+/// impl Machine {
+///     fn drain(&mut self) {
+///         while let Some(Ok(line)) = self.framer.poll_line() {
+///             self.seen.push(line);
+///         }
+///     }
+/// }
+/// let mut config = FramerConfig::default();
+/// config.max_ready_lines = 1;
+/// let mut m = Machine { framer: LineFramer::new(config), seen: Vec::new() };
+/// assert_eq!(push_draining(&mut m, |m| &mut m.framer, b"a\nb\nc\n", Machine::drain), Ok(6));
+/// m.drain();
+/// assert_eq!(m.seen, ["a", "b", "c"]);
+/// ```
+///
+/// # Errors
+/// [`FramingError::PushAfterFinish`] if the framer was finished.
+pub fn push_draining<T: ?Sized>(
+    owner: &mut T,
+    framer: impl Fn(&mut T) -> &mut LineFramer,
+    data: &[u8],
+    mut drain: impl FnMut(&mut T),
+) -> Result<usize, FramingError> {
+    let mut rest = data;
+    loop {
+        let taken = framer(owner).push(rest)?;
+        rest = rest.get(taken..).unwrap_or_default();
+        if rest.is_empty() {
+            break;
+        }
+        drain(owner);
+        if framer(owner).is_full() {
+            break;
+        }
+    }
+    Ok(data.len().saturating_sub(rest.len()))
 }
 
 #[cfg(test)]
@@ -311,5 +466,23 @@ mod tests {
         let err = f.push(b"x").unwrap_err();
         assert_eq!(err.code(), "push_after_finish");
         assert!(err.is_local());
+    }
+
+    #[test]
+    fn push_draining_stops_when_the_drain_makes_no_room() {
+        let config = FramerConfig {
+            max_ready_lines: 1,
+            ..FramerConfig::default()
+        };
+        let mut f = LineFramer::new(config);
+        // A drain that pulls nothing: the rest is dropped instead of looping forever.
+        assert_eq!(push_draining(&mut f, |f| f, b"a\nb\nc\n", |_| {}), Ok(2));
+        assert_eq!(f.ready_len(), 1);
+        // A drain that pulls everything takes it all.
+        let mut seen = Vec::new();
+        let taken = push_draining(&mut f, |f| f, b"b\nc\n", |f| seen.extend(f.poll_line()));
+        assert_eq!(taken, Ok(4));
+        assert_eq!(seen.len(), 2);
+        assert_eq!(f.poll_line(), Some(Ok("c".to_string())));
     }
 }

@@ -84,8 +84,8 @@ impl Object {
     ) -> Option<Value> {
         let key = key.into();
         let value = value.into();
-        match self.position(&key) {
-            Some(i) => Some(std::mem::replace(&mut self.members[i].1, value)),
+        match self.position(&key).and_then(|i| self.members.get_mut(i)) {
+            Some(member) => Some(std::mem::replace(&mut member.1, value)),
             None => {
                 self.members.push((key, value));
                 None
@@ -141,7 +141,7 @@ impl Object {
     pub fn from_unique(members: Vec<(CompactString, Value)>) -> Result<Self, DuplicateKey> {
         let mut dups = KeySet::default();
         for (i, (k, _)) in members.iter().enumerate() {
-            if dups.seen_before(&members[..i], k) {
+            if dups.seen_before(members.get(..i).unwrap_or_default(), k) {
                 return Err(DuplicateKey { key: k.clone() });
             }
         }
@@ -256,12 +256,17 @@ impl Index<&str> for Object {
 
 impl IndexMut<&str> for Object {
     /// The value under `key`, inserted as `null` first when absent.
+    // `i` is in bounds: found by `position`, or the index of the member just pushed.
+    // (Returning `get_mut`'s borrow from one branch and pushing in the other is what the
+    // borrow checker does not accept yet.)
+    #[allow(clippy::indexing_slicing)]
     fn index_mut(&mut self, key: &str) -> &mut Value {
         let i = match self.position(key) {
             Some(i) => i,
             None => {
+                let i = self.members.len();
                 self.members.push((key.into(), Value::Null));
-                self.members.len() - 1
+                i
             }
         };
         &mut self.members[i].1
@@ -281,8 +286,8 @@ impl<K: Into<CompactString>, V: Into<Value>> Extend<(K, V)> for Object {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
         let mut keys = KeySet::default();
         // Prime the key set with the existing members so large extends stay linear.
-        for i in 0..self.members.len() {
-            keys.seen_before(&self.members[..i], &self.members[i].0);
+        for (i, (k, _)) in self.members.iter().enumerate() {
+            keys.seen_before(self.members.get(..i).unwrap_or_default(), k);
         }
         for (k, v) in iter {
             let (k, v) = (k.into(), v.into());

@@ -163,19 +163,31 @@ fn specials(x: u64) -> u64 {
 /// The first byte at or after `i` that ends a run of plain string bytes, or the length.
 #[inline(always)]
 pub(crate) fn string_run_end(bytes: &[u8], mut i: usize) -> usize {
-    while let Some(chunk) = bytes.get(i..i + 8) {
+    while let Some(chunk) = bytes.get(i..fwd(i, 8)) {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
         let m = specials(u64::from_le_bytes(word));
         if m != 0 {
-            return i + (m.trailing_zeros() / 8) as usize;
+            return fwd(i, (m.trailing_zeros() / 8) as usize);
         }
-        i += 8;
+        i = fwd(i, 8);
     }
-    while i < bytes.len() && !matches!(bytes[i], b'"' | b'\\' | 0..=0x1f) {
-        i += 1;
+    while let Some(b) = bytes.get(i) {
+        if matches!(b, b'"' | b'\\' | 0..=0x1f) {
+            break;
+        }
+        i = fwd(i, 1);
     }
     i
+}
+
+/// Position `i + n` in a text. Positions never exceed the text's length plus a few bytes
+/// of look-ahead, and a text is never longer than `isize::MAX` bytes, so the sum never
+/// wraps: `wrapping_add` is the plain machine add, without a debug-build overflow check
+/// on the hot path.
+#[inline(always)]
+pub(crate) fn fwd(i: usize, n: usize) -> usize {
+    i.wrapping_add(n)
 }
 
 /// The byte at `i`, or `0` past the end (no JSON token starts with `0`, and a real NUL
@@ -193,18 +205,13 @@ pub(crate) fn skip_ws(bytes: &[u8], pos: &mut usize) -> u8 {
         if b > b' ' || !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
             return b;
         }
-        *pos += 1;
+        *pos = fwd(*pos, 1);
     }
 }
 
 /// The value of a hex digit.
 pub(crate) fn hex_digit(b: u8) -> Option<u32> {
-    match b {
-        b'0'..=b'9' => Some(u32::from(b - b'0')),
-        b'a'..=b'f' => Some(u32::from(b - b'a' + 10)),
-        b'A'..=b'F' => Some(u32::from(b - b'A' + 10)),
-        _ => None,
-    }
+    char::from(b).to_digit(16)
 }
 
 struct Reader<'a> {
@@ -235,12 +242,27 @@ impl<'a> Reader<'a> {
         skip_ws(self.bytes, &mut self.pos)
     }
 
+    /// Move the cursor `n` bytes on.
+    #[inline(always)]
+    fn skip(&mut self, n: usize) {
+        self.pos = fwd(self.pos, n);
+    }
+
+    /// The text between two positions the reader found (both at ASCII bytes or the end,
+    /// so at character boundaries).
+    #[inline(always)]
+    fn span<E>(&self, start: usize, end: usize) -> Result<&'a str, WalkError<E>> {
+        let text: &'a str = self.text;
+        text.get(start..end)
+            .ok_or_else(|| self.syntax("invalid string"))
+    }
+
     fn value<S: Sink>(&mut self, first: u8, sink: &mut S) -> Result<S::Value, WalkError<S::Error>> {
         match first {
             b'{' => self.object(sink),
             b'[' => self.array(sink),
             b'"' => {
-                self.pos += 1;
+                self.skip(1);
                 let s = self.string()?;
                 sink.string(s.resolve(self)).map_err(WalkError::Sink)
             }
@@ -253,19 +275,19 @@ impl<'a> Reader<'a> {
     }
 
     fn literal<V, E>(&mut self, word: &[u8], value: Result<V, E>) -> Result<V, WalkError<E>> {
-        if self.bytes.get(self.pos..self.pos + word.len()) != Some(word) {
+        if self.bytes.get(self.pos..fwd(self.pos, word.len())) != Some(word) {
             return Err(self.syntax("expected a value"));
         }
-        self.pos += word.len();
+        self.skip(word.len());
         value.map_err(WalkError::Sink)
     }
 
     fn enter<E>(&mut self) -> Result<(), WalkError<E>> {
-        self.depth += 1;
+        self.depth = self.depth.saturating_add(1);
         if self.depth > MAX_DEPTH {
             return Err(self.syntax("nested too deeply"));
         }
-        self.pos += 1;
+        self.skip(1);
         Ok(())
     }
 
@@ -278,7 +300,7 @@ impl<'a> Reader<'a> {
                 if b != b'"' {
                     return Err(self.syntax("expected a key"));
                 }
-                self.pos += 1;
+                self.skip(1);
                 let key = self.string()?;
                 // The key stays a span of the text (or is copied out of the scratch) while
                 // the value is read.
@@ -293,14 +315,14 @@ impl<'a> Reader<'a> {
                 if self.ws() != b':' {
                     return Err(self.syntax("expected ':'"));
                 }
-                self.pos += 1;
+                self.skip(1);
                 let first = self.ws();
                 let value = self.value(first, sink)?;
                 sink.member(&mut object, key, value)
                     .map_err(WalkError::Sink)?;
                 match self.ws() {
                     b',' => {
-                        self.pos += 1;
+                        self.skip(1);
                         b = self.ws();
                     }
                     b'}' => break,
@@ -308,8 +330,8 @@ impl<'a> Reader<'a> {
                 }
             }
         }
-        self.pos += 1;
-        self.depth -= 1;
+        self.skip(1);
+        self.depth = self.depth.saturating_sub(1);
         sink.end_object(object).map_err(WalkError::Sink)
     }
 
@@ -323,7 +345,7 @@ impl<'a> Reader<'a> {
                 sink.item(&mut array, value).map_err(WalkError::Sink)?;
                 match self.ws() {
                     b',' => {
-                        self.pos += 1;
+                        self.skip(1);
                         b = self.ws();
                     }
                     b']' => break,
@@ -331,8 +353,8 @@ impl<'a> Reader<'a> {
                 }
             }
         }
-        self.pos += 1;
-        self.depth -= 1;
+        self.skip(1);
+        self.depth = self.depth.saturating_sub(1);
         sink.end_array(array).map_err(WalkError::Sink)
     }
 
@@ -343,8 +365,8 @@ impl<'a> Reader<'a> {
         let end = string_run_end(self.bytes, start);
         match self.at(end) {
             b'"' => {
-                self.pos = end + 1;
-                return Ok(Str::Text(&self.text[start..end]));
+                self.pos = fwd(end, 1);
+                return self.span(start, end).map(Str::Text);
             }
             b'\\' => {}
             _ => {
@@ -353,12 +375,13 @@ impl<'a> Reader<'a> {
             }
         }
         self.scratch.clear();
-        self.scratch.push_str(&self.text[start..end]);
+        let head = self.span(start, end)?;
+        self.scratch.push_str(head);
         self.pos = end;
         loop {
             match self.at(self.pos) {
                 b'"' => {
-                    self.pos += 1;
+                    self.skip(1);
                     return Ok(Str::Scratch);
                 }
                 b'\\' => {
@@ -370,7 +393,8 @@ impl<'a> Reader<'a> {
                     if run == self.pos {
                         return Err(self.syntax("unterminated string or control character"));
                     }
-                    self.scratch.push_str(&self.text[self.pos..run]);
+                    let part = self.span(self.pos, run)?;
+                    self.scratch.push_str(part);
                     self.pos = run;
                 }
             }
@@ -379,7 +403,7 @@ impl<'a> Reader<'a> {
 
     /// One escape sequence at `pos` (its backslash).
     fn escape<E>(&mut self) -> Result<char, WalkError<E>> {
-        let c = match self.at(self.pos + 1) {
+        let c = match self.at(fwd(self.pos, 1)) {
             b'"' => '"',
             b'\\' => '\\',
             b'/' => '/',
@@ -389,34 +413,37 @@ impl<'a> Reader<'a> {
             b'r' => '\r',
             b't' => '\t',
             b'u' => {
-                let high = self.hex4(self.pos + 2)?;
-                self.pos += 6;
-                let code = if (0xD800..0xDC00).contains(&high) {
-                    if self.at(self.pos) != b'\\' || self.at(self.pos + 1) != b'u' {
+                let high = self.hex4(fwd(self.pos, 2))?;
+                self.skip(6);
+                let c = if (0xD800..0xDC00).contains(&high) {
+                    if self.at(self.pos) != b'\\' || self.at(fwd(self.pos, 1)) != b'u' {
                         return Err(self.syntax("lone surrogate in \\u escape"));
                     }
-                    let low = self.hex4(self.pos + 2)?;
+                    let low = self.hex4(fwd(self.pos, 2))?;
                     if !(0xDC00..0xE000).contains(&low) {
                         return Err(self.syntax("lone surrogate in \\u escape"));
                     }
-                    self.pos += 6;
-                    0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+                    self.skip(6);
+                    char::decode_utf16([high, low]).next().and_then(Result::ok)
                 } else {
-                    high
+                    // `None` for a lone trailing surrogate.
+                    char::from_u32(u32::from(high))
                 };
-                return char::from_u32(code)
-                    .ok_or_else(|| self.syntax("lone surrogate in \\u escape"));
+                return c.ok_or_else(|| self.syntax("lone surrogate in \\u escape"));
             }
             _ => return Err(self.syntax("invalid escape")),
         };
-        self.pos += 2;
+        self.skip(2);
         Ok(c)
     }
 
-    fn hex4<E>(&self, at: usize) -> Result<u32, WalkError<E>> {
-        let mut v = 0;
-        for i in at..at + 4 {
-            v = v * 16 + hex_digit(self.at(i)).ok_or_else(|| self.syntax("invalid \\u escape"))?;
+    /// Four hex digits at `at`, as one UTF-16 code unit.
+    fn hex4<E>(&self, at: usize) -> Result<u16, WalkError<E>> {
+        let mut v: u16 = 0;
+        for i in at..fwd(at, 4) {
+            let digit = hex_digit(self.at(i)).ok_or_else(|| self.syntax("invalid \\u escape"))?;
+            // Four digits of at most 15 fill exactly 16 bits.
+            v = (v << 4) | digit as u16;
         }
         Ok(v)
     }
@@ -425,24 +452,25 @@ impl<'a> Reader<'a> {
         let start = self.pos;
         let negative = self.at(self.pos) == b'-';
         if negative {
-            self.pos += 1;
+            self.skip(1);
         }
         // Integer part: `0` or a non-zero digit and more digits, accumulated while it
         // fits.
         let mut magnitude: u64 = 0;
         let mut fits = true;
         match self.at(self.pos) {
-            b'0' => self.pos += 1,
+            b'0' => self.skip(1),
             b'1'..=b'9' => {
                 while let d @ b'0'..=b'9' = self.at(self.pos) {
+                    // The low nibble of an ASCII digit is its value.
                     match magnitude
                         .checked_mul(10)
-                        .and_then(|m| m.checked_add(u64::from(d - b'0')))
+                        .and_then(|m| m.checked_add(u64::from(d & 0x0f)))
                     {
                         Some(m) => magnitude = m,
                         None => fits = false,
                     }
-                    self.pos += 1;
+                    self.skip(1);
                 }
             }
             _ => return Err(self.syntax("invalid number")),
@@ -450,25 +478,25 @@ impl<'a> Reader<'a> {
         let mut integer = true;
         if self.at(self.pos) == b'.' {
             integer = false;
-            self.pos += 1;
+            self.skip(1);
             if !self.at(self.pos).is_ascii_digit() {
                 return Err(self.syntax("invalid number"));
             }
             while self.at(self.pos).is_ascii_digit() {
-                self.pos += 1;
+                self.skip(1);
             }
         }
         if matches!(self.at(self.pos), b'e' | b'E') {
             integer = false;
-            self.pos += 1;
+            self.skip(1);
             if matches!(self.at(self.pos), b'+' | b'-') {
-                self.pos += 1;
+                self.skip(1);
             }
             if !self.at(self.pos).is_ascii_digit() {
                 return Err(self.syntax("invalid number"));
             }
             while self.at(self.pos).is_ascii_digit() {
-                self.pos += 1;
+                self.skip(1);
             }
         }
         if integer && fits {
@@ -481,7 +509,7 @@ impl<'a> Reader<'a> {
                 return sink.signed(value).map_err(WalkError::Sink);
             }
         }
-        match self.text[start..self.pos].parse::<f64>() {
+        match self.span(start, self.pos)?.parse::<f64>() {
             Ok(f) if f.is_finite() => sink.float(f).map_err(WalkError::Sink),
             _ => Err(self.syntax("number out of range")),
         }

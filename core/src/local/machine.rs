@@ -561,12 +561,12 @@ impl LocalRun {
             Input::ControllerEof => self.on_controller_eof(now_ms),
             Input::HarnessStdout(bytes) => {
                 self.require_harness()?;
-                self.push_stdout(&bytes);
+                self.push_stdout(now_ms, &bytes)?;
                 self.drain_stdout(now_ms);
             }
             Input::HarnessStderr(bytes) => {
                 self.require_harness()?;
-                self.push_stderr(&bytes);
+                self.push_stderr(&bytes)?;
                 self.drain_stderr();
             }
             Input::HarnessSpawned { pid } => self.on_spawned(now_ms, pid)?,
@@ -655,18 +655,33 @@ impl LocalRun {
 
     // ------------------------------------------------------------------ framers
 
-    fn push_controller(&mut self, bytes: &[u8]) -> Result<(), LocalError> {
-        self.controller
-            .push(bytes)
-            .map_err(|_| LocalError::ControllerInputAfterEof)
+    // The one place each stream's bytes enter its framer. A push takes what fits in the
+    // framer's bounded queue; the lines ready so far are handled to make room, then the
+    // rest is taken, so no byte is lost and the queue stays bounded.
+
+    fn push_controller(&mut self, now: u64, bytes: &[u8]) -> Result<(), LocalError> {
+        crate::framing::push_draining(
+            self,
+            |m| &mut m.controller,
+            bytes,
+            |m| m.drain_controller(now),
+        )
+        .map(drop)
+        .map_err(|_| LocalError::ControllerInputAfterEof)
     }
 
-    fn push_stdout(&mut self, bytes: &[u8]) {
-        let _ = self.stdout.push(bytes);
+    fn push_stdout(&mut self, now: u64, bytes: &[u8]) -> Result<(), LocalError> {
+        // The harness framers are finished only once the harness is gone, and the
+        // caller checked that it is not.
+        crate::framing::push_draining(self, |m| &mut m.stdout, bytes, |m| m.drain_stdout(now))
+            .map(drop)
+            .map_err(|_| LocalError::NoHarnessRunning)
     }
 
-    fn push_stderr(&mut self, bytes: &[u8]) {
-        let _ = self.stderr.push(bytes);
+    fn push_stderr(&mut self, bytes: &[u8]) -> Result<(), LocalError> {
+        crate::framing::push_draining(self, |m| &mut m.stderr, bytes, Self::drain_stderr)
+            .map(drop)
+            .map_err(|_| LocalError::NoHarnessRunning)
     }
 
     // ------------------------------------------------------------------ emitting
@@ -736,7 +751,7 @@ impl LocalRun {
         if self.stream != ControllerStream::Open {
             return Err(LocalError::ControllerInputAfterEof);
         }
-        self.push_controller(bytes)?;
+        self.push_controller(now, bytes)?;
         self.drain_controller(now);
         Ok(())
     }

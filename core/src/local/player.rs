@@ -241,8 +241,12 @@ impl ScriptPlayer {
                 if self.stdin_eof {
                     return Err(LocalError::UnexpectedInput("stdin bytes after EOF".into()));
                 }
-                let _ = self.stdin.push(&b);
-                while let Some(line) = self.stdin.poll_line() {
+                let mut lines = Vec::new();
+                // `stdin` is finished only together with `stdin_eof`, checked above.
+                self.stdin
+                    .push_all(&b, |item| lines.push(item))
+                    .map_err(|e| LocalError::UnexpectedInput(e.to_string()))?;
+                for line in lines {
                     if let Ok(cmd) = line
                         .map_err(|_| ())
                         .and_then(|l| HarnessCommand::parse(&l).map_err(|_| ()))

@@ -242,8 +242,12 @@ impl Engine {
         }
         self.last_rx = now;
         self.now = now;
-        // The framer is never finished while a connection is up.
-        let _ = self.framer.push(data);
+        // Lines are handled lazily; only a chunk larger than the framer's queue handles
+        // lines now to make room. The framer is never finished while a connection is up.
+        if let Err(e) = crate::framing::push_draining(self, |s| &mut s.framer, data, Self::catch_up)
+        {
+            self.peer_error(e.code(), e.to_string());
+        }
         Ok(())
     }
 

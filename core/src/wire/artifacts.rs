@@ -82,10 +82,14 @@ impl UsageSplit {
         let mut parts = [None; 5];
         let mut seen = [false; 5];
         for (key, v) in obj {
-            match USAGE_COMPONENTS.iter().position(|k| *k == key) {
-                Some(i) => {
-                    seen[i] = true;
-                    parts[i] = c.uint(Loc::Key(&loc, key), v);
+            let slot = USAGE_COMPONENTS
+                .iter()
+                .zip(seen.iter_mut().zip(parts.iter_mut()))
+                .find(|(k, _)| **k == key);
+            match slot {
+                Some((_, (seen, part))) => {
+                    *seen = true;
+                    *part = c.uint(Loc::Key(&loc, key), v);
                 }
                 None => c.push(
                     Loc::Key(&loc, key),
@@ -94,8 +98,8 @@ impl UsageSplit {
                 ),
             }
         }
-        for (i, key) in USAGE_COMPONENTS.iter().enumerate() {
-            if !seen[i] {
+        for (key, seen) in USAGE_COMPONENTS.iter().zip(seen) {
+            if !seen {
                 c.push(
                     Loc::Key(&loc, key),
                     Rule::Required,

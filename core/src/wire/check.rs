@@ -6,7 +6,7 @@ use crate::json::{Object, Value};
 
 /// `prefix/key`, with `~` and `/` in `key` escaped as in JSON Pointer.
 pub(crate) fn join(prefix: &str, key: &str) -> String {
-    let mut out = String::with_capacity(prefix.len() + key.len() + 1);
+    let mut out = String::with_capacity(prefix.len().saturating_add(key.len()).saturating_add(1));
     if !prefix.is_empty() {
         out.push_str(prefix);
         out.push('/');

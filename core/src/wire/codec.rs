@@ -766,9 +766,8 @@ fn for_each_field<'a>(msg: &'a Message, mut f: impl FnMut(&'a str, Field<'a>)) {
             }
         }
     }
-    let keys = mt.keys();
     for (k, v) in extra {
-        if !keys.contains(&k) {
+        if !mt.is_declared(k) {
             f(k, Field::Extra(v));
         }
     }
@@ -817,20 +816,22 @@ struct Digits {
 
 impl Digits {
     fn as_bytes_mut(&mut self) -> &[u8] {
-        &self.bytes[self.start..]
+        self.bytes.get(self.start..).unwrap_or_default()
     }
 }
 
 fn itoa_buf(mut v: u64) -> Digits {
     let mut bytes = [0u8; 20];
-    let mut i = 20;
-    loop {
-        i -= 1;
-        bytes[i] = b'0' + (v % 10) as u8;
+    // Filled from the end; `u64::MAX` has 20 digits, so the loop always breaks.
+    let mut start = 0;
+    for (i, slot) in bytes.iter_mut().enumerate().rev() {
+        // `b'0' | d` is `b'0' + d` for a digit `d`.
+        *slot = b'0' | (v % 10) as u8;
         v /= 10;
         if v == 0 {
+            start = i;
             break;
         }
     }
-    Digits { bytes, start: i }
+    Digits { bytes, start }
 }

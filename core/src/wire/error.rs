@@ -152,6 +152,28 @@ impl DecodeError {
             _ => &[],
         }
     }
+
+    /// The error as human-readable lines, the text every binding shows: for a schema
+    /// error one line per violation, in order, as [`Violation`]'s `Display`
+    /// (`"location: message (rule)"`, `<root>` for the frame itself); for any other error
+    /// the single line `"<root>: "` followed by the error's `Display`.
+    ///
+    /// ```
+    /// use stapel_runner_protocol::wire::decode;
+    ///
+    /// let e = decode(br#"{"type":"task.cancel","task_id":"T","reason":"r","seq":-1}"#, true);
+    /// assert_eq!(e.unwrap_err().lines(), [
+    ///     "schema_version: required field is missing (required)",
+    ///     "seq: -1 is below the minimum 0 (minimum)",
+    /// ]);
+    /// assert_eq!(decode(b"[]", true).unwrap_err().lines(), ["<root>: frame is a JSON array, not an object"]);
+    /// ```
+    pub fn lines(&self) -> Vec<String> {
+        match self {
+            DecodeError::Schema { violations } => lines(violations),
+            other => vec![format!("<root>: {other}")],
+        }
+    }
 }
 
 /// A message or artifact built in code breaks schema rules (see
@@ -163,7 +185,17 @@ pub struct SchemaError {
     pub violations: Vec<Violation>,
 }
 
+/// One line per violation, as [`Violation`]'s `Display`.
+fn lines(v: &[Violation]) -> Vec<String> {
+    v.iter().map(ToString::to_string).collect()
+}
+
 impl SchemaError {
+    /// One human-readable line per violation (see [`DecodeError::lines`]).
+    pub fn lines(&self) -> Vec<String> {
+        lines(&self.violations)
+    }
+
     /// Stable code: `schema_violation`.
     pub fn code(&self) -> &'static str {
         "schema_violation"

@@ -39,9 +39,13 @@
 //! has more than four digits (serde_json's exponent-overflow rules need not be mirrored
 //! for such literals); any unknown top-level field; and a frame of 4 GiB or more.
 
-use super::messages::progress_kind;
+use super::codec::{decode, decode_str};
+use super::error::DecodeError;
+use super::json::{parse_value, type_name};
+use super::messages::{progress_kind, Message, TaskProgress};
 use super::{MAX_SAFE_INTEGER, SCHEMA_VERSION};
-use crate::json::walk::{byte_at, hex_digit, skip_ws, string_run_end};
+use crate::json::walk::{byte_at, fwd, hex_digit, skip_ws, string_run_end};
+use crate::json::Value;
 
 /// Most members an object inside a payload may have for the fast path (duplicate keys are
 /// found by comparing against every earlier key).
@@ -61,6 +65,81 @@ pub struct ProgressView<'a> {
     /// The payload object's JSON text, exactly as in the frame: well-formed, without
     /// duplicate keys at any depth, and for kind `usage` with a valid `usage` split.
     pub payload: &'a str,
+}
+
+/// A decoded frame as [`decode_view`] hands it over: the fast path's borrowed view of a
+/// plain, valid `task.progress` frame, or the fully decoded message of any other frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decoded<'a> {
+    /// A `task.progress` frame that passed every rule in one pass; its payload is still
+    /// the validated JSON text of the frame (build it with
+    /// [`json::walk`](crate::json::walk), or let the host language parse it).
+    Progress(ProgressView<'a>),
+    /// Any other frame, decoded by [`decode_str`](super::decode_str).
+    Message(Message),
+}
+
+impl Decoded<'_> {
+    /// The frame as a [`Message`] (the view's payload text parsed into an object).
+    ///
+    /// # Errors
+    /// None in practice: the view's payload was validated; a failure of the parser on it
+    /// is reported as the parser's error.
+    pub fn into_message(self) -> Result<Message, DecodeError> {
+        match self {
+            Decoded::Message(m) => Ok(m),
+            Decoded::Progress(view) => {
+                let value = parse_value(view.payload.as_bytes())?;
+                let found = type_name(&value);
+                let Value::Object(payload) = Value::from(value) else {
+                    return Err(DecodeError::NotObject { found });
+                };
+                let mut m = TaskProgress::new(view.task_id, view.kind, payload);
+                m.seq = view.seq;
+                m.attempt = view.attempt;
+                Ok(Message::TaskProgress(m))
+            }
+        }
+    }
+}
+
+/// Decode a text frame the way every binding should: a plain, valid `task.progress`
+/// frame through [`peek_progress`] (no value built, payload kept as text), any other
+/// through [`decode_str`](super::decode_str). The result and the errors are those of
+/// `decode_str(frame, validate)`: a frame the fast path accepts passes every rule, so it
+/// decodes the same with and without `validate`.
+///
+/// ```
+/// use stapel_runner_protocol::wire::{decode_str_view, Decoded};
+///
+/// let frame = r#"{"schema_version":1,"type":"task.progress","task_id":"T-1","seq":3,"kind":"state","payload":{"state":"running"}}"#;
+/// assert!(matches!(decode_str_view(frame, true), Ok(Decoded::Progress(v)) if v.seq == 3));
+/// let ping = r#"{"schema_version":1,"type":"ping"}"#;
+/// assert!(matches!(decode_str_view(ping, true), Ok(Decoded::Message(_))));
+/// assert_eq!(decode_str_view("{", true).unwrap_err().code(), "not_json");
+/// ```
+///
+/// # Errors
+/// Those of [`decode_str`](super::decode_str).
+#[inline]
+pub fn decode_str_view(frame: &str, validate: bool) -> Result<Decoded<'_>, DecodeError> {
+    match peek_progress(frame) {
+        Some(view) => Ok(Decoded::Progress(view)),
+        None => decode_str(frame, validate).map(Decoded::Message),
+    }
+}
+
+/// [`decode_str_view`] for a frame's bytes: UTF-8 frames go through it, others through
+/// [`decode`](super::decode), which reports where the UTF-8 breaks.
+///
+/// # Errors
+/// Those of [`decode`](super::decode).
+#[inline]
+pub fn decode_view(frame: &[u8], validate: bool) -> Result<Decoded<'_>, DecodeError> {
+    match std::str::from_utf8(frame) {
+        Ok(text) => decode_str_view(text, validate),
+        Err(_) => decode(frame, validate).map(Decoded::Message),
+    }
 }
 
 /// Check `frame` as a `task.progress` frame in one pass (see the module docs): `Some`
@@ -89,7 +168,7 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
     if s.ws() != b'{' {
         return None;
     }
-    s.pos += 1;
+    s.skip(1);
     // serde_json's recursion budget is 128; the frame's object spends one.
     let depth = DEPTH_BUDGET - 1;
     let mut view = ProgressView {
@@ -143,13 +222,13 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
             _ => {
                 let start = s.pos;
                 usage_ok = s.object(depth, true)?;
-                view.payload = &frame[start..s.pos];
+                view.payload = frame.get(start..s.pos)?;
             }
         }
         match s.ws() {
-            b',' => s.pos += 1,
+            b',' => s.skip(1),
             b'}' => {
-                s.pos += 1;
+                s.skip(1);
                 break;
             }
             _ => return None,
@@ -204,7 +283,7 @@ impl<'a> Scanner<'a> {
         if self.ws() != b':' {
             return None;
         }
-        self.pos += 1;
+        self.skip(1);
         self.ws();
         Some(())
     }
@@ -221,12 +300,12 @@ impl<'a> Scanner<'a> {
         if self.at(self.pos) != b'"' {
             return None;
         }
-        let start = self.pos + 1;
+        let start = fwd(self.pos, 1);
         let end = self.scan(start);
         if self.at(end) != b'"' {
             return None;
         }
-        self.pos = end + 1;
+        self.pos = fwd(end, 1);
         Some((start, end))
     }
 
@@ -235,7 +314,7 @@ impl<'a> Scanner<'a> {
     fn key(&mut self) -> Option<&'a [u8]> {
         let (start, end) = self.plain()?;
         let bytes: &'a [u8] = self.bytes;
-        Some(&bytes[start..end])
+        bytes.get(start..end)
     }
 
     /// A string value without escapes, borrowed.
@@ -256,17 +335,18 @@ impl<'a> Scanner<'a> {
             return None;
         }
         let mut n = u64::from(first);
-        let mut i = start + 1;
+        let mut i = fwd(start, 1);
         if first != 0 {
             loop {
                 let d = self.at(i).wrapping_sub(b'0');
                 if d > 9 {
                     break;
                 }
-                // At most 16 digits: 2^53 - 1 has 16, and 17 cannot overflow `u64`.
-                n = n * 10 + u64::from(d);
-                i += 1;
-                if i - start > 16 {
+                // At most 16 digits: 2^53 - 1 has 16, and 17 cannot overflow `u64`, so
+                // the wrapping operations never wrap.
+                n = n.wrapping_mul(10).wrapping_add(u64::from(d));
+                i = fwd(i, 1);
+                if i.wrapping_sub(start) > 16 {
                     return None;
                 }
             }
@@ -285,13 +365,10 @@ impl<'a> Scanner<'a> {
         if self.at(self.pos) != b'{' {
             return None;
         }
-        let depth = depth - 1;
-        if depth == 0 {
-            return None;
-        }
-        self.pos += 1;
+        let depth = depth.checked_sub(1).filter(|d| *d != 0)?;
+        self.skip(1);
         if self.ws() == b'}' {
-            self.pos += 1;
+            self.skip(1);
             return Some(false);
         }
         let mut keys = [(0u32, 0u32); MAX_MEMBERS];
@@ -302,18 +379,18 @@ impl<'a> Scanner<'a> {
                 return None;
             }
             let (start, end) = self.plain()?;
-            let key = &self.bytes[start..end];
-            if len == MAX_MEMBERS {
-                return None;
-            }
-            for &(s, e) in &keys[..len] {
-                if (e - s) as usize == key.len() && &self.bytes[s as usize..e as usize] == key {
+            let key = self.bytes.get(start..end)?;
+            for &(s, e) in keys.get(..len)? {
+                if e.wrapping_sub(s) as usize == key.len()
+                    && self.bytes.get(s as usize..e as usize) == Some(key)
+                {
                     return None;
                 }
             }
-            // The frame is shorter than 4 GiB (checked on entry).
-            keys[len] = (start as u32, end as u32);
-            len += 1;
+            // The frame is shorter than 4 GiB (checked on entry). More than MAX_MEMBERS
+            // members: the full path.
+            *keys.get_mut(len)? = (start as u32, end as u32);
+            len = fwd(len, 1);
             self.colon()?;
             if payload && key == b"usage" {
                 let at = self.pos;
@@ -326,9 +403,9 @@ impl<'a> Scanner<'a> {
                 self.value(depth)?;
             }
             match self.ws() {
-                b',' => self.pos += 1,
+                b',' => self.skip(1),
                 b'}' => {
-                    self.pos += 1;
+                    self.skip(1);
                     return Some(usage_ok);
                 }
                 _ => return None,
@@ -342,7 +419,7 @@ impl<'a> Scanner<'a> {
         if self.at(self.pos) != b'{' {
             return false;
         }
-        self.pos += 1;
+        self.skip(1);
         let mut seen = 0u8;
         loop {
             if self.ws() != b'"' {
@@ -361,9 +438,9 @@ impl<'a> Scanner<'a> {
             }
             seen |= bit;
             match self.ws() {
-                b',' => self.pos += 1,
+                b',' => self.skip(1),
                 b'}' => {
-                    self.pos += 1;
+                    self.skip(1);
                     return seen == 0b1_1111;
                 }
                 _ => return false,
@@ -373,22 +450,19 @@ impl<'a> Scanner<'a> {
 
     /// An array at the cursor (its `[`).
     fn array(&mut self, depth: u32) -> Option<()> {
-        let depth = depth - 1;
-        if depth == 0 {
-            return None;
-        }
-        self.pos += 1;
+        let depth = depth.checked_sub(1).filter(|d| *d != 0)?;
+        self.skip(1);
         if self.ws() == b']' {
-            self.pos += 1;
+            self.skip(1);
             return Some(());
         }
         loop {
             self.ws();
             self.value(depth)?;
             match self.ws() {
-                b',' => self.pos += 1,
+                b',' => self.skip(1),
                 b']' => {
-                    self.pos += 1;
+                    self.skip(1);
                     return Some(());
                 }
                 _ => return None,
@@ -413,24 +487,24 @@ impl<'a> Scanner<'a> {
     /// The literal `word` at the cursor.
     #[inline(always)]
     fn literal(&mut self, word: &[u8]) -> Option<()> {
-        if self.bytes.get(self.pos..self.pos + word.len())? != word {
+        if self.bytes.get(self.pos..fwd(self.pos, word.len()))? != word {
             return None;
         }
-        self.pos += word.len();
+        self.skip(word.len());
         Some(())
     }
 
     /// A string value at the cursor (its `"`), escapes checked.
     #[inline(always)]
     fn string(&mut self) -> Option<()> {
-        let mut i = self.scan(self.pos + 1);
+        let mut i = self.scan(fwd(self.pos, 1));
         loop {
             match self.at(i) {
                 b'"' => {
-                    self.pos = i + 1;
+                    self.pos = fwd(i, 1);
                     return Some(());
                 }
-                b'\\' => i = self.scan(self.escape(i + 1)?),
+                b'\\' => i = self.scan(self.escape(fwd(i, 1))?),
                 // A control character, or the end of the frame.
                 _ => return None,
             }
@@ -440,21 +514,21 @@ impl<'a> Scanner<'a> {
     /// The escape whose letter is at `i`: the offset after it.
     fn escape(&self, i: usize) -> Option<usize> {
         match self.at(i) {
-            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(i + 1),
-            b'u' => match self.hex4(i + 1)? {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(fwd(i, 1)),
+            b'u' => match self.hex4(fwd(i, 1))? {
                 // A trailing surrogate first: serde_json rejects it.
                 0xDC00..=0xDFFF => None,
                 // A leading surrogate must be followed by an escaped trailing one.
                 0xD800..=0xDBFF => {
-                    if self.at(i + 5) != b'\\' || self.at(i + 6) != b'u' {
+                    if self.at(fwd(i, 5)) != b'\\' || self.at(fwd(i, 6)) != b'u' {
                         return None;
                     }
-                    match self.hex4(i + 7)? {
-                        0xDC00..=0xDFFF => Some(i + 11),
+                    match self.hex4(fwd(i, 7))? {
+                        0xDC00..=0xDFFF => Some(fwd(i, 11)),
                         _ => None,
                     }
                 }
-                _ => Some(i + 5),
+                _ => Some(fwd(i, 5)),
             },
             _ => None,
         }
@@ -462,7 +536,7 @@ impl<'a> Scanner<'a> {
 
     /// Four hex digits at `i`.
     fn hex4(&self, i: usize) -> Option<u16> {
-        let digits = self.bytes.get(i..i + 4)?;
+        let digits = self.bytes.get(i..fwd(i, 4))?;
         digits
             .iter()
             .try_fold(0u16, |n, &b| Some((n << 4) | hex_digit(b)? as u16))
@@ -471,37 +545,37 @@ impl<'a> Scanner<'a> {
     /// A number at the cursor (`-` or a digit): the JSON grammar, and finite as an `f64`.
     fn number(&mut self) -> Option<()> {
         let start = self.pos;
-        let mut i = start + usize::from(self.at(start) == b'-');
+        let mut i = fwd(start, usize::from(self.at(start) == b'-'));
         let int_start = i;
         match self.at(i) {
-            b'0' => i += 1,
-            b'1'..=b'9' => i = self.digits(i + 1),
+            b'0' => i = fwd(i, 1),
+            b'1'..=b'9' => i = self.digits(fwd(i, 1)),
             _ => return None,
         }
         // Integer digits beyond this many could exceed f64::MAX (about 1.8e308).
-        let mut check_range = i - int_start > 300;
+        let mut check_range = i.wrapping_sub(int_start) > 300;
         match self.at(i) {
             b'0'..=b'9' => return None, // a leading zero
             b'.' => {
-                if !self.at(i + 1).is_ascii_digit() {
+                if !self.at(fwd(i, 1)).is_ascii_digit() {
                     return None;
                 }
-                i = self.digits(i + 2);
+                i = self.digits(fwd(i, 2));
             }
             _ => {}
         }
         if matches!(self.at(i), b'e' | b'E') {
-            i += 1;
+            i = fwd(i, 1);
             if matches!(self.at(i), b'+' | b'-') {
-                i += 1;
+                i = fwd(i, 1);
             }
             if !self.at(i).is_ascii_digit() {
                 return None;
             }
             let exp_start = i;
-            i = self.digits(i + 1);
+            i = self.digits(fwd(i, 1));
             // Conservative: a long exponent is left to serde_json's overflow rules.
-            if i - exp_start > 4 {
+            if i.wrapping_sub(exp_start) > 4 {
                 return None;
             }
             check_range = true;
@@ -519,8 +593,14 @@ impl<'a> Scanner<'a> {
     #[inline(always)]
     fn digits(&self, mut i: usize) -> usize {
         while self.at(i).is_ascii_digit() {
-            i += 1;
+            i = fwd(i, 1);
         }
         i
+    }
+
+    /// Move the cursor `n` bytes on.
+    #[inline(always)]
+    fn skip(&mut self, n: usize) {
+        self.pos = fwd(self.pos, n);
     }
 }

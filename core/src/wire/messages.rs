@@ -431,6 +431,25 @@ impl MessageType {
         }
     }
 
+    /// `true` when `key` is one of [`keys`](Self::keys): a field this type declares, which
+    /// an unknown field (`extra`) of the same name never overrides.
+    pub fn is_declared(self, key: &str) -> bool {
+        self.keys().contains(&key)
+    }
+
+    /// Append the unknown fields `extra` to `out`, a message of this type as a JSON object
+    /// built from its declared fields, in `extra`'s order, skipping every key this type
+    /// [declares](Self::is_declared): extra keys never override declared ones. The rule
+    /// [`encode`](super::encode) and [`to_object`](super::to_object) apply, for a binding
+    /// that builds the object from its own field values.
+    pub fn append_extra(self, out: &mut Object, extra: Object) {
+        for (k, v) in extra {
+            if !self.is_declared(&k) {
+                out.insert(k, v);
+            }
+        }
+    }
+
     /// `true` for the four types that carry a `seq` in a per-task stream.
     pub fn is_sequenced(self) -> bool {
         matches!(

@@ -35,8 +35,10 @@
 //!   payload as JSON text (which [`json::walk`](crate::json::walk) can build into any
 //!   representation). It accepts only frames [`decode_str`] would accept with every rule
 //!   checked, and answers `None` for anything else, so callers fall back to the full
-//!   decode, which also produces the error. The bindings use it to decode without copying
-//!   the payload into a value tree first.
+//!   decode, which also produces the error. [`decode_view`] / [`decode_str_view`] make
+//!   that choice for a binding: the fast view, or the full message, with the full
+//!   decode's errors. The bindings call them to decode without copying the payload into a
+//!   value tree first.
 //! * **Open strings.** Roles, progress kinds, capabilities and statuses are strings with
 //!   constants for common values ([`progress_kind`], [`role`], [`report_status`],
 //!   [`capability`]); a closed enum would leak routing policy into the schema.
@@ -54,7 +56,7 @@ pub use artifacts::{
 };
 pub use codec::{decode, decode_str, encode, encode_into, from_object, from_value, to_object};
 pub use error::{DecodeError, Rule, SchemaError, Violation};
-pub use fast::{peek_progress, ProgressView, MAX_MEMBERS};
+pub use fast::{decode_str_view, decode_view, peek_progress, Decoded, ProgressView, MAX_MEMBERS};
 pub use json::parse_value;
 pub(crate) use json::type_name;
 pub use messages::{

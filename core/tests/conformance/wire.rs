@@ -9,6 +9,7 @@ fn error_json(e: &DecodeError) -> Value {
     json!({
         "code": e.code(),
         "violations": e.violations().iter().map(|v| json!({"location": v.location, "rule": v.rule.code()})).collect::<Vec<_>>(),
+        "lines": e.lines(),
     })
 }
 
@@ -17,6 +18,9 @@ fn check_error(i: usize, got: &DecodeError, want: &Value) -> Result<(), String> 
     same(i, "error code", &got["code"], &want["code"])?;
     if let Some(v) = want.get("violations") {
         same(i, "violations", &got["violations"], v)?;
+    }
+    if let Some(l) = want.get("lines") {
+        same(i, "lines", &got["lines"], l)?;
     }
     Ok(())
 }
@@ -44,6 +48,16 @@ pub fn run(vector: &Value) -> Result<(), String> {
             wire::decode(&bytes, validate)
         } else if let Some(obj) = input.get("encode") {
             wire::from_value(obj.into(), validate)
+        } else if let Some(build) = input.get("build") {
+            // Declared fields first, then unknown fields set through the message's `extra`.
+            wire::from_value(build["fields"].clone().into(), validate).map(|mut m| {
+                if let stapel_runner_protocol::json::Value::Object(extra) =
+                    build["extra"].clone().into()
+                {
+                    m.extra_mut().extend(extra);
+                }
+                m
+            })
         } else {
             return Err(format!("step {i}: unknown input {input}"));
         };
