@@ -257,8 +257,9 @@ impl PyTaskChannel {
         }
         Ok(d)
     }
-    /// Last contiguously received inbound seq of the task's highest inbound stream (what
-    /// `resume_map` declares), 0 when nothing was received.
+    /// Last contiguously received inbound seq of the task's highest inbound stream that
+    /// has received anything: exactly what `resume_map` declares for the task (the core
+    /// answers both), 0 when nothing was received.
     #[getter]
     fn last_received(&self) -> u64 {
         self.inner.last_received()
