@@ -393,7 +393,12 @@ impl PyConnectionState {
     /// Record a received message; `True` when it is new (apply it), `False` for a
     /// duplicate.
     fn receive(&mut self, message: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.receive_arrival(message).map(|a| a != "duplicate")
+        let py = message.py();
+        let m = sequencing_view(message)?;
+        self.inner
+            .receive(&m)
+            .map(Arrival::is_new)
+            .map_err(|e| state_error(py, e.to_string(), e.code()))
     }
 
     /// Record a received message and return how it arrived: `"in_order"`, `"ahead"` (new,
