@@ -90,6 +90,16 @@ fn replay_to_py<'py>(py: Python<'py>, r: &Replay) -> PyResult<Bound<'py, PyDict>
     Ok(out)
 }
 
+/// A replay whose frames could not all be re-stamped (an internal invariant broke in
+/// the core) raises `ProtocolStateError` with the core's code (`restamp_failed`); the
+/// dropped frames are never sent, and the rest stays in `unacked()`.
+fn check_replay(py: Python<'_>, r: &Replay) -> PyResult<()> {
+    match r.failed.first() {
+        Some(e) => Err(state_error(py, e.to_string(), e.code())),
+        None => Ok(()),
+    }
+}
+
 fn replay_messages<'py>(py: Python<'py>, r: &Replay) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     for (task, msgs) in r.messages() {
@@ -247,14 +257,12 @@ impl PyTaskChannel {
         }
         Ok(d)
     }
-    /// Last contiguously received inbound seq of the task's highest inbound stream (what
-    /// `resume_map` declares), 0 when nothing was received.
+    /// Last contiguously received inbound seq of the task's highest inbound stream that
+    /// has received anything: exactly what `resume_map` declares for the task (the core
+    /// answers both), 0 when nothing was received.
     #[getter]
     fn last_received(&self) -> u64 {
-        self.inner
-            .inbound()
-            .max_by_key(|(a, _)| *a)
-            .map_or(0, |(_, t)| t.watermark())
+        self.inner.last_received()
     }
     fn __repr__(&self) -> String {
         format!(
@@ -385,7 +393,12 @@ impl PyConnectionState {
     /// Record a received message; `True` when it is new (apply it), `False` for a
     /// duplicate.
     fn receive(&mut self, message: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.receive_arrival(message).map(|a| a != "duplicate")
+        let py = message.py();
+        let m = sequencing_view(message)?;
+        self.inner
+            .receive(&m)
+            .map(Arrival::is_new)
+            .map_err(|e| state_error(py, e.to_string(), e.code()))
     }
 
     /// Record a received message and return how it arrived: `"in_order"`, `"ahead"` (new,
@@ -434,6 +447,7 @@ impl PyConnectionState {
         resume: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let r = self.inner.replay_for(&parse_resume(resume)?);
+        check_replay(py, &r)?;
         replay_messages(py, &r)
     }
 
@@ -446,6 +460,7 @@ impl PyConnectionState {
         resume: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let r = self.inner.replay_for(&parse_resume(resume)?);
+        check_replay(py, &r)?;
         replay_to_py(py, &r)
     }
 
@@ -457,6 +472,7 @@ impl PyConnectionState {
     ) -> PyResult<Bound<'py, PyDict>> {
         let list = parse_positions(positions)?;
         let r = self.inner.replay_positions(&list);
+        check_replay(positions.py(), &r)?;
         replay_to_py(positions.py(), &r)
     }
 
@@ -469,9 +485,19 @@ impl PyConnectionState {
     /// and numbering continues after them (0 is returned; re-send them, see `unacked`).
     /// An acknowledgement (`seq > 0`) of an unknown stream creates it with numbering at
     /// `seq + 1`; one of a forgotten task, or above 2^53 - 1, is ignored.
+    /// Raises `ProtocolStateError` (`restamp_failed`) when a kept frame to re-stamp no
+    /// longer decodes (it was dropped; the rest of the acknowledgement applied).
     #[pyo3(signature = (task_id, attempt, seq))]
-    fn ack(&mut self, task_id: &str, attempt: Option<u64>, seq: u64) -> usize {
-        self.inner.ack(task_id, attempt, seq)
+    fn ack(
+        &mut self,
+        py: Python<'_>,
+        task_id: &str,
+        attempt: Option<u64>,
+        seq: u64,
+    ) -> PyResult<usize> {
+        self.inner
+            .ack(task_id, attempt, seq)
+            .map_err(|e| state_error(py, e.to_string(), e.code()))
     }
 
     /// The peer is known to hold everything up to `seq` on an outbound stream (e.g. a

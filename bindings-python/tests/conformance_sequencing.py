@@ -69,8 +69,12 @@ def run_sequencing(vector: Dict[str, Any]) -> None:
             _eq(f"step {i} replay", got, expect["replay"])
         elif "ack" in inp:
             p = inp["ack"]
-            _eq(f"step {i} dropped", state.ack(p["task_id"], p.get("attempt"), p["seq"]),
-                expect["dropped"])
+            try:
+                dropped = state.ack(p["task_id"], p.get("attempt"), p["seq"])
+                _eq(f"step {i} dropped", dropped, expect["dropped"])
+            except ProtocolStateError as e:
+                code = e.code
+            _error(i, code, expect)
         elif "trim_through" in inp:
             p = inp["trim_through"]
             _eq(f"step {i} dropped",
@@ -83,6 +87,9 @@ def run_sequencing(vector: Dict[str, Any]) -> None:
             assert state.is_confirmed, f"step {i}: not confirmed after confirm_all"
         elif "is_fully_acknowledged" in inp:
             _eq(f"step {i} value", state.is_fully_acknowledged(inp["is_fully_acknowledged"]),
+                expect["value"])
+        elif "last_received" in inp:
+            _eq(f"step {i} value", state.channel(inp["last_received"]).last_received,
                 expect["value"])
         elif "is_forgotten" in inp:
             _eq(f"step {i} value", state.is_forgotten(inp["is_forgotten"]), expect["value"])

@@ -265,3 +265,17 @@ def test_forget_task_keeps_bounded_tombstones() -> None:
     assert runner.forgotten_count == 1
     back = ConnectionState.restore(runner.snapshot())
     assert back == runner and back.is_forgotten("T-2")
+
+
+def test_last_received_matches_resume_map_after_forget_and_revive() -> None:
+    hub = ConnectionState("hub")
+    hub.receive(TaskProgress(task_id="T", kind="state", attempt=1, seq=1))
+    hub.receive(TaskProgress(task_id="T", kind="state", attempt=2, seq=2))  # ahead
+    assert hub.resume_map() == {"T": 0} and hub.channel("T").last_received == 0
+    assert hub.forget_task("T")
+    # Above the tombstone of attempt 1: revives both streams; attempt 2 comes back
+    # with nothing received, so attempt 1 answers for the task.
+    assert hub.receive_arrival(TaskProgress(task_id="T", kind="state", attempt=1, seq=2)) == "in_order"
+    assert hub.resume_map() == {"T": 2}
+    assert hub.channel("T").last_received == 2
+    assert hub.channel("T").inbound[2].has_received is False

@@ -166,7 +166,7 @@ proptest! {
                     }
                 }
                 OutOp::Ack { task, attempt, seq } => {
-                    let dropped = state.ack(TASKS[task], Some(attempt), seq);
+                    let dropped = state.ack(TASKS[task], Some(attempt), seq).unwrap();
                     // An ack beyond the last emitted seq re-stamps every kept frame
                     // after it (nothing is lost) and moves numbering past them; an ack
                     // of an unknown stream moves numbering past it.
@@ -229,7 +229,7 @@ proptest! {
             frames.push(hub.emit(cancel("T-1", 0)).unwrap());
         }
         let acked = acked.min(emits);
-        hub.ack("T-1", None, acked);
+        hub.ack("T-1", None, acked).unwrap();
         let mut resume = indexmap::IndexMap::new();
         resume.insert("T-1".to_string(), declared);
         let replay = hub.replay_for(&resume);
@@ -321,7 +321,7 @@ fn extreme_seqs_are_refused_without_overflow() {
     let replay = hub.replay_for(&resume);
     assert!(replay.peer_ahead.is_empty());
     assert_eq!(hub.last_emitted("T-1", None), 1);
-    hub.ack("T-1", None, 1);
+    hub.ack("T-1", None, 1).unwrap();
     resume.insert("T-1".to_string(), wire::MAX_SAFE_INTEGER);
     let replay = hub.replay_for(&resume);
     assert_eq!(replay.peer_ahead.len(), 1);

@@ -32,48 +32,157 @@ fn sample() -> Vec<u8> {
         runner.emit(progress(t, 1, 1)).unwrap();
         runner.emit(progress(t, 2, 2)).unwrap();
     }
-    runner.ack("T-1", Some(1), 1);
+    runner.ack("T-1", Some(1), 1).unwrap();
     runner.forget_task("T-3");
     runner.snapshot()
 }
 
-/// Every operation on a restored state, none may panic.
+/// The invariants every state must hold: bounds, counters equal to what is kept, every
+/// kept frame decodes to its own stream and seq, and the snapshot round trip is exact.
+fn check_invariants(s: &ConnectionState) {
+    let c = s.config();
+    let (out, inb) = s.stream_counts();
+    assert!(
+        out <= c.max_streams && inb <= c.max_streams,
+        "streams {out}/{inb}"
+    );
+    assert!(s.forgotten_count() <= c.max_tombstones);
+    assert!(s.outbox_frames() <= c.max_outbox_frames);
+    let (mut n, mut bytes, mut streams_out, mut streams_in) = (0, 0, 0, 0);
+    for (task, channel) in s.tasks() {
+        assert!(!s.is_forgotten(task), "{task} is live and forgotten");
+        for (attempt, log) in channel.outbound() {
+            streams_out += 1;
+            assert_eq!(attempt.is_some(), s.role() == Role::Runner);
+            assert!(log.next_seq() >= 1 && log.next_seq() <= wire::MAX_SAFE_INTEGER + 1);
+            let mut prev = 0;
+            for f in log.kept() {
+                assert!(f.seq > prev && f.seq < log.next_seq(), "kept seq {}", f.seq);
+                prev = f.seq;
+                let m = wire::decode(f.frame.as_bytes(), false).expect("kept frames decode");
+                assert_eq!((m.task_id(), m.seq()), (Some(task), Some(f.seq)));
+                n += 1;
+                bytes += f.frame.len();
+            }
+        }
+        for (attempt, t) in channel.inbound() {
+            streams_in += 1;
+            assert_eq!(attempt.is_some(), s.role() == Role::Hub);
+            assert!(t.watermark() <= wire::MAX_SAFE_INTEGER);
+            for a in t.ahead() {
+                assert!(a > t.watermark() + 1 && a - t.watermark() <= c.inbound_window);
+            }
+        }
+        assert_eq!(
+            s.resume_map().get(task).copied(),
+            channel.resume_position(),
+            "resume_map and resume_position disagree for {task}"
+        );
+    }
+    assert_eq!((streams_out, streams_in), (out, inb));
+    assert_eq!((n, bytes), (s.outbox_frames(), s.outbox_bytes()));
+    assert_eq!(s.unacked().count(), n);
+    let snapshot = s.snapshot();
+    let again = ConnectionState::restore(&snapshot).expect("a state's snapshot restores");
+    assert_eq!(&again, s);
+    assert_eq!(again.snapshot(), snapshot);
+}
+
+fn assert_code(what: &str, code: &str, allowed: &[&str]) {
+    assert!(
+        allowed.contains(&code),
+        "{what}: unexpected error code {code}"
+    );
+}
+
+const RECEIVE_CODES: &[&str] = &[
+    "invalid_seq",
+    "beyond_window",
+    "too_many_streams",
+    "wrong_direction",
+];
+const EMIT_CODES: &[&str] = &[
+    "too_many_streams",
+    "backpressure",
+    "frame_too_large",
+    "seq_exhausted",
+];
+const RESTORE_CODES: &[&str] = &[
+    "not_a_snapshot",
+    "unsupported_snapshot_version",
+    "corrupt_snapshot",
+];
+
+/// Every operation on a restored state: none may panic, every error is typed with an
+/// expected code, and the invariants hold after each one.
 fn exercise(mut s: ConnectionState) {
-    let bytes = s.snapshot();
-    let again = ConnectionState::restore(&bytes).expect("a snapshot of a restored state restores");
-    assert_eq!(again, s);
-    let _ = s.resume_map();
-    let _ = s.ack_positions();
-    let _ = s.replay_from();
-    let _ = s.unacked().count();
-    let _ = s.memory_footprint();
+    check_invariants(&s);
     let role = s.role();
     let tasks: Vec<String> = s.tasks().map(|(t, _)| t.to_owned()).collect();
     for t in tasks.iter().chain([&"T-1".to_string(), &"T-3".to_string()]) {
         let mut resume = indexmap::IndexMap::new();
         resume.insert(t.clone(), wire::MAX_SAFE_INTEGER);
-        let _ = s.replay_for(&resume);
-        let _ = s.ack(t, Some(1), wire::MAX_SAFE_INTEGER);
-        let _ = s.ack(t, None, u64::MAX);
-        let _ = s.skip_to(t, None, u64::MAX);
-        let _ = s.skip_to(t, Some(1), u64::MAX);
+        let replay = s.replay_for(&resume);
+        assert!(replay.failed.is_empty(), "restored frames always re-stamp");
+        check_invariants(&s);
+        s.ack(t, Some(1), wire::MAX_SAFE_INTEGER)
+            .expect("restored frames re-stamp");
+        assert_eq!(
+            s.ack(t, None, u64::MAX),
+            Ok(0),
+            "an ack above 2^53 - 1 is ignored"
+        );
+        for attempt in [None, Some(1)] {
+            if let Err(e) = s.skip_to(t, attempt, u64::MAX) {
+                assert_code("skip_to", e.code(), &["too_many_streams"]);
+            }
+        }
+        check_invariants(&s);
         for seq in [1, 2, wire::MAX_SAFE_INTEGER] {
             let mut c: Message = TaskCancel::new(t.as_str(), "x").into();
             c.set_seq(seq);
             let mut p = progress(t, 1, 0);
             p.set_seq(seq);
-            let _ = s.receive(&c);
-            let _ = s.receive(&p);
-            let _ = s.classify(&c);
+            for m in [&c, &p] {
+                let classified = s.classify(m);
+                let received = s.receive(m);
+                match (&classified, &received) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b, "classify and receive agree"),
+                    (Err(a), Err(b)) => assert_eq!(a.code(), b.code()),
+                    _ => panic!("classify {classified:?} and receive {received:?} disagree"),
+                }
+                if let Err(e) = received {
+                    assert_code("receive", e.code(), RECEIVE_CODES);
+                }
+            }
         }
-        let _ = s.emit(if role == Role::Hub {
+        check_invariants(&s);
+        let emitted = s.emit(if role == Role::Hub {
             TaskCancel::new(t.as_str(), "y").into()
         } else {
             progress(t, 1, 9)
         });
-        s.forget_task(t);
+        if let Err(e) = emitted {
+            assert_code("emit", e.code(), EMIT_CODES);
+        }
+        check_invariants(&s);
+        let live = s.tasks().any(|(x, _)| x == t);
+        assert_eq!(s.forget_task(t), live);
+        assert!(!s.tasks().any(|(x, _)| x == t));
+        if live {
+            assert_eq!(s.is_forgotten(t), s.config().max_tombstones > 0);
+        }
+        check_invariants(&s);
     }
-    let _ = s.snapshot();
+}
+
+/// Restore `bytes`: a typed error with a snapshot code, or a state that passes
+/// [`exercise`].
+fn restore_checked(bytes: &[u8]) {
+    match ConnectionState::restore(bytes) {
+        Ok(s) => exercise(s),
+        Err(e) => assert_code("restore", e.code(), RESTORE_CODES),
+    }
 }
 
 proptest! {
@@ -94,9 +203,7 @@ proptest! {
         if truncate {
             bytes.truncate(cut.index(bytes.len()));
         }
-        if let Ok(s) = ConnectionState::restore(&bytes) {
-            exercise(s);
-        }
+        restore_checked(&bytes);
     }
 
     /// Numbers replaced by extreme values: near and above 2^53, near u64::MAX.
@@ -132,9 +239,7 @@ proptest! {
         };
         let (a, b) = runs[which.index(runs.len())];
         let mutated = format!("{}{}{}", &text[..a], values[pick], &text[b..]);
-        if let Ok(s) = ConnectionState::restore(mutated.as_bytes()) {
-            exercise(s);
-        }
+        restore_checked(mutated.as_bytes());
     }
 
     /// Arbitrary bytes after the header.
@@ -142,9 +247,7 @@ proptest! {
     fn arbitrary_bodies_never_panic(body in proptest::collection::vec(any::<u8>(), 0..256)) {
         let mut bytes = b"stapel-seq-snapshot/1\n".to_vec();
         bytes.extend(body);
-        if let Ok(s) = ConnectionState::restore(&bytes) {
-            exercise(s);
-        }
+        restore_checked(&bytes);
     }
 }
 

@@ -367,7 +367,7 @@ fn emit_on_forgotten_task_continues_numbering() {
         let m = hub.emit(TaskCancel::new("T-1", r).into()).unwrap();
         assert!(runner.receive(&m).unwrap().is_new());
     }
-    hub.ack("T-1", None, 2);
+    hub.ack("T-1", None, 2).unwrap();
     assert!(hub.forget_task("T-1"));
     let m = hub.emit(TaskCancel::new("T-1", "c").into()).unwrap();
     assert_eq!(m.seq(), Some(3));

@@ -99,6 +99,20 @@ pub enum SequencingError {
         /// The stream's task.
         task_id: String,
     },
+    /// Local (an internal invariant broke): a kept frame had to get a new seq (the peer
+    /// declared a position colliding with it) but its bytes no longer decode, so no
+    /// correct frame can be made from them. The frame was dropped rather than sent under
+    /// a seq it does not carry; the stream's other frames were re-stamped contiguously
+    /// after the peer's position. Code `restamp_failed`.
+    #[error("kept frame {seq} of task {task_id:?} (attempt {attempt:?}) does not decode and could not be re-stamped; it was dropped")]
+    RestampFailed {
+        /// The stream's task.
+        task_id: String,
+        /// The stream's attempt (`None` for hub→runner command streams).
+        attempt: Option<u64>,
+        /// The seq the dropped frame was kept under.
+        seq: u64,
+    },
 }
 
 impl SequencingError {
@@ -115,6 +129,7 @@ impl SequencingError {
             SequencingError::FrameTooLarge { .. } => "frame_too_large",
             SequencingError::TooManyStreams { .. } => "too_many_streams",
             SequencingError::SeqExhausted { .. } => "seq_exhausted",
+            SequencingError::RestampFailed { .. } => "restamp_failed",
         }
     }
 

@@ -65,7 +65,7 @@ impl InboxTracker {
             ..Self::default()
         };
         for s in ahead {
-            if s > watermark && s - watermark <= window && !t.is_set(s) {
+            if s > watermark && s.saturating_sub(watermark) <= window && !t.is_set(s) {
                 t.set(s, window);
             }
         }
@@ -98,50 +98,61 @@ impl InboxTracker {
     }
 
     fn slots(&self) -> u64 {
-        self.bits.len() as u64 * 64
+        (self.bits.len() as u64).saturating_mul(64)
+    }
+
+    /// The word index and bit mask of `seq` in the ring (`None` while nothing is
+    /// allocated).
+    #[inline]
+    fn slot(&self, seq: u64) -> Option<(usize, u64)> {
+        let i = seq.checked_rem(self.slots())?;
+        Some(((i >> 6) as usize, 1u64 << (i & 63)))
     }
 
     fn is_set(&self, seq: u64) -> bool {
-        if self.bits.is_empty() {
-            return false;
-        }
-        let i = seq % self.slots();
-        self.bits[(i / 64) as usize] & (1 << (i % 64)) != 0
+        self.slot(seq)
+            .and_then(|(w, m)| self.bits.get(w).map(|word| word & m != 0))
+            .unwrap_or(false)
     }
 
     fn set(&mut self, seq: u64, window: u64) {
         if self.bits.is_empty() {
-            let words = window.div_ceil(64).max(1) as usize;
+            let words = usize::try_from(window.div_ceil(64).max(1)).unwrap_or(1);
             self.bits = vec![0; words];
         }
-        let i = seq % self.slots();
-        self.bits[(i / 64) as usize] |= 1 << (i % 64);
-        self.ahead_count += 1;
+        if let Some((w, m)) = self.slot(seq) {
+            if let Some(word) = self.bits.get_mut(w) {
+                if *word & m == 0 {
+                    *word |= m;
+                    self.ahead_count = self.ahead_count.saturating_add(1);
+                }
+            }
+        }
     }
 
     fn clear(&mut self, seq: u64) {
-        let i = seq % self.slots();
-        let word = &mut self.bits[(i / 64) as usize];
-        if *word & (1 << (i % 64)) != 0 {
-            *word &= !(1 << (i % 64));
-            self.ahead_count -= 1;
+        if let Some((w, m)) = self.slot(seq) {
+            if let Some(word) = self.bits.get_mut(w) {
+                if *word & m != 0 {
+                    *word &= !m;
+                    self.ahead_count = self.ahead_count.saturating_sub(1);
+                }
+            }
         }
     }
 
     /// Classify `seq` without recording it.
     pub(crate) fn classify(&self, seq: u64, window: u64) -> Result<Arrival, InboxRefusal> {
         if seq == 0 || seq > crate::wire::MAX_SAFE_INTEGER {
-            Err(InboxRefusal::Zero)
-        } else if seq <= self.watermark {
-            Ok(Arrival::Duplicate)
-        } else if seq - self.watermark > window {
-            Err(InboxRefusal::BeyondWindow)
-        } else if seq == self.watermark + 1 {
-            Ok(Arrival::InOrder)
-        } else if self.is_set(seq) {
-            Ok(Arrival::Duplicate)
-        } else {
-            Ok(Arrival::Ahead)
+            return Err(InboxRefusal::Zero);
+        }
+        // `seq > watermark` below, so the distance is at least 1.
+        match seq.checked_sub(self.watermark) {
+            None | Some(0) => Ok(Arrival::Duplicate),
+            Some(d) if d > window => Err(InboxRefusal::BeyondWindow),
+            Some(1) => Ok(Arrival::InOrder),
+            Some(_) if self.is_set(seq) => Ok(Arrival::Duplicate),
+            Some(_) => Ok(Arrival::Ahead),
         }
     }
 
@@ -169,9 +180,10 @@ impl InboxTracker {
         if self.watermark >= target {
             return None;
         }
-        let from = self.watermark + 1;
+        // watermark < target ≤ 2^53 − 1: no overflow.
+        let from = self.watermark.saturating_add(1);
         if self.ahead_count > 0 {
-            if target - self.watermark >= self.slots() {
+            if target.saturating_sub(self.watermark) >= self.slots() {
                 self.bits = Vec::new();
                 self.ahead_count = 0;
             } else {
@@ -186,9 +198,13 @@ impl InboxTracker {
     }
 
     fn absorb(&mut self) {
-        while self.ahead_count > 0 && self.is_set(self.watermark + 1) {
-            self.clear(self.watermark + 1);
-            self.watermark += 1;
+        while self.ahead_count > 0 {
+            let next = self.watermark.saturating_add(1);
+            if !self.is_set(next) {
+                break;
+            }
+            self.clear(next);
+            self.watermark = next;
         }
         if self.ahead_count == 0 && !self.bits.is_empty() {
             self.bits = Vec::new();
@@ -197,6 +213,6 @@ impl InboxTracker {
 
     /// Heap bytes held: the bitset while something is ahead, else nothing.
     pub fn heap_bytes(&self) -> usize {
-        self.bits.capacity() * 8
+        self.bits.capacity().saturating_mul(8)
     }
 }

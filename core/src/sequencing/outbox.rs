@@ -12,6 +12,20 @@ pub struct KeptFrame {
     pub frame: String,
 }
 
+/// How the seqs an outbound stream stamps relate to the peer's position (see the
+/// lifecycle table on [`ConnectionState`](super::ConnectionState)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Numbering {
+    /// The peer's position on the stream is known: every stamped seq is final.
+    Final,
+    /// Seqs from `from` on were (or will be) stamped without knowing the peer's
+    /// position: they are re-stamped after it once it is known.
+    Provisional {
+        /// The first provisional seq.
+        from: u64,
+    },
+}
+
 /// The outbound log of one stream: the seq the next emitted frame gets and the frames
 /// not yet acknowledged by the peer, ascending by seq. Bounds are enforced per
 /// connection by [`ConnectionState`](super::ConnectionState).
@@ -24,12 +38,12 @@ pub struct KeptFrame {
 pub struct OutboxLog {
     next_seq: u64,
     kept: VecDeque<KeptFrame>,
-    unconfirmed: Option<u64>,
+    numbering: Numbering,
 }
 
 /// Equality compares what a snapshot persists: the next seq, the kept frames and the
-/// first provisional seq (an unconfirmed log without provisional frames equals a
-/// confirmed one).
+/// first provisional seq (a provisional log without provisional frames equals a final
+/// one).
 impl PartialEq for OutboxLog {
     fn eq(&self, other: &Self) -> bool {
         self.next_seq == other.next_seq
@@ -45,7 +59,7 @@ impl Default for OutboxLog {
         Self {
             next_seq: 1,
             kept: VecDeque::new(),
-            unconfirmed: None,
+            numbering: Numbering::Final,
         }
     }
 }
@@ -63,7 +77,7 @@ impl OutboxLog {
 
     /// Last seq emitted (0 = none).
     pub fn last_seq(&self) -> u64 {
-        self.next_seq - 1
+        self.next_seq.saturating_sub(1)
     }
 
     /// Frames kept for replay, ascending by seq.
@@ -74,12 +88,15 @@ impl OutboxLog {
     /// The first seq stamped without knowing the peer's position (`next_seq` when every
     /// kept frame is confirmed).
     pub fn unconfirmed_from(&self) -> u64 {
-        self.unconfirmed.unwrap_or(self.next_seq).min(self.next_seq)
+        match self.numbering {
+            Numbering::Final => self.next_seq,
+            Numbering::Provisional { from } => from.min(self.next_seq),
+        }
     }
 
     /// `true` once the peer's position on this stream is known (no provisional frames).
     pub fn is_confirmed(&self) -> bool {
-        self.unconfirmed.is_none()
+        self.numbering == Numbering::Final
     }
 
     /// The lowest seq this log can still send: the first kept frame, or the next seq
@@ -96,34 +113,37 @@ impl OutboxLog {
     pub(crate) fn from_parts(
         next_seq: u64,
         kept: VecDeque<KeptFrame>,
-        unconfirmed: Option<u64>,
+        numbering: Numbering,
     ) -> Self {
         Self {
             next_seq,
             kept,
-            unconfirmed,
+            numbering,
         }
     }
 
-    /// A log that has not yet learnt the peer's position: everything it stamps from now
-    /// on is provisional.
-    pub(crate) fn unconfirmed() -> Self {
+    /// An empty log numbered from `next_seq` (1 for a new stream, the tombstone's last
+    /// seq + 1 for a revived one).
+    pub(crate) fn starting_at(next_seq: u64, numbering: Numbering) -> Self {
         Self {
-            unconfirmed: Some(1),
-            ..Self::default()
+            next_seq,
+            kept: VecDeque::new(),
+            numbering,
         }
     }
 
     /// Mark the frames stamped from now on as provisional (a restored state).
     pub(crate) fn mark_unconfirmed(&mut self) {
-        if self.unconfirmed.is_none() {
-            self.unconfirmed = Some(self.next_seq);
+        if self.numbering == Numbering::Final {
+            self.numbering = Numbering::Provisional {
+                from: self.next_seq,
+            };
         }
     }
 
     /// The peer's position is known: every kept frame is numbered consistently with it.
     pub(crate) fn confirm(&mut self) {
-        self.unconfirmed = None;
+        self.numbering = Numbering::Final;
     }
 
     /// The frames kept, mutably (re-stamping).
@@ -136,33 +156,33 @@ impl OutboxLog {
         self.next_seq = next_seq;
     }
 
+    /// Keep `frame` under the next seq. The caller has checked that the next seq is at
+    /// most 2^53 − 1, so the increment cannot wrap.
     pub(crate) fn push(&mut self, frame: String) {
         let seq = self.next_seq;
         self.kept.push_back(KeptFrame { seq, frame });
-        self.next_seq += 1;
+        self.next_seq = seq.saturating_add(1);
     }
 
     /// Drop kept frames with seq ≤ `seq`; returns (frames, bytes) dropped.
     pub(crate) fn trim_through(&mut self, seq: u64) -> (usize, usize) {
-        let (mut n, mut b) = (0, 0);
+        let (mut n, mut b) = (0usize, 0usize);
         while self.kept.front().is_some_and(|f| f.seq <= seq) {
             if let Some(f) = self.kept.pop_front() {
-                n += 1;
-                b += f.frame.len();
+                n = n.saturating_add(1);
+                b = b.saturating_add(f.frame.len());
             }
         }
         (n, b)
     }
 
-    /// The peer is ahead of everything emitted: continue numbering after its position.
-    pub(crate) fn advance_to(&mut self, next_seq: u64) {
-        if next_seq > self.next_seq {
-            self.next_seq = next_seq;
-        }
-    }
-
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.kept.capacity() * std::mem::size_of::<KeptFrame>()
-            + self.kept.iter().map(|f| f.frame.capacity()).sum::<usize>()
+        let frames = self
+            .kept
+            .capacity()
+            .saturating_mul(std::mem::size_of::<KeptFrame>());
+        self.kept
+            .iter()
+            .fold(frames, |acc, f| acc.saturating_add(f.frame.capacity()))
     }
 }

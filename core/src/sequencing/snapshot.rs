@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::error::SnapshotError;
 use super::inbox::InboxTracker;
-use super::outbox::{KeptFrame, OutboxLog};
-use super::state::{ConnectionState, TaskChannel, Tombstone};
+use super::outbox::{KeptFrame, Numbering, OutboxLog};
+use super::state::{ConnectionState, PeerPositions, TaskChannel, TaskEntry, Tombstone};
 use super::{Role, SequencingConfig};
 use crate::wire::{self, MessageType};
 
@@ -96,6 +96,10 @@ impl ConnectionState {
         let tasks = self
             .tasks
             .iter()
+            .filter_map(|(task, e)| match e {
+                TaskEntry::Live(c) => Some((task, c)),
+                TaskEntry::Forgotten(_) => None,
+            })
             .map(|(task, c)| TaskDto {
                 task_id: task.clone(),
                 outbound: c
@@ -121,8 +125,12 @@ impl ConnectionState {
             })
             .collect();
         let forgotten = self
-            .forgotten
+            .tasks
             .iter()
+            .filter_map(|(task, e)| match e {
+                TaskEntry::Forgotten(t) => Some((task, t)),
+                TaskEntry::Live(_) => None,
+            })
             .map(|(task, t)| TombDto {
                 task_id: task.clone(),
                 outbound: t.outbound.clone(),
@@ -164,12 +172,15 @@ impl ConnectionState {
             .strip_prefix(SNAPSHOT_MAGIC)
             .ok_or(SnapshotError::NotASnapshot)?;
         let nl = memchr::memchr(b'\n', rest).ok_or(SnapshotError::NotASnapshot)?;
-        let version = String::from_utf8_lossy(&rest[..nl]).into_owned();
-        if version != VERSION {
-            return Err(SnapshotError::UnsupportedVersion { found: version });
+        let (version, body) = rest.split_at(nl);
+        if version != VERSION.as_bytes() {
+            return Err(SnapshotError::UnsupportedVersion {
+                found: String::from_utf8_lossy(version).into_owned(),
+            });
         }
-        let body: Body =
-            serde_json::from_slice(&rest[nl + 1..]).map_err(|e| corrupt(e.to_string()))?;
+        // `body` starts with the newline found above.
+        let body = body.get(1..).unwrap_or_default();
+        let body: Body = serde_json::from_slice(body).map_err(|e| corrupt(e.to_string()))?;
         let role = Role::from_name(&body.role)
             .ok_or_else(|| corrupt(format!("unknown role {:?}", body.role)))?;
         let config_obj = body
@@ -178,7 +189,7 @@ impl ConnectionState {
             .ok_or_else(|| corrupt("config must be an object"))?;
         let config = SequencingConfig::from_object(config_obj).map_err(corrupt)?;
         let mut state = ConnectionState::with_config(role, config);
-        let mut tasks: IndexMap<String, TaskChannel> = IndexMap::new();
+        let mut tasks: IndexMap<String, TaskEntry> = IndexMap::new();
         for t in body.tasks {
             if t.task_id.is_empty() {
                 return Err(corrupt("empty task_id"));
@@ -236,20 +247,24 @@ impl ConnectionState {
                             o.attempt
                         )));
                     }
-                    state.kept_frames += 1;
-                    state.kept_bytes += frame.len();
+                    state.kept_frames = state.kept_frames.saturating_add(1);
+                    state.kept_bytes = state.kept_bytes.saturating_add(frame.len());
                     kept.push_back(KeptFrame { seq, frame });
                 }
-                state.outbound_streams += 1;
-                if o.unconfirmed_from.is_some_and(|u| u == 0 || u > o.next_seq) {
-                    return Err(corrupt("unconfirmed_from must be in 1..=next_seq"));
-                }
-                if o.unconfirmed_from.is_some() {
-                    state.confirmed = false;
-                }
+                state.outbound_streams = state.outbound_streams.saturating_add(1);
+                let numbering = match o.unconfirmed_from {
+                    None => Numbering::Final,
+                    Some(u) if u == 0 || u > o.next_seq => {
+                        return Err(corrupt("unconfirmed_from must be in 1..=next_seq"));
+                    }
+                    Some(from) => {
+                        state.positions = PeerPositions::Unknown;
+                        Numbering::Provisional { from }
+                    }
+                };
                 channel.outbound.push((
                     o.attempt,
-                    OutboxLog::from_parts(o.next_seq, kept, o.unconfirmed_from),
+                    OutboxLog::from_parts(o.next_seq, kept, numbering),
                 ));
             }
             for i in t.inbound {
@@ -278,20 +293,23 @@ impl ConnectionState {
                 if let Some(bad) = i
                     .ahead
                     .iter()
-                    .find(|s| **s <= i.watermark || **s - i.watermark > window)
+                    .find(|s| **s <= i.watermark || s.saturating_sub(i.watermark) > window)
                 {
                     return Err(corrupt(format!(
                         "ahead seq {bad} of {:?} is outside the window above watermark {}",
                         t.task_id, i.watermark
                     )));
                 }
-                state.inbound_streams += 1;
+                state.inbound_streams = state.inbound_streams.saturating_add(1);
                 channel.inbound.push((
                     i.attempt,
                     InboxTracker::from_parts(i.watermark, i.ahead, state.config.inbound_window),
                 ));
             }
-            if tasks.insert(t.task_id.clone(), channel).is_some() {
+            if tasks
+                .insert(t.task_id.clone(), TaskEntry::Live(channel))
+                .is_some()
+            {
                 return Err(corrupt(format!("duplicate task {:?}", t.task_id)));
             }
         }
@@ -333,9 +351,13 @@ impl ConnectionState {
                 outbound: t.outbound,
                 inbound: t.inbound,
             };
-            if state.forgotten.insert(t.task_id.clone(), tomb).is_some() {
+            if tasks
+                .insert(t.task_id.clone(), TaskEntry::Forgotten(tomb))
+                .is_some()
+            {
                 return Err(corrupt(format!("duplicate tombstone {:?}", t.task_id)));
             }
+            state.tombstones = state.tombstones.saturating_add(1);
         }
         state.tasks = tasks;
         state.prune_empty();

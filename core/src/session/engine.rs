@@ -555,7 +555,9 @@ impl Engine {
                 ),
             );
         }
-        self.state.ack(&p.task_id, p.attempt, p.seq);
+        if let Err(e) = self.state.ack(&p.task_id, p.attempt, p.seq) {
+            self.peer_error(e.code(), e.to_string());
+        }
         let Some((was_confirmed, from)) = before else {
             return;
         };

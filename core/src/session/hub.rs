@@ -230,7 +230,9 @@ impl Engine {
                     "resume_ahead",
                     format!("runner declared {seq} for unknown task {task:?}; numbering continues after it"),
                 );
-                self.state.ack(task, None, seq);
+                if let Err(e) = self.state.ack(task, None, seq) {
+                    self.peer_error(e.code(), e.to_string());
+                }
             }
         }
         self.state.confirm_all();

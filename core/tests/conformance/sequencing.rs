@@ -132,8 +132,20 @@ pub fn run(vector: &Value) -> Result<(), String> {
             same(i, "replay", &replay_json(&r), &expect["replay"])?;
         } else if let Some(v) = input.get("ack") {
             let p = position(i, v)?;
-            let n = state.ack(&p.task_id, p.attempt, p.seq);
-            same(i, "dropped", &json!(n), &expect["dropped"])?;
+            match state.ack(&p.task_id, p.attempt, p.seq) {
+                Ok(n) => {
+                    no_error(i, expect)?;
+                    same(i, "dropped", &json!(n), &expect["dropped"])?;
+                }
+                Err(e) => check_error(i, e.code(), expect)?,
+            }
+        } else if let Some(v) = input.get("last_received") {
+            let t = v.as_str().ok_or(format!("step {i}: needs a task id"))?;
+            let got = state
+                .tasks()
+                .find(|(task, _)| *task == t)
+                .map_or(0, |(_, c)| c.last_received());
+            same(i, "value", &json!(got), &expect["value"])?;
         } else if let Some(v) = input.get("skip_to") {
             let p = position(i, v)?;
             match state.skip_to(&p.task_id, p.attempt, p.seq) {
