@@ -404,6 +404,9 @@ fn replay_json(r: &Replay) -> Value {
         resync,
         peer_ahead,
         unknown,
+        // Not part of the report's JSON form: a binding raises the first one
+        // (`restamp_failed`) instead of returning a report.
+        failed: _,
     } = r;
     json!({
         "streams": streams.iter().map(stream_replay_json).collect::<Vec<_>>(),
@@ -775,7 +778,8 @@ fn sequencing_values(api: &mut Api) {
                     &input["ack"],
                     &format!("{origin} (accepted ack)"),
                 );
-                state.ack(&p.task_id, p.attempt, p.seq);
+                // A vector may pin an ack that fails; the shapes are what this test checks.
+                let _ = state.ack(&p.task_id, p.attempt, p.seq);
             } else if let Some(v) = input.get("replay_for") {
                 if let Ok(resume) = serde_json::from_value::<IndexMap<String, u64>>(v.clone()) {
                     api.deep(
