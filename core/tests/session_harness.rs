@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use serde_json::{json, Map};
 use stapel_runner_protocol::sequencing::{ConnectionState, SequencingConfig};
 use stapel_runner_protocol::session::{
-    Event, HubSession, Input, Output, RunnerSession, SessionConfig, SessionError,
+    Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig, SessionError,
 };
 use stapel_runner_protocol::wire::{Hello, Message, TaskCancel, TaskProgress};
 
@@ -76,28 +76,28 @@ impl Pair {
         let mut close = false;
         loop {
             match self.hub.poll_output() {
-                Output::Transmit(f) => {
+                Some(Output::Transmit(f)) => {
                     assert_seed_decodable(&f);
                     if self.connected {
                         self.to_runner.in_flight.push_back(f)
                     }
                 }
-                Output::Event(e) => record(&mut self.hub_seen, e, true),
-                Output::Close(_) => close = true,
-                Output::Timeout(_) => break,
+                Some(Output::Event(e)) => record(&mut self.hub_seen, e, true),
+                Some(Output::Close(_)) => close = true,
+                None => break,
             }
         }
         loop {
             match self.runner.poll_output() {
-                Output::Transmit(f) => {
+                Some(Output::Transmit(f)) => {
                     assert_seed_decodable(&f);
                     if self.connected {
                         self.to_hub.in_flight.push_back(f)
                     }
                 }
-                Output::Event(e) => record(&mut self.runner_seen, e, false),
-                Output::Close(_) => close = true,
-                Output::Timeout(_) => break,
+                Some(Output::Event(e)) => record(&mut self.runner_seen, e, false),
+                Some(Output::Close(_)) => close = true,
+                None => break,
             }
         }
         if close {
@@ -106,15 +106,9 @@ impl Pair {
     }
 
     fn deadline(&mut self) -> Option<u64> {
-        let a = match self.hub.poll_output() {
-            Output::Timeout(t) => t,
-            _ => unreachable!("collect drained the hub"),
-        };
-        let b = match self.runner.poll_output() {
-            Output::Timeout(t) => t,
-            _ => unreachable!("collect drained the runner"),
-        };
-        match (a, b) {
+        assert!(!self.hub.has_output(), "collect drained the hub");
+        assert!(!self.runner.has_output(), "collect drained the runner");
+        match (self.hub.poll_timeout(), self.runner.poll_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -222,8 +216,8 @@ impl Pair {
 
     fn advance(&mut self, ms: u64) {
         self.now += ms;
-        self.hub.handle_input(self.now, Input::Tick).unwrap();
-        self.runner.handle_input(self.now, Input::Tick).unwrap();
+        self.hub.handle_input(self.now, Input::Timeout).unwrap();
+        self.runner.handle_input(self.now, Input::Timeout).unwrap();
         self.collect();
         self.flush_pending();
     }

@@ -6,18 +6,18 @@
 use serde_json::{json, Map};
 use stapel_runner_protocol::sequencing::{ConnectionState, Role};
 use stapel_runner_protocol::session::{
-    Event, HubSession, Input, Output, RunnerSession, SessionConfig,
+    Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig,
 };
 use stapel_runner_protocol::wire::{self, Hello, Message, Pong, TaskCancel, TaskProgress};
 
-fn drain(out: &mut dyn FnMut() -> Output) -> (Vec<String>, Vec<Event>) {
+fn drain(out: &mut dyn FnMut() -> Option<Output>) -> (Vec<String>, Vec<Event>) {
     let (mut frames, mut events) = (Vec::new(), Vec::new());
     loop {
         match out() {
-            Output::Transmit(f) => frames.push(f),
-            Output::Event(e) => events.push(e),
-            Output::Close(r) => panic!("unexpected close {r:?}"),
-            Output::Timeout(_) => return (frames, events),
+            Some(Output::Transmit(f)) => frames.push(f),
+            Some(Output::Event(e)) => events.push(e),
+            Some(Output::Close(r)) => panic!("unexpected close {r:?}"),
+            None => return (frames, events),
         }
     }
 }
@@ -87,7 +87,7 @@ fn runner_against_seed_only_hub_loses_nothing_and_duplicates_nothing() {
     runner.handle_input(10, Input::Disconnected).unwrap();
     runner.handle_input(20, Input::Connected).unwrap();
     // A keepalive ping goes out and is answered with a plain pong (no ack).
-    runner.handle_input(120, Input::Tick).unwrap();
+    runner.handle_input(120, Input::Timeout).unwrap();
     let (frames, _) = drain(&mut || runner.poll_output());
     // hello, all ten kept frames again (nothing was ever acknowledged), then the ping.
     assert_eq!(frames.len(), 12);
@@ -120,7 +120,7 @@ fn hub_against_seed_only_runner_replays_exactly_the_tail() {
         hub.handle_input(1, Input::Send(c.into())).unwrap();
     }
     // Keepalive and ack pings of the hub must decode in a seed-only runner.
-    hub.handle_input(15_000, Input::Tick).unwrap();
+    hub.handle_input(15_000, Input::Timeout).unwrap();
     let (frames, events) = drain(&mut || hub.poll_output());
     assert!(matches!(events[0], Event::Hello(_)));
     assert_eq!(frames.len(), 7, "six commands and one ping");

@@ -7,7 +7,7 @@ use serde_json::{json, Map};
 use stapel_runner_protocol::framing::DEFAULT_MAX_LINE_BYTES;
 use stapel_runner_protocol::sequencing::{ConnectionState, Role};
 use stapel_runner_protocol::session::{
-    Event, HubSession, Input, Output, RunnerSession, SessionConfig,
+    Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig,
 };
 use stapel_runner_protocol::wire::{self, Hello, Message, Pong, TaskCancel, TaskProgress};
 
@@ -15,8 +15,8 @@ fn drain_hub(h: &mut HubSession) -> Vec<Output> {
     let mut v = vec![];
     loop {
         match h.poll_output() {
-            Output::Timeout(_) => return v,
-            o => v.push(o),
+            None => return v,
+            Some(o) => v.push(o),
         }
     }
 }
@@ -25,8 +25,8 @@ fn drain_run(h: &mut RunnerSession) -> Vec<Output> {
     let mut v = vec![];
     loop {
         match h.poll_output() {
-            Output::Timeout(_) => return v,
-            o => v.push(o),
+            None => return v,
+            Some(o) => v.push(o),
         }
     }
 }
@@ -74,7 +74,6 @@ fn pump(hub: &mut HubSession, run: &mut RunnerSession, now: u64, seen: &mut Seen
                 Output::Event(Event::PeerError { code, .. }) => seen.run_events.push(code),
                 Output::Event(e) => seen.run_events.push(format!("{e:?}")),
                 Output::Close(r) => panic!("runner closed: {r:?}"),
-                Output::Timeout(_) => {}
             }
         }
         for o in drain_hub(hub) {
@@ -88,7 +87,6 @@ fn pump(hub: &mut HubSession, run: &mut RunnerSession, now: u64, seen: &mut Seen
                 Output::Event(Event::PeerError { code, .. }) => seen.hub_events.push(code),
                 Output::Event(e) => seen.hub_events.push(format!("{e:?}")),
                 Output::Close(r) => panic!("hub closed: {r:?}"),
-                Output::Timeout(_) => {}
             }
         }
         if !any {
@@ -185,7 +183,7 @@ fn hub_stale_snapshot_restamps_only_new_commands() {
         .collect();
     assert_eq!(reasons, ["a", "b", "c", "d"]);
     assert_eq!(seen.rc[3].seq(), Some(4));
-    run.handle_input(300, Input::Tick).unwrap();
+    run.handle_input(300, Input::Timeout).unwrap();
     pump(&mut hub, &mut run, 300, &mut seen);
     assert_eq!(hub.state().outbox_frames(), 0);
 }
@@ -212,7 +210,7 @@ fn runner_stale_snapshot_keeps_progress_emitted_while_down() {
     let ns: Vec<u64> = seen.hp.iter().map(n_of).collect();
     assert_eq!(ns, [1, 2, 3, 4], "no loss, no double apply");
     assert_eq!(seen.run_events, ["ack_ahead"]);
-    hub.handle_input(300, Input::Tick).unwrap();
+    hub.handle_input(300, Input::Timeout).unwrap();
     pump(&mut hub, &mut run, 300, &mut seen);
     assert_eq!(run.state().outbox_frames(), 0);
 }
@@ -271,8 +269,8 @@ fn forget_before_ack_then_reconnect_applies_once() {
     // The runner re-acknowledged the replayed duplicate from its tombstone: the hub's
     // log is empty and the forgotten task was not recreated on either side.
     for now in [300, 600] {
-        hub.handle_input(now, Input::Tick).unwrap();
-        run.handle_input(now, Input::Tick).unwrap();
+        hub.handle_input(now, Input::Timeout).unwrap();
+        run.handle_input(now, Input::Timeout).unwrap();
         pump(&mut hub, &mut run, now, &mut seen);
     }
     assert_eq!(hub.state().outbox_frames(), 0);
@@ -299,7 +297,7 @@ fn hub_forgotten_stream_is_not_reapplied_nor_recreated() {
     disconnect(&mut hub, &mut run, 1);
     connect(&mut hub, &mut run, 2);
     pump(&mut hub, &mut run, 2, &mut seen);
-    hub.handle_input(300, Input::Tick).unwrap();
+    hub.handle_input(300, Input::Timeout).unwrap();
     pump(&mut hub, &mut run, 300, &mut seen);
     assert_eq!(seen.hp.len(), 3, "re-sent progress re-applied");
     assert!(!seen.hub_events.iter().any(|e| e.contains("InboundGap")));
@@ -337,8 +335,8 @@ fn forget_keeps_stream_tables_bounded() {
             .unwrap();
         pump(&mut hub, &mut run, now, &mut seen);
         // Acks flow (ack delay), then both sides forget the finished task.
-        hub.handle_input(t * 1000 + 500, Input::Tick).unwrap();
-        run.handle_input(t * 1000 + 500, Input::Tick).unwrap();
+        hub.handle_input(t * 1000 + 500, Input::Timeout).unwrap();
+        run.handle_input(t * 1000 + 500, Input::Timeout).unwrap();
         pump(&mut hub, &mut run, t * 1000 + 500, &mut seen);
         assert!(hub.state().is_fully_acknowledged(&task));
         assert!(run.state().is_fully_acknowledged(&task));
@@ -412,8 +410,8 @@ fn ten_thousand_streams_fit_the_line_bound() {
     }
     pump(&mut hub, &mut run, 0, &mut seen);
     for now in [200u64, 400] {
-        hub.handle_input(now, Input::Tick).unwrap();
-        run.handle_input(now, Input::Tick).unwrap();
+        hub.handle_input(now, Input::Timeout).unwrap();
+        run.handle_input(now, Input::Timeout).unwrap();
         pump(&mut hub, &mut run, now, &mut seen);
     }
     assert_eq!(
@@ -503,7 +501,7 @@ fn split_resume_against_a_seed_only_hub_is_harmless() {
 fn stale_outputs_do_not_survive_a_disconnect() {
     let (mut hub, mut run, _) = pair();
     hub.handle_input(0, Input::Connected).unwrap();
-    hub.handle_input(45_000, Input::Tick).unwrap(); // Close(peer_timeout) queued
+    hub.handle_input(45_000, Input::Timeout).unwrap(); // Close(peer_timeout) queued
     hub.handle_input(45_001, Input::Disconnected).unwrap();
     hub.handle_input(45_002, Input::Connected).unwrap();
     let outs = drain_hub(&mut hub);

@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use serde_json::{json, Map};
 use stapel_runner_protocol::sequencing::{ConnectionState, SequencingConfig};
 use stapel_runner_protocol::session::{
-    Event, HubSession, Input, Output, RunnerSession, SessionConfig, SessionError,
+    Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig, SessionError,
 };
 use stapel_runner_protocol::wire::{self, Hello, Message, TaskCancel, TaskProgress};
 
@@ -123,37 +123,37 @@ impl World {
         let mut close = false;
         loop {
             match self.hub.poll_output() {
-                Output::Transmit(f) => {
+                Some(Output::Transmit(f)) => {
                     assert!(f.len() <= self.cfg.max_control_frame_bytes.max(64 * 1024));
                     if self.connected {
                         self.to_runner.push_back(f);
                     }
                 }
-                Output::Event(Event::Received(m)) => {
+                Some(Output::Event(Event::Received(m))) => {
                     let n = number(&m);
                     assert!(self.hub_app.record.insert(n), "hub applied {n} twice");
                     self.hub_union.insert(n);
                 }
-                Output::Event(_) => {}
-                Output::Close(_) => close = true,
-                Output::Timeout(_) => break,
+                Some(Output::Event(_)) => {}
+                Some(Output::Close(_)) => close = true,
+                None => break,
             }
         }
         loop {
             match self.runner.poll_output() {
-                Output::Transmit(f) => {
+                Some(Output::Transmit(f)) => {
                     if self.connected {
                         self.to_hub.push_back(f);
                     }
                 }
-                Output::Event(Event::Received(m)) => {
+                Some(Output::Event(Event::Received(m))) => {
                     let n = number(&m);
                     assert!(self.runner_app.record.insert(n), "runner applied {n} twice");
                     self.runner_union.insert(n);
                 }
-                Output::Event(_) => {}
-                Output::Close(_) => close = true,
-                Output::Timeout(_) => break,
+                Some(Output::Event(_)) => {}
+                Some(Output::Close(_)) => close = true,
+                None => break,
             }
         }
         if close {
@@ -197,8 +197,8 @@ impl World {
             return;
         }
         self.now += 1;
-        let _ = self.hub.handle_input(self.now, Input::Tick);
-        let _ = self.runner.handle_input(self.now, Input::Tick);
+        let _ = self.hub.handle_input(self.now, Input::Timeout);
+        let _ = self.runner.handle_input(self.now, Input::Timeout);
         if let Some(f) = self.to_hub.pop_front() {
             let _ = self.hub.handle_input(self.now, Input::Frame(f));
         }
@@ -270,8 +270,8 @@ impl World {
 
     fn advance(&mut self, ms: u64) {
         self.now += ms;
-        self.hub.handle_input(self.now, Input::Tick).unwrap();
-        self.runner.handle_input(self.now, Input::Tick).unwrap();
+        self.hub.handle_input(self.now, Input::Timeout).unwrap();
+        self.runner.handle_input(self.now, Input::Timeout).unwrap();
         self.collect();
         self.flush_pending();
     }
