@@ -1,17 +1,18 @@
 //! `HubSession` and `RunnerSession`: the core's sans-IO session machines.
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use stapel_runner_protocol::framing::FramerConfig;
-use stapel_runner_protocol::sequencing::{Resync, SequencingConfig};
+use serde_json::{Map, Value};
+use stapel_runner_protocol::config::ConfigError;
+use stapel_runner_protocol::sequencing::Resync;
 use stapel_runner_protocol::session::{
     Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig, SessionError,
 };
 use stapel_runner_protocol::wire::Message;
 
 use crate::errors::raise;
-use crate::json::{py_to_map, type_name};
+use crate::json::{py_to_value, type_name};
 use crate::messages::{message_from_py, message_to_py, set_seq};
 use crate::sequencing::PyConnectionState;
 
@@ -72,9 +73,32 @@ fn output_to_py<'py>(
     }
 }
 
-/// Keyword configuration shared by both machines (the keywords of `session_new!`).
+/// A refused configuration as the exception Python raised for it before the core had
+/// one reader: `class` of `stapel_runner_protocol.errors` (`None`: `ValueError`), with
+/// the core's `code` (`unknown_key`, `wrong_type`, `out_of_range`, `not_an_object`) and
+/// the offending `key` (dotted when nested) as attributes.
+pub(crate) fn config_error(py: Python<'_>, class: Option<&str>, e: &ConfigError) -> PyErr {
+    let err = match class {
+        Some(class) => raise(py, class, e.to_string(), e.code()),
+        None => {
+            let err = PyValueError::new_err(e.to_string());
+            if let Err(set) = err.value(py).setattr("code", e.code()) {
+                return set;
+            }
+            err
+        }
+    };
+    match err.value(py).setattr("key", e.key()) {
+        Ok(()) => err,
+        Err(set) => set,
+    }
+}
+
+/// Keyword configuration shared by both machines (the keywords of `session_new!`),
+/// read by the core's [`SessionConfig::from_value`] (its keys are the keyword names).
 #[allow(clippy::too_many_arguments)]
 fn config(
+    py: Python<'_>,
     validate: bool,
     ping_interval_ms: Option<u64>,
     peer_timeout_ms: Option<u64>,
@@ -89,46 +113,35 @@ fn config(
     max_line_bytes: Option<usize>,
     sequencing: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<SessionConfig> {
-    let mut c = SessionConfig::default();
-    c.validate = validate;
-    if let Some(v) = ping_interval_ms {
-        c.ping_interval_ms = v;
+    let mut m = Map::new();
+    m.insert("validate".into(), validate.into());
+    for (k, v) in [
+        ("ping_interval_ms", ping_interval_ms),
+        ("peer_timeout_ms", peer_timeout_ms),
+        ("ack_every_frames", ack_every_frames),
+        ("ack_delay_ms", ack_delay_ms),
+        ("min_protocol_version", min_protocol_version),
+        ("max_protocol_version", max_protocol_version),
+    ] {
+        if let Some(v) = v {
+            m.insert(k.into(), v.into());
+        }
     }
-    if let Some(v) = peer_timeout_ms {
-        c.peer_timeout_ms = v;
-    }
-    if let Some(v) = ack_every_frames {
-        c.ack_every_frames = v;
-    }
-    if let Some(v) = ack_delay_ms {
-        c.ack_delay_ms = v;
-    }
-    if let Some(v) = max_ack_entries {
-        c.max_ack_entries = v;
-    }
-    if let Some(v) = max_control_frame_bytes {
-        c.max_control_frame_bytes = v;
-    }
-    if let Some(v) = max_held_frames {
-        c.max_held_frames = v;
-    }
-    if let Some(v) = max_held_bytes {
-        c.max_held_bytes = v;
-    }
-    if let Some(v) = min_protocol_version {
-        c.min_protocol_version = v;
-    }
-    if let Some(v) = max_protocol_version {
-        c.max_protocol_version = v;
-    }
-    if let Some(v) = max_line_bytes {
-        c.framer = FramerConfig::with_max_line_bytes(v);
+    for (k, v) in [
+        ("max_ack_entries", max_ack_entries),
+        ("max_control_frame_bytes", max_control_frame_bytes),
+        ("max_held_frames", max_held_frames),
+        ("max_held_bytes", max_held_bytes),
+        ("max_line_bytes", max_line_bytes),
+    ] {
+        if let Some(v) = v {
+            m.insert(k.into(), v.into());
+        }
     }
     if let Some(s) = sequencing.filter(|s| !s.is_none()) {
-        c.sequencing = SequencingConfig::from_object(&py_to_map(s)?)
-            .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        m.insert("sequencing".into(), py_to_value(s)?);
     }
-    Ok(c)
+    SessionConfig::from_value(&Value::Object(m)).map_err(|e| config_error(py, None, &e))
 }
 
 /// The common part of `HubSession` and `RunnerSession` (not constructed directly).
@@ -314,11 +327,12 @@ macro_rules! session_new {
             #[pyo3(signature = ($($lead,)* *, state = None, $($kw = $default),*))]
             #[allow(clippy::too_many_arguments)]
             fn new(
+                py: Python<'_>,
                 $($lead: $lead_ty,)*
                 state: Option<PyRef<'_, PyConnectionState>>,
                 $($kw: $ty),*
             ) -> PyResult<PyClassInitializer<Self>> {
-                let inner = $machine($($lead,)* state, || config($($kw),*))?;
+                let inner = $machine($($lead,)* state, || config(py, $($kw),*))?;
                 Ok(PyClassInitializer::from(PySession { inner }).add_subclass(Self))
             }
         }

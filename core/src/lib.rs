@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod adapter;
+pub mod config;
 pub mod contract;
 pub mod framing;
 pub mod json;

@@ -71,6 +71,7 @@ use engine::Engine;
 pub use hub::HubSession;
 pub use runner::RunnerSession;
 
+use crate::config::{ConfigError, ConfigReader};
 use crate::framing::FramerConfig;
 use crate::sequencing::{ConnectionState, EmitError, Resync, SequencingConfig};
 use crate::wire::{Hello, Message};
@@ -159,6 +160,65 @@ impl Default for SessionConfig {
             min_protocol_version: 1,
             max_protocol_version: crate::wire::PROTOCOL_VERSION,
         }
+    }
+}
+
+impl SessionConfig {
+    /// The keys of the JSON form: the field names, with `max_line_bytes` for
+    /// [`framer`](Self::framer)'s line bound and `sequencing` a nested
+    /// [`SequencingConfig`] object.
+    pub const KEYS: [&'static str; 13] = [
+        "validate",
+        "ping_interval_ms",
+        "peer_timeout_ms",
+        "ack_every_frames",
+        "ack_delay_ms",
+        "max_ack_entries",
+        "max_control_frame_bytes",
+        "max_held_frames",
+        "max_held_bytes",
+        "min_protocol_version",
+        "max_protocol_version",
+        "max_line_bytes",
+        "sequencing",
+    ];
+
+    /// Defaults overridden by the keys present in `value` (see [`KEYS`](Self::KEYS)),
+    /// read by the crate's one config reader ([`crate::config`]).
+    ///
+    /// # Errors
+    /// [`ConfigError`]: `not_an_object`, `unknown_key`, `wrong_type`, `out_of_range`
+    /// (keys of the nested `sequencing` object are dotted: `sequencing.max_streams`).
+    pub fn from_value(value: &serde_json::Value) -> Result<Self, ConfigError> {
+        let r = ConfigReader::new(value, &Self::KEYS)?;
+        let d = Self::default();
+        Ok(Self {
+            sequencing: match r.nested("sequencing", &SequencingConfig::KEYS)? {
+                Some(s) => SequencingConfig::read(&s)?,
+                None => d.sequencing,
+            },
+            framer: match r.usize("max_line_bytes")? {
+                Some(n) => FramerConfig::with_max_line_bytes(n),
+                None => d.framer,
+            },
+            validate: r.bool("validate")?.unwrap_or(d.validate),
+            ping_interval_ms: r.u64("ping_interval_ms")?.unwrap_or(d.ping_interval_ms),
+            peer_timeout_ms: r.u64("peer_timeout_ms")?.unwrap_or(d.peer_timeout_ms),
+            ack_every_frames: r.u64("ack_every_frames")?.unwrap_or(d.ack_every_frames),
+            ack_delay_ms: r.u64("ack_delay_ms")?.unwrap_or(d.ack_delay_ms),
+            max_ack_entries: r.usize("max_ack_entries")?.unwrap_or(d.max_ack_entries),
+            max_control_frame_bytes: r
+                .usize("max_control_frame_bytes")?
+                .unwrap_or(d.max_control_frame_bytes),
+            max_held_frames: r.usize("max_held_frames")?.unwrap_or(d.max_held_frames),
+            max_held_bytes: r.usize("max_held_bytes")?.unwrap_or(d.max_held_bytes),
+            min_protocol_version: r
+                .u64("min_protocol_version")?
+                .unwrap_or(d.min_protocol_version),
+            max_protocol_version: r
+                .u64("max_protocol_version")?
+                .unwrap_or(d.max_protocol_version),
+        })
     }
 }
 
