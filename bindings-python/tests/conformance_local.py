@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from conftest import json_equal
 from stapel_runner_protocol import ProtocolStateError
+from conformance_session import check_config
 from stapel_runner_protocol.local import LocalRun
 
 
@@ -92,7 +93,13 @@ def _feed(machine: LocalRun, now: int, inp: Dict[str, Any]) -> None:
 
 
 def run_local(vector: Dict[str, Any]) -> None:
-    machine = LocalRun(vector.get("config", {}))
+    try:
+        machine = LocalRun(vector.get("config", {}))
+    except ProtocolStateError as e:  # a refused config (the core's code and key on it)
+        if check_config(vector, e):
+            return
+        raise
+    check_config(vector, None)
     now = 0
     all_events: List[Dict[str, Any]] = []
     for i, step in enumerate(vector["steps"]):

@@ -153,8 +153,11 @@ fn event_projection(e: &Value) -> Value {
 }
 
 pub fn run(vector: &Value) -> Result<(), String> {
-    let config = LocalConfig::from_value(vector.get("config").unwrap_or(&json!({})))
-        .map_err(|e| e.to_string())?;
+    let config = LocalConfig::from_value(vector.get("config").unwrap_or(&json!({})));
+    if crate::common::check_config(vector, config.as_ref().err().map(|e| (e.code(), e.key())))? {
+        return Ok(());
+    }
+    let config = config.map_err(|e| e.to_string())?;
     let mut machine = LocalRun::new(config).map_err(|e| e.to_string())?;
     let mut now = 0u64;
     let mut all_events: Vec<Value> = Vec::new();

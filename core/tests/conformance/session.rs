@@ -1,14 +1,14 @@
 //! Area `session`: [`HubSession`] and [`RunnerSession`] through their public API.
 
-use serde_json::{json, Map, Value};
-use stapel_runner_protocol::framing::FramerConfig;
-use stapel_runner_protocol::sequencing::{ConnectionState, SequencingConfig};
+use serde_json::{json, Value};
+use stapel_runner_protocol::config::ConfigError;
+use stapel_runner_protocol::sequencing::ConnectionState;
 use stapel_runner_protocol::session::{
     Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig,
 };
 use stapel_runner_protocol::wire::{self, Hello, Message};
 
-use crate::common::{bytes_of, same, steps};
+use crate::common::{bytes_of, check_config, same, steps};
 use crate::sequencing::resync_json;
 
 /// One session machine of either side, driven through the shared [`Machine`] trait;
@@ -30,59 +30,13 @@ impl Side {
     }
 }
 
-fn u64_of(cfg: &Value, key: &str) -> Result<Option<u64>, String> {
-    match cfg.get(key) {
-        None => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or(format!("config.{key} must be a non-negative integer")),
-    }
-}
-
-fn session_config(cfg: &Value) -> Result<SessionConfig, String> {
-    let mut c = SessionConfig::default();
-    if let Some(v) = cfg.get("validate").and_then(Value::as_bool) {
-        c.validate = v;
-    }
-    if let Some(v) = u64_of(cfg, "ping_interval_ms")? {
-        c.ping_interval_ms = v;
-    }
-    if let Some(v) = u64_of(cfg, "peer_timeout_ms")? {
-        c.peer_timeout_ms = v;
-    }
-    if let Some(v) = u64_of(cfg, "ack_every_frames")? {
-        c.ack_every_frames = v;
-    }
-    if let Some(v) = u64_of(cfg, "ack_delay_ms")? {
-        c.ack_delay_ms = v;
-    }
-    if let Some(v) = u64_of(cfg, "max_ack_entries")? {
-        c.max_ack_entries = v as usize;
-    }
-    if let Some(v) = u64_of(cfg, "max_held_frames")? {
-        c.max_held_frames = v as usize;
-    }
-    if let Some(v) = u64_of(cfg, "max_held_bytes")? {
-        c.max_held_bytes = v as usize;
-    }
-    if let Some(v) = u64_of(cfg, "max_control_frame_bytes")? {
-        c.max_control_frame_bytes = v as usize;
-    }
-    if let Some(v) = u64_of(cfg, "min_protocol_version")? {
-        c.min_protocol_version = v;
-    }
-    if let Some(v) = u64_of(cfg, "max_protocol_version")? {
-        c.max_protocol_version = v;
-    }
-    if let Some(v) = u64_of(cfg, "max_line_bytes")? {
-        c.framer = FramerConfig::with_max_line_bytes(v as usize);
-    }
-    if let Some(s) = cfg.get("sequencing") {
-        let empty = Map::new();
-        c.sequencing = SequencingConfig::from_object(s.as_object().unwrap_or(&empty))?;
-    }
-    Ok(c)
+/// The session configuration of a vector: its `config` without the runner's own keys
+/// (`side`, `hello`), read by the core's [`SessionConfig::from_value`].
+fn session_config(cfg: &Value) -> Result<SessionConfig, ConfigError> {
+    let mut object = cfg.as_object().cloned().unwrap_or_default();
+    object.remove("side");
+    object.remove("hello");
+    SessionConfig::from_value(&Value::Object(object))
 }
 
 fn output_json(o: &Output) -> Value {
@@ -104,7 +58,11 @@ fn output_json(o: &Output) -> Value {
 
 pub fn run(vector: &Value) -> Result<(), String> {
     let cfg = &vector["config"];
-    let config = session_config(cfg)?;
+    let config = session_config(cfg);
+    if check_config(vector, config.as_ref().err().map(|e| (e.code(), e.key())))? {
+        return Ok(());
+    }
+    let config = config.map_err(|e| e.to_string())?;
     let mut side = match cfg.get("side").and_then(Value::as_str) {
         Some("hub") => Side::new(&config, None, None),
         Some("runner") => {
