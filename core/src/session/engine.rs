@@ -125,7 +125,7 @@ fn positions(v: &Value, with_attempt: bool, role: Role) -> (Vec<Position>, Optio
         match p {
             Ok(p) => out.push(p),
             Err(e) => {
-                bad += 1;
+                bad = bad.saturating_add(1);
                 if first.is_none() {
                     first = Some(format!("entry {i}: {e}"));
                 }
@@ -145,14 +145,16 @@ pub(crate) fn chunk_positions(
 ) -> Vec<Vec<Position>> {
     let mut chunks = Vec::new();
     let mut cur: Vec<Position> = Vec::new();
-    let mut used = 2;
+    let mut used: usize = 2;
     for p in list {
-        let size = position_bytes(p) + 1;
-        if !cur.is_empty() && (used + size > budget || cur.len() >= max_entries.max(1)) {
+        let size = position_bytes(p).saturating_add(1);
+        if !cur.is_empty()
+            && (used.saturating_add(size) > budget || cur.len() >= max_entries.max(1))
+        {
             chunks.push(std::mem::take(&mut cur));
             used = 2;
         }
-        used += size;
+        used = used.saturating_add(size);
         cur.push(p.clone());
     }
     if !cur.is_empty() {
@@ -164,17 +166,14 @@ pub(crate) fn chunk_positions(
 /// Encoded size of one position in a list (`{"task_id":…,"attempt":N,"seq":N}`, compact),
 /// computed without encoding it: this runs for every position of every ack.
 fn position_bytes(p: &Position) -> usize {
-    fn digits(mut n: u64) -> usize {
-        let mut d = 1;
-        while n >= 10 {
-            n /= 10;
-            d += 1;
-        }
-        d
+    fn digits(n: u64) -> usize {
+        // At most 20: `checked_ilog10` of a u64 is at most 19.
+        n.checked_ilog10()
+            .map_or(1, |l| l.saturating_add(1) as usize)
     }
     // The encoded length of a JSON string: quotes plus each character as serde_json
     // escapes it (`\"`, `\\`, the short control escapes, `\u00XX` for the others).
-    let text = 2 + p
+    let text = p
         .task_id
         .chars()
         .map(|c| match c {
@@ -182,9 +181,27 @@ fn position_bytes(p: &Position) -> usize {
             c if (c as u32) < 0x20 => 6,
             c => c.len_utf8(),
         })
-        .sum::<usize>();
-    let attempt = p.attempt.map_or(0, |a| r#","attempt":"#.len() + digits(a));
-    r#"{"task_id":"#.len() + text + attempt + r#","seq":"#.len() + digits(p.seq) + 1
+        .fold(2usize, usize::saturating_add);
+    let attempt = p
+        .attempt
+        .map_or(0, |a| r#","attempt":"#.len().saturating_add(digits(a)));
+    [
+        r#"{"task_id":"#.len(),
+        text,
+        attempt,
+        r#","seq":"#.len(),
+        digits(p.seq),
+        1,
+    ]
+    .into_iter()
+    .fold(0, usize::saturating_add)
+}
+
+/// Encoded size of a list of positions (`[…,…]`), computed without encoding it.
+fn list_bytes(list: &[Position]) -> usize {
+    list.iter()
+        .map(|p| position_bytes(p).saturating_add(1))
+        .fold(2, usize::saturating_add)
 }
 
 /// Bytes of envelope a control frame may need besides its lists (type, nonce, field
@@ -530,7 +547,7 @@ impl Engine {
                 }
             }
             Ok(Arrival::Duplicate) => {
-                self.stats.duplicates += 1;
+                self.stats.duplicates = self.stats.duplicates.saturating_add(1);
                 // A forgotten stream re-sent by a peer that missed our acknowledgement:
                 // acknowledge it again so the peer stops re-sending.
                 let task = msg.task_id().unwrap_or_default();
@@ -557,7 +574,7 @@ impl Engine {
         if self.stats.held_now >= self.cfg.max_held_frames
             || self.held_bytes.saturating_add(size) > self.cfg.max_held_bytes
         {
-            self.stats.held_dropped += 1;
+            self.stats.held_dropped = self.stats.held_dropped.saturating_add(1);
             return;
         }
         let attempt = self.inbound_attempt(&msg);
@@ -566,20 +583,21 @@ impl Engine {
             .held
             .entry(msg.task_id().unwrap_or_default().to_owned())
             .or_default();
-        let idx = match streams.iter().position(|(a, _)| *a == attempt) {
-            Some(i) => i,
-            None => {
-                streams.push((attempt, BTreeMap::new()));
-                streams.len() - 1
-            }
+        if !streams.iter().any(|(a, _)| *a == attempt) {
+            streams.push((attempt, BTreeMap::new()));
+        }
+        let Some((_, map)) = streams.iter_mut().find(|(a, _)| *a == attempt) else {
+            return;
         };
-        match streams[idx].1.entry(seq) {
-            std::collections::btree_map::Entry::Occupied(_) => self.stats.duplicates += 1,
+        match map.entry(seq) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+            }
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert((msg, size));
-                self.stats.held += 1;
-                self.stats.held_now += 1;
-                self.held_bytes += size;
+                self.stats.held = self.stats.held.saturating_add(1);
+                self.stats.held_now = self.stats.held_now.saturating_add(1);
+                self.held_bytes = self.held_bytes.saturating_add(size);
             }
         }
     }
@@ -594,8 +612,7 @@ impl Engine {
             let Some(idx) = streams.iter().position(|(a, _)| *a == attempt) else {
                 return;
             };
-            let map = &mut streams[idx].1;
-            let Some(entry) = map.first_entry() else {
+            let Some(entry) = streams.get_mut(idx).and_then(|(_, map)| map.first_entry()) else {
                 streams.swap_remove(idx);
                 if streams.is_empty() {
                     self.held.remove(task);
@@ -603,19 +620,19 @@ impl Engine {
                 return;
             };
             let seq = *entry.key();
-            if seq > watermark + 1 {
+            if seq > watermark.saturating_add(1) {
                 return;
             }
             let (msg, size) = entry.remove();
-            self.stats.held_now -= 1;
-            self.held_bytes -= size;
+            self.stats.held_now = self.stats.held_now.saturating_sub(1);
+            self.held_bytes = self.held_bytes.saturating_sub(size);
             if seq <= watermark {
-                self.stats.duplicates += 1;
+                self.stats.duplicates = self.stats.duplicates.saturating_add(1);
                 continue;
             }
             match self.state.accept_in_order(&msg) {
                 Ok(Arrival::InOrder) => self.deliver(now, msg),
-                Ok(_) => self.stats.duplicates += 1,
+                Ok(_) => self.stats.duplicates = self.stats.duplicates.saturating_add(1),
                 Err(e) => self.peer_error(e.code(), e.to_string()),
             }
         }
@@ -647,7 +664,7 @@ impl Engine {
                         self.event(Event::InboundGap(Resync {
                             task_id: p.task_id.clone(),
                             attempt: p.attempt,
-                            declared: from - 1,
+                            declared: from.saturating_sub(1),
                             missing_from: from,
                             missing_to: to,
                         }));
@@ -791,16 +808,18 @@ impl Engine {
     pub(crate) fn answer_ping_after_extensions(&mut self, ping: &Ping) {
         let mut pong = Pong::answering(ping);
         let acks = self.take_acks();
-        let base = wire::encode(&Message::Pong(pong.clone())).len() + CONTROL_OVERHEAD;
+        let base = wire::encode(&Message::Pong(pong.clone()))
+            .len()
+            .saturating_add(CONTROL_OVERHEAD);
         let budget = self.cfg.max_control_frame_bytes.saturating_sub(base);
         let mut rest: &[Position] = &acks;
         if budget > 0 {
             if let Some(first) = chunk_positions(&acks, budget, self.cfg.max_ack_entries)
                 .into_iter()
                 .next()
-                .filter(|c| 2 + c.iter().map(|p| position_bytes(p) + 1).sum::<usize>() <= budget)
+                .filter(|c| list_bytes(c) <= budget)
             {
-                rest = &acks[first.len()..];
+                rest = acks.get(first.len()..).unwrap_or_default();
                 pong.extra.insert("ack", Position::list_to_value(&first));
             }
         }
@@ -855,7 +874,7 @@ impl Engine {
 
     /// The next ping nonce.
     pub(crate) fn next_nonce(&mut self) -> i64 {
-        self.nonce += 1;
+        self.nonce = self.nonce.saturating_add(1);
         self.nonce
     }
 
@@ -879,10 +898,9 @@ impl Engine {
         }
         let all = self.state.ack_positions();
         let budget = self.ping_budget();
-        let size = |l: &[Position]| 2 + l.iter().map(|p| position_bytes(p) + 1).sum::<usize>();
         if !all.is_empty()
             && all.len() <= self.cfg.max_ack_entries.max(1)
-            && size(&all) + size(replay_from) <= budget
+            && list_bytes(&all).saturating_add(list_bytes(replay_from)) <= budget
         {
             self.send_ping(Some(&all), Some(replay_from));
         } else {

@@ -222,7 +222,7 @@ impl Engine {
             notice.push(Position::new(
                 r.task_id.clone(),
                 r.attempt,
-                r.missing_to + 1,
+                r.missing_to.saturating_add(1),
             ));
             self.event(Event::OutboundResync(r.clone()));
         }

@@ -117,18 +117,20 @@ impl Engine {
             self.transmit(encoded);
         } else {
             // As much of the resume as fits; the rest follows in pings.
-            let base = wire::encode(&Message::Hello(hello.clone())).len() + CONTROL_OVERHEAD;
+            let base = wire::encode(&Message::Hello(hello.clone()))
+                .len()
+                .saturating_add(CONTROL_OVERHEAD);
             let mut used = base;
             let mut entries = resume.iter();
             let mut first = IndexMap::new();
             let mut rest: Vec<(&String, &u64)> = Vec::new();
             for (task, seq) in entries.by_ref() {
                 let size = entry_bytes(task, *seq);
-                if used + size > max && !first.is_empty() {
+                if used.saturating_add(size) > max && !first.is_empty() {
                     rest.push((task, seq));
                     break;
                 }
-                used += size;
+                used = used.saturating_add(size);
                 first.insert(task.clone(), *seq);
             }
             rest.extend(entries);
@@ -142,22 +144,22 @@ impl Engine {
                 let budget = max.saturating_sub(CONTROL_OVERHEAD).max(1);
                 let mut chunks: Vec<Object> = Vec::new();
                 let mut cur = Object::new();
-                let mut used = 2;
+                let mut used: usize = 2;
                 for (task, seq) in rest {
                     let size = entry_bytes(task, *seq);
-                    if !cur.is_empty() && used + size > budget {
+                    if !cur.is_empty() && used.saturating_add(size) > budget {
                         chunks.push(std::mem::take(&mut cur));
                         used = 2;
                     }
-                    used += size;
+                    used = used.saturating_add(size);
                     cur.insert(task.clone(), Value::from(*seq));
                 }
                 chunks.push(cur);
-                let n = chunks.len();
-                for (i, chunk) in chunks.into_iter().enumerate() {
+                let mut chunks = chunks.into_iter().peekable();
+                while let Some(chunk) = chunks.next() {
                     let mut ping = Ping::new(Some(self.next_nonce().into()));
                     ping.extra.insert("resume", Value::Object(chunk));
-                    if i + 1 == n {
+                    if chunks.peek().is_none() {
                         ping.extra.insert("resume_end", Value::Bool(true));
                     }
                     self.transmit(wire::encode(&Message::Ping(ping)));
@@ -196,5 +198,8 @@ impl Engine {
 
 /// Encoded size of one `resume` entry (`"task":seq,`).
 fn entry_bytes(task: &str, seq: u64) -> usize {
-    serde_json::to_string(task).map_or(0, |s| s.len()) + 2 + seq.to_string().len()
+    serde_json::to_string(task)
+        .map_or(0, |s| s.len())
+        .saturating_add(2)
+        .saturating_add(seq.to_string().len())
 }
