@@ -59,7 +59,12 @@ pub fn check_config(vector: &Value, refused: Option<(&str, &str)>) -> Result<boo
     match (refused, want) {
         (None, None) => Ok(false),
         (Some((code, key)), Some(want)) => {
-            same(0, "config_error", &serde_json::json!({"code": code, "key": key}), want)?;
+            same(
+                0,
+                "config_error",
+                &serde_json::json!({"code": code, "key": key}),
+                want,
+            )?;
             Ok(true)
         }
         (Some((code, key)), None) => Err(format!("config refused: {code} (key {key:?})")),
