@@ -3,6 +3,9 @@
 //! stale outputs after a disconnect, corrupt snapshots, the hold buffer's byte bound,
 //! invalid resume values, per-entry extension parsing and the seed-only checkpoint trim.
 
+mod common;
+
+use common::session::{outputs, pump, Observer};
 use serde_json::{json, Map};
 use stapel_runner_protocol::framing::DEFAULT_MAX_LINE_BYTES;
 use stapel_runner_protocol::sequencing::{ConnectionState, Role};
@@ -10,26 +13,6 @@ use stapel_runner_protocol::session::{
     Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig,
 };
 use stapel_runner_protocol::wire::{self, Hello, Message, Pong, TaskCancel, TaskProgress};
-
-fn drain_hub(h: &mut HubSession) -> Vec<Output> {
-    let mut v = vec![];
-    loop {
-        match h.poll_output() {
-            None => return v,
-            Some(o) => v.push(o),
-        }
-    }
-}
-
-fn drain_run(h: &mut RunnerSession) -> Vec<Output> {
-    let mut v = vec![];
-    loop {
-        match h.poll_output() {
-            None => return v,
-            Some(o) => v.push(o),
-        }
-    }
-}
 
 fn prog(task: &str, attempt: u64, n: u64) -> Message {
     let mut p = Map::new();
@@ -59,41 +42,23 @@ struct Seen {
     max_frame: usize,
 }
 
-/// Pump frames both ways until quiet; every frame must fit the peer's line bound.
-fn pump(hub: &mut HubSession, run: &mut RunnerSession, now: u64, seen: &mut Seen) {
-    for _ in 0..10_000 {
-        let mut any = false;
-        for o in drain_run(run) {
-            any = true;
-            match o {
-                Output::Transmit(f) => {
-                    seen.max_frame = seen.max_frame.max(f.len());
-                    hub.handle_input(now, Input::Frame(f)).unwrap();
-                }
-                Output::Event(Event::Received(m)) => seen.rc.push(m),
-                Output::Event(Event::PeerError { code, .. }) => seen.run_events.push(code),
-                Output::Event(e) => seen.run_events.push(format!("{e:?}")),
-                Output::Close(r) => panic!("runner closed: {r:?}"),
-            }
-        }
-        for o in drain_hub(hub) {
-            any = true;
-            match o {
-                Output::Transmit(f) => {
-                    seen.max_frame = seen.max_frame.max(f.len());
-                    run.handle_input(now, Input::Frame(f)).unwrap();
-                }
-                Output::Event(Event::Received(m)) => seen.hp.push(m),
-                Output::Event(Event::PeerError { code, .. }) => seen.hub_events.push(code),
-                Output::Event(e) => seen.hub_events.push(format!("{e:?}")),
-                Output::Close(r) => panic!("hub closed: {r:?}"),
-            }
-        }
-        if !any {
-            return;
+impl Observer for Seen {
+    fn transmitted(&mut self, _from_hub: bool, frame: &str) {
+        self.max_frame = self.max_frame.max(frame.len());
+    }
+
+    fn event(&mut self, at_hub: bool, e: Event) {
+        let (applied, events) = if at_hub {
+            (&mut self.hp, &mut self.hub_events)
+        } else {
+            (&mut self.rc, &mut self.run_events)
+        };
+        match e {
+            Event::Received(m) => applied.push(m),
+            Event::PeerError { code, .. } => events.push(code),
+            e => events.push(format!("{e:?}")),
         }
     }
-    panic!("did not settle");
 }
 
 fn connect(hub: &mut HubSession, run: &mut RunnerSession, now: u64) {
@@ -459,7 +424,7 @@ fn split_resume_against_a_seed_only_hub_is_harmless() {
         for f in frames {
             run.handle_input(0, Input::Frame(f)).unwrap();
         }
-        for o in drain_run(run) {
+        for o in outputs(run) {
             if let Output::Event(Event::Received(_)) = o {
                 applied += 1;
             }
@@ -468,11 +433,11 @@ fn split_resume_against_a_seed_only_hub_is_harmless() {
     let frames: Vec<String> = (0..40)
         .map(|t| wire::encode(&seed_hub.emit(TaskCancel::new(uuid(t), "x").into()).unwrap()))
         .collect();
-    drain_run(&mut run);
+    outputs(&mut run);
     feed(&mut run, frames);
     run.handle_input(1, Input::Disconnected).unwrap();
     run.handle_input(2, Input::Connected).unwrap();
-    let out: Vec<String> = drain_run(&mut run)
+    let out: Vec<String> = outputs(&mut run)
         .into_iter()
         .filter_map(|o| match o {
             Output::Transmit(f) => Some(f),
@@ -504,14 +469,14 @@ fn stale_outputs_do_not_survive_a_disconnect() {
     hub.handle_input(45_000, Input::Timeout).unwrap(); // Close(peer_timeout) queued
     hub.handle_input(45_001, Input::Disconnected).unwrap();
     hub.handle_input(45_002, Input::Connected).unwrap();
-    let outs = drain_hub(&mut hub);
+    let outs = outputs(&mut hub);
     assert!(!outs.iter().any(|o| matches!(o, Output::Close(_))));
     assert!(hub.is_connected());
     run.handle_input(0, Input::Connected).unwrap();
     run.handle_input(0, Input::Send(prog("T-1", 1, 1))).unwrap();
     run.handle_input(1, Input::Disconnected).unwrap();
     run.handle_input(2, Input::Connected).unwrap();
-    let hellos = drain_run(&mut run)
+    let hellos = outputs(&mut run)
         .iter()
         .filter(|o| matches!(o, Output::Transmit(f) if f.contains("\"hello\"")))
         .count();
@@ -530,7 +495,7 @@ fn hold_buffer_is_bounded_by_bytes() {
         Input::Frame(wire::encode(&Message::Hello(Hello::new("p", "0")))),
     )
     .unwrap();
-    drain_hub(&mut hub);
+    outputs(&mut hub);
     for seq in 2..=10 {
         let mut m = prog("T-1", 1, seq);
         m.set_seq(seq);
@@ -554,7 +519,7 @@ fn huge_resume_value_is_ignored() {
     hub.handle_input(0, Input::Connected).unwrap();
     let hello = r#"{"schema_version":1,"type":"hello","protocol_version":1,"project_id":"p","runner_version":"0","resume":{"T-1":18446744073709551615}}"#;
     hub.handle_input(1, Input::Frame(hello.into())).unwrap();
-    let outs = drain_hub(&mut hub);
+    let outs = outputs(&mut hub);
     assert!(outs
         .iter()
         .any(|o| matches!(o, Output::Event(Event::PeerError { .. }))));
@@ -585,7 +550,7 @@ fn bad_replay_from_entry_is_skipped_alone() {
     hub.handle_input(0, Input::Connected).unwrap();
     let hello = r#"{"schema_version":1,"type":"hello","protocol_version":1,"project_id":"p","runner_version":"0","replay_from":[{"task_id":"T-1","seq":3},{"task_id":"T-2","attempt":1,"seq":4}]}"#;
     hub.handle_input(0, Input::Frame(hello.into())).unwrap();
-    let outs = drain_hub(&mut hub);
+    let outs = outputs(&mut hub);
     let codes: Vec<String> = outs
         .iter()
         .filter_map(|o| match o {
@@ -630,7 +595,7 @@ fn checkpoint_trim_against_a_seed_only_hub() {
             Err(e) => panic!("stalled at {n}: {}", e.code()),
         }
         loop {
-            let outs = drain_run(&mut run);
+            let outs = outputs(&mut run);
             if outs.is_empty() {
                 break;
             }
