@@ -52,6 +52,9 @@ use super::{Input, Output};
 /// streams the runner can no longer get in full (each also an `OutboundResync`); then
 /// every kept command above the resume is re-sent (a task missing from it counts as 0).
 ///
+/// The timer rows run after every input, not only [`Input::Timeout`]: a deadline that
+/// passed is acted on at the next input of any kind.
+///
 /// Every event is an [`Output::Event`]: [`Event::Hello`], [`Event::Received`],
 /// [`Event::InboundGap`], [`Event::OutboundResync`], [`Event::PeerError`] (the
 /// offending frame or field is dropped; the state does not change).

@@ -1,5 +1,5 @@
 //! Session machines: the hub side ([`HubSession`]) and the runner side
-//! ([`RunnerSession`]) of one hub↔runner connection, over [`ConnectionState`](crate::sequencing::ConnectionState).
+//! ([`RunnerSession`]) of one hub↔runner connection, over [`ConnectionState`].
 //!
 //! Both have the same sans-IO shape (DESIGN §3.1), the methods of the [`Machine`]
 //! trait: the host feeds [`handle_input(now_ms, Input)`](Machine::handle_input) (or
@@ -100,7 +100,7 @@ pub const DEFAULT_MAX_CONTROL_FRAME_BYTES: usize = 60 * 1024;
 #[non_exhaustive]
 pub struct SessionConfig {
     /// Bounds of the underlying
-    /// [`ConnectionState`](crate::sequencing::ConnectionState). Default: [`SequencingConfig::default`].
+    /// [`ConnectionState`]. Default: [`SequencingConfig::default`].
     pub sequencing: SequencingConfig,
     /// Bounds of the inbound JSONL framer (used for [`Input::Bytes`]; also the size
     /// bound of one [`Input::Frame`]). Default: [`FramerConfig::default`] (64 KiB lines).

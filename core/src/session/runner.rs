@@ -46,6 +46,9 @@ use super::{Machine, SessionConfig};
 /// | Up | `Timeout`, no bytes for `peer_timeout_ms` | `Close(peer_timeout)` | `Closing` |
 /// | Up | `Timeout` | keepalive `ping` every `ping_interval_ms` (with owed acks), due acks | same |
 ///
+/// The timer rows run after every input, not only [`Input::Timeout`]: a deadline that
+/// passed is acted on at the next input of any kind.
+///
 /// Every event is an [`Output::Event`]: [`Event::Received`], [`Event::InboundGap`],
 /// [`Event::OutboundResync`], [`Event::PeerError`] (the offending frame or field is
 /// dropped; the state does not change).
