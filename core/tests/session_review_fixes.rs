@@ -616,3 +616,49 @@ fn checkpoint_trim_against_a_seed_only_hub() {
     assert_eq!(applied, 5_000);
     assert!(run.state().outbox_frames() < 32);
 }
+
+/// `send` returns what it stamped: the runner's progress streams are keyed by attempt,
+/// the hub's command streams are not; a refused send stamps nothing.
+#[test]
+fn send_returns_the_stamped_stream_and_seq() {
+    let (mut hub, mut run, _) = pair();
+    let a = run.send(0, prog("T-1", 2, 1)).unwrap();
+    let b = run.send(0, prog("T-1", 2, 2)).unwrap();
+    let c = run.send(0, prog("T-1", 3, 3)).unwrap();
+    assert_eq!(
+        [a.seq, b.seq, c.seq],
+        [1, 2, 1],
+        "per (task, attempt) stream"
+    );
+    assert_eq!((a.task_id.as_str(), a.attempt), ("T-1", Some(2)));
+    assert_eq!(c.attempt, Some(3));
+    assert_eq!(b.message.seq(), Some(2));
+    let s = hub.send(0, TaskCancel::new("T-9", "x").into()).unwrap();
+    assert_eq!((s.task_id.as_str(), s.attempt, s.seq), ("T-9", None, 1));
+    // A message that is not sequenced on this side is refused, nothing is stamped.
+    assert!(hub.send(0, prog("T-1", 1, 4)).is_err());
+    assert_eq!(
+        hub.state().outbound_log("T-9", None).map(|l| l.last_seq()),
+        Some(1)
+    );
+}
+
+/// `poll_timeout` is the earliest timer of the live connection and `None` without one.
+#[test]
+fn poll_timeout_follows_the_connection() {
+    let (mut hub, mut run, cfg) = pair();
+    assert_eq!(hub.poll_timeout(), None, "down: no timer");
+    connect(&mut hub, &mut run, 100);
+    let mut seen = Seen::default();
+    pump(&mut hub, &mut run, 100, &mut seen);
+    assert_eq!(hub.poll_timeout(), Some(100 + cfg.ping_interval_ms));
+    // A peer timeout closes: no timer while closing.
+    hub.handle_input(100 + cfg.peer_timeout_ms, Input::Timeout)
+        .unwrap();
+    let closed = outputs(&mut hub)
+        .into_iter()
+        .any(|o| matches!(o, Output::Close(_)));
+    assert!(closed);
+    assert_eq!(hub.poll_timeout(), None, "closing: no timer");
+    assert!(!hub.is_connected());
+}
