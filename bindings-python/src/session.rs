@@ -1,59 +1,23 @@
 //! `HubSession` and `RunnerSession`: the core's sans-IO session machines.
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use stapel_runner_protocol::framing::FramerConfig;
-use stapel_runner_protocol::sequencing::{ConnectionState, Resync, SequencingConfig};
+use serde_json::{Map, Value};
+use stapel_runner_protocol::config::ConfigError;
+use stapel_runner_protocol::sequencing::Resync;
 use stapel_runner_protocol::session::{
-    Event, HubSession, Input, Output, RunnerSession, SessionConfig, SessionError,
+    Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig, SessionError,
 };
 use stapel_runner_protocol::wire::Message;
 
 use crate::errors::raise;
-use crate::json::{py_to_map, type_name};
+use crate::json::{py_to_value, type_name};
 use crate::messages::{message_from_py, message_to_py, set_seq};
 use crate::sequencing::PyConnectionState;
 
-// One per session object; the size difference does not matter.
-#[allow(clippy::large_enum_variant)]
-enum Machine {
-    Hub(HubSession),
-    Runner(RunnerSession),
-}
-
-impl Machine {
-    fn handle(&mut self, now: u64, input: Input) -> Result<(), SessionError> {
-        match self {
-            Machine::Hub(h) => h.handle_input(now, input),
-            Machine::Runner(r) => r.handle_input(now, input),
-        }
-    }
-    fn poll(&mut self) -> Output {
-        match self {
-            Machine::Hub(h) => h.poll_output(),
-            Machine::Runner(r) => r.poll_output(),
-        }
-    }
-    fn state(&self) -> &ConnectionState {
-        match self {
-            Machine::Hub(h) => h.state(),
-            Machine::Runner(r) => r.state(),
-        }
-    }
-    fn state_mut(&mut self) -> &mut ConnectionState {
-        match self {
-            Machine::Hub(h) => h.state_mut(),
-            Machine::Runner(r) => r.state_mut(),
-        }
-    }
-    fn is_connected(&self) -> bool {
-        match self {
-            Machine::Hub(h) => h.is_connected(),
-            Machine::Runner(r) => r.is_connected(),
-        }
-    }
-}
+/// Either session machine, through the core's shared trait.
+type DynMachine = Box<dyn Machine + Send + Sync>;
 
 fn session_error(py: Python<'_>, e: &SessionError) -> PyErr {
     raise(py, "ProtocolStateError", e.to_string(), e.code())
@@ -71,14 +35,23 @@ fn resync_to_py<'py>(py: Python<'py>, r: &Resync) -> PyResult<Bound<'py, PyDict>
     Ok(d)
 }
 
-fn output_to_py<'py>(py: Python<'py>, o: Output) -> PyResult<Bound<'py, PyTuple>> {
+/// One output as Python sees it; a drained machine (`None`) is `("timeout", deadline)`
+/// with the core's `poll_timeout()`.
+fn output_to_py<'py>(
+    py: Python<'py>,
+    o: Option<Output>,
+    machine: &DynMachine,
+) -> PyResult<Bound<'py, PyTuple>> {
     let pair = |kind: &str, v: Bound<'py, PyAny>| {
         PyTuple::new(py, [PyString::new(py, kind).into_any(), v])
+    };
+    let Some(o) = o else {
+        let t = machine.poll_timeout();
+        return pair("timeout", t.into_pyobject(py)?.into_any());
     };
     match o {
         Output::Transmit(frame) => pair("transmit", PyString::new(py, &frame).into_any()),
         Output::Close(reason) => pair("close", PyString::new(py, reason.code()).into_any()),
-        Output::Timeout(t) => pair("timeout", t.into_pyobject(py)?.into_any()),
         Output::Event(Event::Hello(h)) => pair("hello", message_to_py(py, Message::Hello(h))?),
         Output::Event(Event::Received(m)) => pair("received", message_to_py(py, m)?),
         Output::Event(Event::InboundGap(r)) => {
@@ -100,9 +73,32 @@ fn output_to_py<'py>(py: Python<'py>, o: Output) -> PyResult<Bound<'py, PyTuple>
     }
 }
 
-/// Keyword configuration shared by both machines (the keywords of `session_new!`).
+/// A refused configuration as the exception Python raised for it before the core had
+/// one reader: `class` of `stapel_runner_protocol.errors` (`None`: `ValueError`), with
+/// the core's `code` (`unknown_key`, `wrong_type`, `out_of_range`, `not_an_object`) and
+/// the offending `key` (dotted when nested) as attributes.
+pub(crate) fn config_error(py: Python<'_>, class: Option<&str>, e: &ConfigError) -> PyErr {
+    let err = match class {
+        Some(class) => raise(py, class, e.to_string(), e.code()),
+        None => {
+            let err = PyValueError::new_err(e.to_string());
+            if let Err(set) = err.value(py).setattr("code", e.code()) {
+                return set;
+            }
+            err
+        }
+    };
+    match err.value(py).setattr("key", e.key()) {
+        Ok(()) => err,
+        Err(set) => set,
+    }
+}
+
+/// Keyword configuration shared by both machines (the keywords of `session_new!`),
+/// read by the core's [`SessionConfig::from_value`] (its keys are the keyword names).
 #[allow(clippy::too_many_arguments)]
 fn config(
+    py: Python<'_>,
     validate: bool,
     ping_interval_ms: Option<u64>,
     peer_timeout_ms: Option<u64>,
@@ -117,46 +113,35 @@ fn config(
     max_line_bytes: Option<usize>,
     sequencing: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<SessionConfig> {
-    let mut c = SessionConfig::default();
-    c.validate = validate;
-    if let Some(v) = ping_interval_ms {
-        c.ping_interval_ms = v;
+    let mut m = Map::new();
+    m.insert("validate".into(), validate.into());
+    for (k, v) in [
+        ("ping_interval_ms", ping_interval_ms),
+        ("peer_timeout_ms", peer_timeout_ms),
+        ("ack_every_frames", ack_every_frames),
+        ("ack_delay_ms", ack_delay_ms),
+        ("min_protocol_version", min_protocol_version),
+        ("max_protocol_version", max_protocol_version),
+    ] {
+        if let Some(v) = v {
+            m.insert(k.into(), v.into());
+        }
     }
-    if let Some(v) = peer_timeout_ms {
-        c.peer_timeout_ms = v;
-    }
-    if let Some(v) = ack_every_frames {
-        c.ack_every_frames = v;
-    }
-    if let Some(v) = ack_delay_ms {
-        c.ack_delay_ms = v;
-    }
-    if let Some(v) = max_ack_entries {
-        c.max_ack_entries = v;
-    }
-    if let Some(v) = max_control_frame_bytes {
-        c.max_control_frame_bytes = v;
-    }
-    if let Some(v) = max_held_frames {
-        c.max_held_frames = v;
-    }
-    if let Some(v) = max_held_bytes {
-        c.max_held_bytes = v;
-    }
-    if let Some(v) = min_protocol_version {
-        c.min_protocol_version = v;
-    }
-    if let Some(v) = max_protocol_version {
-        c.max_protocol_version = v;
-    }
-    if let Some(v) = max_line_bytes {
-        c.framer = FramerConfig::with_max_line_bytes(v);
+    for (k, v) in [
+        ("max_ack_entries", max_ack_entries),
+        ("max_control_frame_bytes", max_control_frame_bytes),
+        ("max_held_frames", max_held_frames),
+        ("max_held_bytes", max_held_bytes),
+        ("max_line_bytes", max_line_bytes),
+    ] {
+        if let Some(v) = v {
+            m.insert(k.into(), v.into());
+        }
     }
     if let Some(s) = sequencing.filter(|s| !s.is_none()) {
-        c.sequencing = SequencingConfig::from_object(&py_to_map(s)?)
-            .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        m.insert("sequencing".into(), py_to_value(s)?);
     }
-    Ok(c)
+    SessionConfig::from_value(&Value::Object(m)).map_err(|e| config_error(py, None, &e))
 }
 
 /// The common part of `HubSession` and `RunnerSession` (not constructed directly).
@@ -183,13 +168,13 @@ fn config(
     subclass
 )]
 pub struct PySession {
-    inner: Machine,
+    inner: DynMachine,
 }
 
 impl PySession {
     fn input(&mut self, py: Python<'_>, now_ms: u64, input: Input) -> PyResult<()> {
         self.inner
-            .handle(now_ms, input)
+            .handle_input(now_ms, input)
             .map_err(|e| session_error(py, &e))
     }
 }
@@ -227,38 +212,32 @@ impl PySession {
             )));
         }
         let m = message_from_py(message)?;
-        let (task_id, attempt) = (
-            m.task_id().unwrap_or_default().to_owned(),
-            match self.inner {
-                Machine::Hub(_) => None,
-                Machine::Runner(_) => m.attempt(),
-            },
-        );
-        self.input(py, now_ms, Input::Send(m))?;
-        if let Some(log) = self.inner.state().outbound_log(&task_id, attempt) {
-            set_seq(message, log.last_seq())?;
-        }
-        Ok(())
+        let stamped = self
+            .inner
+            .send(now_ms, m)
+            .map_err(|e| session_error(py, &e))?;
+        set_seq(message, stamped.seq)
     }
 
     /// Time passed (the deadline of the last timeout was reached).
     fn tick(&mut self, py: Python<'_>, now_ms: u64) -> PyResult<()> {
-        self.input(py, now_ms, Input::Tick)
+        self.input(py, now_ms, Input::Timeout)
     }
 
     /// The next output (a `(kind, value)` pair); `("timeout", deadline)` when nothing
     /// more is to be done now.
     fn poll_output<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        output_to_py(py, self.inner.poll())
+        let o = self.inner.poll_output();
+        output_to_py(py, o, &self.inner)
     }
 
     /// Every output up to and including the next `("timeout", deadline)`.
     fn drain_outputs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         loop {
-            let o = self.inner.poll();
-            let done = matches!(o, Output::Timeout(_));
-            list.append(output_to_py(py, o)?)?;
+            let o = self.inner.poll_output();
+            let done = o.is_none();
+            list.append(output_to_py(py, o, &self.inner)?)?;
             if done {
                 return Ok(list);
             }
@@ -348,11 +327,12 @@ macro_rules! session_new {
             #[pyo3(signature = ($($lead,)* *, state = None, $($kw = $default),*))]
             #[allow(clippy::too_many_arguments)]
             fn new(
+                py: Python<'_>,
                 $($lead: $lead_ty,)*
                 state: Option<PyRef<'_, PyConnectionState>>,
                 $($kw: $ty),*
             ) -> PyResult<PyClassInitializer<Self>> {
-                let inner = $machine($($lead,)* state, || config($($kw),*))?;
+                let inner = $machine($($lead,)* state, || config(py, $($kw),*))?;
                 Ok(PyClassInitializer::from(PySession { inner }).add_subclass(Self))
             }
         }
@@ -368,9 +348,9 @@ session_new!(PyHubSession() => hub_machine);
 fn hub_machine(
     state: Option<PyRef<'_, PyConnectionState>>,
     config: impl FnOnce() -> PyResult<SessionConfig>,
-) -> PyResult<Machine> {
+) -> PyResult<DynMachine> {
     let c = config()?;
-    Ok(Machine::Hub(match state {
+    Ok(Box::new(match state {
         Some(s) => HubSession::with_state(c, s.core().clone()),
         None => HubSession::new(c),
     }))
@@ -387,13 +367,13 @@ fn runner_machine(
     hello: &Bound<'_, PyAny>,
     state: Option<PyRef<'_, PyConnectionState>>,
     config: impl FnOnce() -> PyResult<SessionConfig>,
-) -> PyResult<Machine> {
+) -> PyResult<DynMachine> {
     let hello = match message_from_py(hello)? {
         Message::Hello(h) => h,
         _ => return Err(PyTypeError::new_err("hello must be a Hello message")),
     };
     let c = config()?;
-    Ok(Machine::Runner(match state {
+    Ok(Box::new(match state {
         Some(s) => RunnerSession::with_state(hello, c, s.core().clone()),
         None => RunnerSession::new(hello, c),
     }))

@@ -19,6 +19,23 @@ def _eq(what: str, got: Any, want: Any) -> None:
     assert json_equal(got, want), f"{what}: got {got!r}, want {want!r}"
 
 
+def check_config(vector: Dict[str, Any], refused: Optional[BaseException]) -> bool:
+    """The configuration outcome every area runner checks before its steps (see
+    conformance/README.md, "Configuration errors"): ``refused`` is the exception building
+    the machine from ``config`` raised (``None``: accepted). A vector whose first step
+    expects ``config_error`` must be refused with exactly that ``code`` and ``key``; any
+    other vector must be accepted. ``True``: the vector is done."""
+    steps = vector.get("steps") or [{}]
+    want = steps[0].get("expect", {}).get("config_error")
+    if refused is None:
+        assert want is None, f"config accepted, expected config_error {want}"
+        return False
+    got = {"code": getattr(refused, "code", None), "key": getattr(refused, "key", None)}
+    assert want is not None, f"config refused: {got} ({refused})"
+    _eq("config_error", got, want)
+    return True
+
+
 def _output_json(kind: str, value: Any) -> Dict[str, Any]:
     if kind in ("transmit", "close", "timeout"):
         return {kind: value}
@@ -38,13 +55,17 @@ def run_session(vector: Dict[str, Any]) -> None:
     kwargs: Dict[str, Any] = {k: cfg[k] for k in _CONFIG_KEYS if k in cfg}
     session: Union[HubSession, RunnerSession]
     hello: Any = None
-    if cfg["side"] == "hub":
-        session = HubSession(**kwargs)
-    else:
+    if cfg["side"] != "hub":
         hello = decode(cfg["hello"]) if "hello" in cfg else Hello(project_id="p-1",
                                                                    runner_version="0.1.0")
         assert isinstance(hello, Hello)
-        session = RunnerSession(hello, **kwargs)
+    try:
+        session = HubSession(**kwargs) if hello is None else RunnerSession(hello, **kwargs)
+    except ValueError as e:  # a refused config (the core's code and key on it)
+        if check_config(vector, e):
+            return
+        raise
+    check_config(vector, None)
     now = 0
     saved: Optional[bytes] = None
     for i, step in enumerate(vector["steps"]):

@@ -21,7 +21,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use stapel_runner_protocol::framing::LineFramer;
 use stapel_runner_protocol::sequencing::{ConnectionState, Role};
-use stapel_runner_protocol::session::{Event, HubSession, Input, Output, SessionConfig};
+use stapel_runner_protocol::session::{Event, HubSession, Input, Machine, Output, SessionConfig};
 use stapel_runner_protocol::wire::{self, Hello, Message, TaskProgress, UsageSplit};
 
 const FRAMES: usize = 20_000;
@@ -66,7 +66,7 @@ fn open_hub(validate: bool) -> HubSession {
     hub.handle_input(0, Input::Connected).unwrap();
     let hello = wire::encode(&Message::Hello(Hello::new("p-1", "0.1.0")));
     hub.handle_input(0, Input::Frame(hello)).unwrap();
-    while !matches!(hub.poll_output(), Output::Timeout(_)) {}
+    while hub.poll_output().is_some() {}
     hub
 }
 
@@ -74,11 +74,11 @@ fn drain(hub: &mut HubSession) -> usize {
     let mut applied = 0;
     loop {
         match hub.poll_output() {
-            Output::Event(Event::Received(m)) => {
+            Some(Output::Event(Event::Received(m))) => {
                 black_box(&m);
                 applied += 1;
             }
-            Output::Timeout(_) => return applied,
+            None => return applied,
             _ => {}
         }
     }
@@ -100,11 +100,11 @@ fn ingest(hub: &mut HubSession, chunks: &[Vec<u8>]) -> usize {
         hub.handle_input(1, Input::Bytes(c.clone())).unwrap();
         loop {
             match hub.poll_output() {
-                Output::Event(Event::Received(m)) => {
+                Some(Output::Event(Event::Received(m))) => {
                     black_box(&m);
                     applied += 1;
                 }
-                Output::Timeout(_) => break,
+                None => break,
                 _ => {}
             }
         }

@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod adapter;
+pub mod config;
 pub mod contract;
 pub mod framing;
 pub mod host;

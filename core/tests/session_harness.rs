@@ -4,23 +4,18 @@
 //! reconnects and restarts. The invariant: every command and every progress frame is
 //! applied exactly once and in order per stream, nothing is lost, and every bound holds.
 
-use std::collections::{BTreeMap, VecDeque};
+mod common;
 
+use std::collections::BTreeMap;
+
+use common::session::{Fate, MixedFraming, Observer, World};
 use proptest::prelude::*;
 use serde_json::{json, Map};
 use stapel_runner_protocol::sequencing::{ConnectionState, SequencingConfig};
-use stapel_runner_protocol::session::{
-    Event, HubSession, Input, Output, RunnerSession, SessionConfig, SessionError,
-};
-use stapel_runner_protocol::wire::{Hello, Message, TaskCancel, TaskProgress};
+use stapel_runner_protocol::session::{Event, HubSession, Machine, RunnerSession, SessionConfig};
+use stapel_runner_protocol::wire::{Message, TaskCancel, TaskProgress};
 
-/// One direction of the link: frames in flight, in order.
-#[derive(Default)]
-struct Wire {
-    in_flight: VecDeque<String>,
-}
-
-/// What each side's application observed.
+/// What one side's application observed.
 #[derive(Default)]
 struct Applied {
     /// stream key → messages delivered, in delivery order.
@@ -29,21 +24,42 @@ struct Applied {
     peer_errors: Vec<String>,
 }
 
-struct Pair {
-    config: SessionConfig,
-    hello: Hello,
-    hub: HubSession,
-    runner: RunnerSession,
-    now: u64,
-    connected: bool,
-    to_runner: Wire,
-    to_hub: Wire,
-    hub_seen: Applied,
-    runner_seen: Applied,
-    /// Messages the applications want to send but the session refused (backpressure).
-    hub_pending: VecDeque<Message>,
-    runner_pending: VecDeque<Message>,
+/// The oracle's records of both applications.
+#[derive(Default)]
+struct Seen {
+    hub: Applied,
+    runner: Applied,
 }
+
+impl Observer for Seen {
+    /// Everything a session transmits is one of the seven seed types and passes full
+    /// validation, so a seed-only peer (whose decoder rejects unknown types) accepts it.
+    fn transmitted(&mut self, _from_hub: bool, frame: &str) {
+        if let Err(e) = stapel_runner_protocol::wire::decode(frame.as_bytes(), true) {
+            panic!(
+                "transmitted frame does not validate ({}): {frame}",
+                e.code()
+            );
+        }
+    }
+
+    fn event(&mut self, at_hub: bool, e: Event) {
+        // Inbound streams of the hub carry an attempt, those of the runner do not.
+        let seen = if at_hub {
+            &mut self.hub
+        } else {
+            &mut self.runner
+        };
+        match e {
+            Event::Received(m) => seen.streams.entry(key(&m, at_hub)).or_default().push(m),
+            Event::InboundGap(_) | Event::OutboundResync(_) => seen.resyncs += 1,
+            Event::PeerError { code, .. } => seen.peer_errors.push(code),
+            _ => {}
+        }
+    }
+}
+
+type Pair = World<Seen, MixedFraming>;
 
 fn key(m: &Message, attempt_keyed: bool) -> (String, Option<u64>) {
     (
@@ -52,287 +68,23 @@ fn key(m: &Message, attempt_keyed: bool) -> (String, Option<u64>) {
     )
 }
 
-impl Pair {
-    fn new(config: SessionConfig) -> Self {
-        let hello = Hello::new("p-1", "0.1.0");
-        Self {
-            hub: HubSession::new(config.clone()),
-            runner: RunnerSession::new(hello.clone(), config.clone()),
-            config,
-            hello,
-            now: 0,
-            connected: false,
-            to_runner: Wire::default(),
-            to_hub: Wire::default(),
-            hub_seen: Applied::default(),
-            runner_seen: Applied::default(),
-            hub_pending: VecDeque::new(),
-            runner_pending: VecDeque::new(),
-        }
-    }
-
-    /// Drain both sides' outputs into the link and the application records.
-    fn collect(&mut self) {
-        let mut close = false;
-        loop {
-            match self.hub.poll_output() {
-                Output::Transmit(f) => {
-                    assert_seed_decodable(&f);
-                    if self.connected {
-                        self.to_runner.in_flight.push_back(f)
-                    }
-                }
-                Output::Event(e) => record(&mut self.hub_seen, e, true),
-                Output::Close(_) => close = true,
-                Output::Timeout(_) => break,
+/// Every bound of both sessions holds.
+fn check_bounds(p: &Pair) {
+    let cfg = &p.config;
+    for s in [p.hub.state(), p.runner.state()] {
+        assert!(s.outbox_frames() <= cfg.sequencing.max_outbox_frames);
+        assert!(s.outbox_bytes() <= cfg.sequencing.max_outbox_bytes);
+        let (o, i) = s.stream_counts();
+        assert!(o <= cfg.sequencing.max_streams && i <= cfg.sequencing.max_streams);
+        for (_, c) in s.tasks() {
+            for (_, t) in c.inbound() {
+                // Sessions deliver in order: nothing is ever recorded ahead.
+                assert_eq!(t.ahead().count(), 0);
             }
         }
-        loop {
-            match self.runner.poll_output() {
-                Output::Transmit(f) => {
-                    assert_seed_decodable(&f);
-                    if self.connected {
-                        self.to_hub.in_flight.push_back(f)
-                    }
-                }
-                Output::Event(e) => record(&mut self.runner_seen, e, false),
-                Output::Close(_) => close = true,
-                Output::Timeout(_) => break,
-            }
-        }
-        if close {
-            self.disconnect();
-        }
     }
-
-    fn deadline(&mut self) -> Option<u64> {
-        let a = match self.hub.poll_output() {
-            Output::Timeout(t) => t,
-            _ => unreachable!("collect drained the hub"),
-        };
-        let b = match self.runner.poll_output() {
-            Output::Timeout(t) => t,
-            _ => unreachable!("collect drained the runner"),
-        };
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn connect(&mut self) {
-        if self.connected {
-            return;
-        }
-        self.connected = true;
-        self.hub.handle_input(self.now, Input::Connected).unwrap();
-        self.runner
-            .handle_input(self.now, Input::Connected)
-            .unwrap();
-        self.collect();
-    }
-
-    fn disconnect(&mut self) {
-        if !self.connected {
-            return;
-        }
-        self.connected = false;
-        self.to_hub.in_flight.clear();
-        self.to_runner.in_flight.clear();
-        self.hub
-            .handle_input(self.now, Input::Disconnected)
-            .unwrap();
-        self.runner
-            .handle_input(self.now, Input::Disconnected)
-            .unwrap();
-        self.collect();
-    }
-
-    /// Deliver (or drop, or duplicate) the next frame in one direction.
-    fn deliver(&mut self, to_hub: bool, fate: Fate) {
-        let wire = if to_hub {
-            &mut self.to_hub
-        } else {
-            &mut self.to_runner
-        };
-        let Some(frame) = wire.in_flight.pop_front() else {
-            return;
-        };
-        match fate {
-            Fate::Drop => return,
-            Fate::Duplicate => wire.in_flight.push_front(frame.clone()),
-            Fate::Reorder => {
-                if let Some(next) = wire.in_flight.pop_front() {
-                    wire.in_flight.push_front(frame);
-                    wire.in_flight.push_front(next);
-                    return;
-                }
-            }
-            Fate::Deliver => {}
-        }
-        // Half the frames travel as JSONL bytes (framer path), half as whole frames.
-        let input = if frame.len() % 2 == 0 {
-            Input::Frame(frame)
-        } else {
-            Input::Bytes(format!("{frame}\n").into_bytes())
-        };
-        let r = if to_hub {
-            self.hub.handle_input(self.now, input)
-        } else {
-            self.runner.handle_input(self.now, input)
-        };
-        r.unwrap();
-        self.collect();
-    }
-
-    fn hub_send(&mut self, msg: Message) {
-        self.hub_pending.push_back(msg);
-        self.flush_pending();
-    }
-
-    fn runner_send(&mut self, msg: Message) {
-        self.runner_pending.push_back(msg);
-        self.flush_pending();
-    }
-
-    /// Retry refused sends, in order, until one is refused again.
-    fn flush_pending(&mut self) {
-        while let Some(m) = self.hub_pending.pop_front() {
-            match self.hub.handle_input(self.now, Input::Send(m)) {
-                Ok(()) => {}
-                Err(SessionError::Emit(e)) if e.code() == "backpressure" => {
-                    self.hub_pending.push_front(e.into_message());
-                    break;
-                }
-                Err(e) => panic!("hub send: {e}"),
-            }
-        }
-        while let Some(m) = self.runner_pending.pop_front() {
-            match self.runner.handle_input(self.now, Input::Send(m)) {
-                Ok(()) => {}
-                Err(SessionError::Emit(e)) if e.code() == "backpressure" => {
-                    self.runner_pending.push_front(e.into_message());
-                    break;
-                }
-                Err(e) => panic!("runner send: {e}"),
-            }
-        }
-        self.collect();
-    }
-
-    fn advance(&mut self, ms: u64) {
-        self.now += ms;
-        self.hub.handle_input(self.now, Input::Tick).unwrap();
-        self.runner.handle_input(self.now, Input::Tick).unwrap();
-        self.collect();
-        self.flush_pending();
-    }
-
-    /// Advance to the next deadline of either side.
-    fn advance_to_deadline(&mut self) {
-        if let Some(d) = self.deadline() {
-            let step = d.saturating_sub(self.now);
-            self.advance(step);
-        } else {
-            self.advance(1);
-        }
-    }
-
-    fn restart_runner(&mut self) {
-        assert!(!self.connected);
-        let state = ConnectionState::restore(&self.runner.state().snapshot()).unwrap();
-        assert_eq!(&state, self.runner.state());
-        self.runner = RunnerSession::with_state(self.hello.clone(), self.config.clone(), state);
-    }
-
-    fn restart_hub(&mut self) {
-        assert!(!self.connected);
-        let state = ConnectionState::restore(&self.hub.state().snapshot()).unwrap();
-        assert_eq!(&state, self.hub.state());
-        self.hub = HubSession::with_state(self.config.clone(), state);
-    }
-
-    /// Reconnect cleanly and run with a perfect link until both applications have
-    /// everything and nothing is pending.
-    fn settle(&mut self) {
-        self.disconnect();
-        self.connect();
-        for _ in 0..100_000 {
-            if !self.connected {
-                self.connect();
-            }
-            if !self.to_hub.in_flight.is_empty() {
-                self.deliver(true, Fate::Deliver);
-                continue;
-            }
-            if !self.to_runner.in_flight.is_empty() {
-                self.deliver(false, Fate::Deliver);
-                continue;
-            }
-            self.flush_pending();
-            if self.to_hub.in_flight.is_empty()
-                && self.to_runner.in_flight.is_empty()
-                && self.hub_pending.is_empty()
-                && self.runner_pending.is_empty()
-                && self.hub.state().outbox_frames() == 0
-                && self.runner.state().outbox_frames() == 0
-            {
-                return;
-            }
-            self.advance_to_deadline();
-        }
-        panic!("link did not settle");
-    }
-
-    fn check_bounds(&self) {
-        let cfg = &self.config;
-        for s in [self.hub.state(), self.runner.state()] {
-            assert!(s.outbox_frames() <= cfg.sequencing.max_outbox_frames);
-            assert!(s.outbox_bytes() <= cfg.sequencing.max_outbox_bytes);
-            let (o, i) = s.stream_counts();
-            assert!(o <= cfg.sequencing.max_streams && i <= cfg.sequencing.max_streams);
-            for (_, c) in s.tasks() {
-                for (_, t) in c.inbound() {
-                    // Sessions deliver in order: nothing is ever recorded ahead.
-                    assert_eq!(t.ahead().count(), 0);
-                }
-            }
-        }
-        assert!(self.hub.stats().held_now <= cfg.max_held_frames);
-        assert!(self.runner.stats().held_now <= cfg.max_held_frames);
-    }
-}
-
-/// Everything a session transmits is one of the seven seed types and passes full
-/// validation, so a seed-only peer (whose decoder rejects unknown types) accepts it.
-fn assert_seed_decodable(frame: &str) {
-    if let Err(e) = stapel_runner_protocol::wire::decode(frame.as_bytes(), true) {
-        panic!(
-            "transmitted frame does not validate ({}): {frame}",
-            e.code()
-        );
-    }
-}
-
-fn record(seen: &mut Applied, e: Event, attempt_keyed: bool) {
-    match e {
-        Event::Received(m) => seen
-            .streams
-            .entry(key(&m, attempt_keyed))
-            .or_default()
-            .push(m),
-        Event::InboundGap(_) | Event::OutboundResync(_) => seen.resyncs += 1,
-        Event::PeerError { code, .. } => seen.peer_errors.push(code),
-        _ => {}
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Fate {
-    Deliver,
-    Drop,
-    Duplicate,
-    Reorder,
+    assert!(p.hub.stats().held_now <= cfg.max_held_frames);
+    assert!(p.runner.stats().held_now <= cfg.max_held_frames);
 }
 
 #[derive(Debug, Clone)]
@@ -395,7 +147,7 @@ struct Driver {
 impl Driver {
     fn new(config: SessionConfig) -> Self {
         Self {
-            pair: Pair::new(config),
+            pair: World::new(config, Seen::default(), MixedFraming),
             attempts: [1; 12],
             n: 0,
         }
@@ -428,20 +180,14 @@ impl Driver {
                 Step::ToRunner(f) => self.pair.deliver(false, *f),
                 Step::Disconnect => self.pair.disconnect(),
                 Step::Connect => self.pair.connect(),
-                Step::RestartRunner => {
-                    self.pair.disconnect();
-                    self.pair.restart_runner();
-                }
-                Step::RestartHub => {
-                    self.pair.disconnect();
-                    self.pair.restart_hub();
-                }
+                Step::RestartRunner => self.pair.restart_runner(),
+                Step::RestartHub => self.pair.restart_hub(),
                 Step::Wait(ms) => self.pair.advance(*ms),
             }
-            self.pair.check_bounds();
+            check_bounds(&self.pair);
         }
-        self.pair.settle();
-        self.pair.check_bounds();
+        self.pair.settle(None, 100_000);
+        check_bounds(&self.pair);
     }
 }
 
@@ -494,7 +240,7 @@ fn check_run(steps: &[Step]) {
     d.run(steps);
     let p = &d.pair;
     // Payload integrity: the n values delivered per stream are strictly increasing.
-    for msgs in p.hub_seen.streams.values() {
+    for msgs in p.obs.hub.streams.values() {
         let ns: Vec<u64> = msgs
             .iter()
             .map(|m| match m {
@@ -504,8 +250,8 @@ fn check_run(steps: &[Step]) {
             .collect();
         assert!(ns.windows(2).all(|w| w[0] < w[1]));
     }
-    assert_exactly_once(&p.hub_seen, &next_seqs(p.runner.state()));
-    assert_exactly_once(&p.runner_seen, &next_seqs(p.hub.state()));
+    assert_exactly_once(&p.obs.hub, &next_seqs(p.runner.state()));
+    assert_exactly_once(&p.obs.runner, &next_seqs(p.hub.state()));
     // Every message the applications asked to send was accepted in the end.
     let hub_total: u64 = next_seqs(p.hub.state()).values().sum();
     let runner_total: u64 = next_seqs(p.runner.state()).values().sum();
@@ -576,10 +322,10 @@ fn backpressure_blocks_until_acknowledged() {
     let mut d = Driver::new(cfg);
     d.pair.connect();
     // The hello and the barrier ping reach the hub; its pong confirms the fresh runner.
-    while !d.pair.to_hub.in_flight.is_empty() {
+    while !d.pair.to_hub.is_empty() {
         d.pair.deliver(true, Fate::Deliver);
     }
-    while !d.pair.to_runner.in_flight.is_empty() {
+    while !d.pair.to_runner.is_empty() {
         d.pair.deliver(false, Fate::Deliver);
     }
     for _ in 0..5 {
@@ -589,33 +335,23 @@ fn backpressure_blocks_until_acknowledged() {
     assert_eq!(d.pair.runner.state().outbox_frames(), 3);
     assert_eq!(d.pair.runner_pending.len(), 2);
     // Deliver the three frames; no ack yet (delay 500 ms).
-    while !d.pair.to_hub.in_flight.is_empty() {
+    while !d.pair.to_hub.is_empty() {
         d.pair.deliver(true, Fate::Deliver);
     }
     assert_eq!(d.pair.runner_pending.len(), 2);
     // The ack delay passes; the hub's ack ping reaches the runner, which trims and sends.
     d.pair.advance(499);
-    assert!(d
-        .pair
-        .to_runner
-        .in_flight
-        .iter()
-        .all(|f| !f.contains("\"ack\"")));
+    assert!(d.pair.to_runner.iter().all(|f| !f.contains("\"ack\"")));
     d.pair.advance(1);
-    assert!(d
-        .pair
-        .to_runner
-        .in_flight
-        .iter()
-        .any(|f| f.contains("\"ack\"")));
-    while !d.pair.to_runner.in_flight.is_empty() {
+    assert!(d.pair.to_runner.iter().any(|f| f.contains("\"ack\"")));
+    while !d.pair.to_runner.is_empty() {
         d.pair.deliver(false, Fate::Deliver);
     }
     d.pair.flush_pending();
     assert!(d.pair.runner_pending.is_empty());
     assert_eq!(d.pair.runner.state().outbox_frames(), 2);
-    d.pair.settle();
-    let got = &d.pair.hub_seen.streams[&("T-0".to_string(), Some(1))];
+    d.pair.settle(None, 100_000);
+    let got = &d.pair.obs.hub.streams[&("T-0".to_string(), Some(1))];
     assert_eq!(got.len(), 5);
 }
 
@@ -628,14 +364,14 @@ fn hub_restart_without_snapshot_is_an_explicit_resync() {
     for _ in 0..6 {
         d.progress(0, false);
     }
-    d.pair.settle();
+    d.pair.settle(None, 100_000);
     assert_eq!(d.pair.runner.state().outbox_frames(), 0);
     d.pair.disconnect();
     d.pair.hub = HubSession::new(d.pair.config.clone());
     d.progress(0, false);
-    d.pair.settle();
-    assert_eq!(d.pair.hub_seen.resyncs, 1);
-    let got = &d.pair.hub_seen.streams[&("T-0".to_string(), Some(1))];
+    d.pair.settle(None, 100_000);
+    assert_eq!(d.pair.obs.hub.resyncs, 1);
+    let got = &d.pair.obs.hub.streams[&("T-0".to_string(), Some(1))];
     assert_eq!(got.last().and_then(Message::seq), Some(7));
 }
 
@@ -646,21 +382,18 @@ fn runner_restart_without_snapshot_gets_outbound_resync() {
     for _ in 0..5 {
         d.command(2);
     }
-    d.pair.settle();
+    d.pair.settle(None, 100_000);
     d.pair.disconnect();
     d.pair.runner = RunnerSession::new(d.pair.hello.clone(), d.pair.config.clone());
-    d.pair.runner_seen = Applied::default();
+    d.pair.obs.runner = Applied::default();
     d.command(2);
-    d.pair.settle();
+    d.pair.settle(None, 100_000);
+    assert_eq!(d.pair.obs.hub.resyncs, 1, "hub reports the outbound resync");
     assert_eq!(
-        d.pair.hub_seen.resyncs, 1,
-        "hub reports the outbound resync"
-    );
-    assert_eq!(
-        d.pair.runner_seen.resyncs, 1,
+        d.pair.obs.runner.resyncs, 1,
         "runner reports the inbound gap"
     );
-    let got = &d.pair.runner_seen.streams[&("T-2".to_string(), None)];
+    let got = &d.pair.obs.runner.streams[&("T-2".to_string(), None)];
     assert_eq!(
         got.iter().map(|m| m.seq().unwrap()).collect::<Vec<_>>(),
         vec![6]
@@ -678,24 +411,21 @@ fn runner_restart_without_snapshot_continues_after_the_hubs_position() {
     for _ in 0..6 {
         d.progress(0, false);
     }
-    d.pair.settle();
+    d.pair.settle(None, 100_000);
     d.pair.disconnect();
     d.pair.runner = RunnerSession::new(d.pair.hello.clone(), d.pair.config.clone());
     d.pair.connect();
-    while !d.pair.to_hub.in_flight.is_empty() || !d.pair.to_runner.in_flight.is_empty() {
-        if !d.pair.to_hub.in_flight.is_empty() {
+    while !d.pair.to_hub.is_empty() || !d.pair.to_runner.is_empty() {
+        if !d.pair.to_hub.is_empty() {
             d.pair.deliver(true, Fate::Deliver);
         } else {
             d.pair.deliver(false, Fate::Deliver);
         }
     }
-    assert_eq!(
-        d.pair.runner_seen.peer_errors,
-        vec!["ack_ahead".to_string()]
-    );
+    assert_eq!(d.pair.obs.runner.peer_errors, vec!["ack_ahead".to_string()]);
     d.progress(0, false);
-    d.pair.settle();
-    let got = &d.pair.hub_seen.streams[&("T-0".to_string(), Some(1))];
+    d.pair.settle(None, 100_000);
+    let got = &d.pair.obs.hub.streams[&("T-0".to_string(), Some(1))];
     assert_eq!(
         got.iter().map(|m| m.seq().unwrap()).collect::<Vec<_>>(),
         (1..=7).collect::<Vec<_>>()

@@ -3,23 +3,32 @@
 //! `replay_from`. The seed-only peers here are built from the seed's own API
 //! (`ConnectionState` + `decode`/`encode`), as a pure-Python peer would be.
 
+mod common;
+
+use common::session::Observer;
 use serde_json::{json, Map};
 use stapel_runner_protocol::sequencing::{ConnectionState, Role};
 use stapel_runner_protocol::session::{
-    Event, HubSession, Input, Output, RunnerSession, SessionConfig,
+    Event, HubSession, Input, Machine, RunnerSession, SessionConfig,
 };
 use stapel_runner_protocol::wire::{self, Hello, Message, Pong, TaskCancel, TaskProgress};
 
-fn drain(out: &mut dyn FnMut() -> Output) -> (Vec<String>, Vec<Event>) {
-    let (mut frames, mut events) = (Vec::new(), Vec::new());
-    loop {
-        match out() {
-            Output::Transmit(f) => frames.push(f),
-            Output::Event(e) => events.push(e),
-            Output::Close(r) => panic!("unexpected close {r:?}"),
-            Output::Timeout(_) => return (frames, events),
-        }
+/// The events of one side (the shared harness's observer for one session).
+#[derive(Default)]
+struct Events(Vec<Event>);
+
+impl Observer for Events {
+    fn event(&mut self, _at_hub: bool, e: Event) {
+        self.0.push(e);
     }
+}
+
+/// Every output a session has now: its frames and its events (a close fails the test).
+fn drain(machine: &mut dyn Machine) -> (Vec<String>, Vec<Event>) {
+    let mut events = Events::default();
+    let d = common::session::drain(machine, false, &mut events);
+    assert!(!d.close, "unexpected close");
+    (d.frames, events.0)
 }
 
 fn progress(n: u64) -> Message {
@@ -70,7 +79,7 @@ fn runner_against_seed_only_hub_loses_nothing_and_duplicates_nothing() {
     for n in 1..=10 {
         runner.handle_input(0, Input::Send(progress(n))).unwrap();
     }
-    let (frames, _) = drain(&mut || runner.poll_output());
+    let (frames, _) = drain(&mut runner);
     // A fresh runner does not know the hub's positions yet: its progress is provisional
     // until the pong of the barrier ping that follows the hello. A seed-only hub answers
     // it with a plain pong, which releases the frames unchanged.
@@ -78,7 +87,7 @@ fn runner_against_seed_only_hub_loses_nothing_and_duplicates_nothing() {
     assert!(hub.take(&frames[0]).is_none());
     let pong = hub.take(&frames[1]).expect("the seed hub answers the ping");
     runner.handle_input(1, Input::Frame(pong)).unwrap();
-    let (frames, _) = drain(&mut || runner.poll_output());
+    let (frames, _) = drain(&mut runner);
     assert_eq!(frames.len(), 10, "10 progress frames");
     // Only the first five arrive; the connection drops.
     for f in &frames[..5] {
@@ -87,8 +96,8 @@ fn runner_against_seed_only_hub_loses_nothing_and_duplicates_nothing() {
     runner.handle_input(10, Input::Disconnected).unwrap();
     runner.handle_input(20, Input::Connected).unwrap();
     // A keepalive ping goes out and is answered with a plain pong (no ack).
-    runner.handle_input(120, Input::Tick).unwrap();
-    let (frames, _) = drain(&mut || runner.poll_output());
+    runner.handle_input(120, Input::Timeout).unwrap();
+    let (frames, _) = drain(&mut runner);
     // hello, all ten kept frames again (nothing was ever acknowledged), then the ping.
     assert_eq!(frames.len(), 12);
     for f in &frames {
@@ -120,8 +129,8 @@ fn hub_against_seed_only_runner_replays_exactly_the_tail() {
         hub.handle_input(1, Input::Send(c.into())).unwrap();
     }
     // Keepalive and ack pings of the hub must decode in a seed-only runner.
-    hub.handle_input(15_000, Input::Tick).unwrap();
-    let (frames, events) = drain(&mut || hub.poll_output());
+    hub.handle_input(15_000, Input::Timeout).unwrap();
+    let (frames, events) = drain(&mut hub);
     assert!(matches!(events[0], Event::Hello(_)));
     assert_eq!(frames.len(), 7, "six commands and one ping");
     for f in &frames[..4] {
@@ -136,7 +145,7 @@ fn hub_against_seed_only_runner_replays_exactly_the_tail() {
     hub.handle_input(15_002, Input::Connected).unwrap();
     hub.handle_input(15_002, Input::Frame(hello(&seed)))
         .unwrap();
-    let (frames, _) = drain(&mut || hub.poll_output());
+    let (frames, _) = drain(&mut hub);
     for f in &frames {
         let m = wire::decode(f.as_bytes(), true).expect("every hub frame decodes");
         if m.message_type().is_sequenced() && seed.receive(&m).unwrap().is_new() {

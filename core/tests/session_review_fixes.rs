@@ -3,33 +3,16 @@
 //! stale outputs after a disconnect, corrupt snapshots, the hold buffer's byte bound,
 //! invalid resume values, per-entry extension parsing and the seed-only checkpoint trim.
 
+mod common;
+
+use common::session::{outputs, pump, Observer};
 use serde_json::{json, Map};
 use stapel_runner_protocol::framing::DEFAULT_MAX_LINE_BYTES;
 use stapel_runner_protocol::sequencing::{ConnectionState, Role};
 use stapel_runner_protocol::session::{
-    Event, HubSession, Input, Output, RunnerSession, SessionConfig,
+    Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig,
 };
 use stapel_runner_protocol::wire::{self, Hello, Message, Pong, TaskCancel, TaskProgress};
-
-fn drain_hub(h: &mut HubSession) -> Vec<Output> {
-    let mut v = vec![];
-    loop {
-        match h.poll_output() {
-            Output::Timeout(_) => return v,
-            o => v.push(o),
-        }
-    }
-}
-
-fn drain_run(h: &mut RunnerSession) -> Vec<Output> {
-    let mut v = vec![];
-    loop {
-        match h.poll_output() {
-            Output::Timeout(_) => return v,
-            o => v.push(o),
-        }
-    }
-}
 
 fn prog(task: &str, attempt: u64, n: u64) -> Message {
     let mut p = Map::new();
@@ -59,43 +42,23 @@ struct Seen {
     max_frame: usize,
 }
 
-/// Pump frames both ways until quiet; every frame must fit the peer's line bound.
-fn pump(hub: &mut HubSession, run: &mut RunnerSession, now: u64, seen: &mut Seen) {
-    for _ in 0..10_000 {
-        let mut any = false;
-        for o in drain_run(run) {
-            any = true;
-            match o {
-                Output::Transmit(f) => {
-                    seen.max_frame = seen.max_frame.max(f.len());
-                    hub.handle_input(now, Input::Frame(f)).unwrap();
-                }
-                Output::Event(Event::Received(m)) => seen.rc.push(m),
-                Output::Event(Event::PeerError { code, .. }) => seen.run_events.push(code),
-                Output::Event(e) => seen.run_events.push(format!("{e:?}")),
-                Output::Close(r) => panic!("runner closed: {r:?}"),
-                Output::Timeout(_) => {}
-            }
-        }
-        for o in drain_hub(hub) {
-            any = true;
-            match o {
-                Output::Transmit(f) => {
-                    seen.max_frame = seen.max_frame.max(f.len());
-                    run.handle_input(now, Input::Frame(f)).unwrap();
-                }
-                Output::Event(Event::Received(m)) => seen.hp.push(m),
-                Output::Event(Event::PeerError { code, .. }) => seen.hub_events.push(code),
-                Output::Event(e) => seen.hub_events.push(format!("{e:?}")),
-                Output::Close(r) => panic!("hub closed: {r:?}"),
-                Output::Timeout(_) => {}
-            }
-        }
-        if !any {
-            return;
+impl Observer for Seen {
+    fn transmitted(&mut self, _from_hub: bool, frame: &str) {
+        self.max_frame = self.max_frame.max(frame.len());
+    }
+
+    fn event(&mut self, at_hub: bool, e: Event) {
+        let (applied, events) = if at_hub {
+            (&mut self.hp, &mut self.hub_events)
+        } else {
+            (&mut self.rc, &mut self.run_events)
+        };
+        match e {
+            Event::Received(m) => applied.push(m),
+            Event::PeerError { code, .. } => events.push(code),
+            e => events.push(format!("{e:?}")),
         }
     }
-    panic!("did not settle");
 }
 
 fn connect(hub: &mut HubSession, run: &mut RunnerSession, now: u64) {
@@ -185,7 +148,7 @@ fn hub_stale_snapshot_restamps_only_new_commands() {
         .collect();
     assert_eq!(reasons, ["a", "b", "c", "d"]);
     assert_eq!(seen.rc[3].seq(), Some(4));
-    run.handle_input(300, Input::Tick).unwrap();
+    run.handle_input(300, Input::Timeout).unwrap();
     pump(&mut hub, &mut run, 300, &mut seen);
     assert_eq!(hub.state().outbox_frames(), 0);
 }
@@ -212,7 +175,7 @@ fn runner_stale_snapshot_keeps_progress_emitted_while_down() {
     let ns: Vec<u64> = seen.hp.iter().map(n_of).collect();
     assert_eq!(ns, [1, 2, 3, 4], "no loss, no double apply");
     assert_eq!(seen.run_events, ["ack_ahead"]);
-    hub.handle_input(300, Input::Tick).unwrap();
+    hub.handle_input(300, Input::Timeout).unwrap();
     pump(&mut hub, &mut run, 300, &mut seen);
     assert_eq!(run.state().outbox_frames(), 0);
 }
@@ -271,8 +234,8 @@ fn forget_before_ack_then_reconnect_applies_once() {
     // The runner re-acknowledged the replayed duplicate from its tombstone: the hub's
     // log is empty and the forgotten task was not recreated on either side.
     for now in [300, 600] {
-        hub.handle_input(now, Input::Tick).unwrap();
-        run.handle_input(now, Input::Tick).unwrap();
+        hub.handle_input(now, Input::Timeout).unwrap();
+        run.handle_input(now, Input::Timeout).unwrap();
         pump(&mut hub, &mut run, now, &mut seen);
     }
     assert_eq!(hub.state().outbox_frames(), 0);
@@ -299,7 +262,7 @@ fn hub_forgotten_stream_is_not_reapplied_nor_recreated() {
     disconnect(&mut hub, &mut run, 1);
     connect(&mut hub, &mut run, 2);
     pump(&mut hub, &mut run, 2, &mut seen);
-    hub.handle_input(300, Input::Tick).unwrap();
+    hub.handle_input(300, Input::Timeout).unwrap();
     pump(&mut hub, &mut run, 300, &mut seen);
     assert_eq!(seen.hp.len(), 3, "re-sent progress re-applied");
     assert!(!seen.hub_events.iter().any(|e| e.contains("InboundGap")));
@@ -337,8 +300,8 @@ fn forget_keeps_stream_tables_bounded() {
             .unwrap();
         pump(&mut hub, &mut run, now, &mut seen);
         // Acks flow (ack delay), then both sides forget the finished task.
-        hub.handle_input(t * 1000 + 500, Input::Tick).unwrap();
-        run.handle_input(t * 1000 + 500, Input::Tick).unwrap();
+        hub.handle_input(t * 1000 + 500, Input::Timeout).unwrap();
+        run.handle_input(t * 1000 + 500, Input::Timeout).unwrap();
         pump(&mut hub, &mut run, t * 1000 + 500, &mut seen);
         assert!(hub.state().is_fully_acknowledged(&task));
         assert!(run.state().is_fully_acknowledged(&task));
@@ -412,8 +375,8 @@ fn ten_thousand_streams_fit_the_line_bound() {
     }
     pump(&mut hub, &mut run, 0, &mut seen);
     for now in [200u64, 400] {
-        hub.handle_input(now, Input::Tick).unwrap();
-        run.handle_input(now, Input::Tick).unwrap();
+        hub.handle_input(now, Input::Timeout).unwrap();
+        run.handle_input(now, Input::Timeout).unwrap();
         pump(&mut hub, &mut run, now, &mut seen);
     }
     assert_eq!(
@@ -461,7 +424,7 @@ fn split_resume_against_a_seed_only_hub_is_harmless() {
         for f in frames {
             run.handle_input(0, Input::Frame(f)).unwrap();
         }
-        for o in drain_run(run) {
+        for o in outputs(run) {
             if let Output::Event(Event::Received(_)) = o {
                 applied += 1;
             }
@@ -470,11 +433,11 @@ fn split_resume_against_a_seed_only_hub_is_harmless() {
     let frames: Vec<String> = (0..40)
         .map(|t| wire::encode(&seed_hub.emit(TaskCancel::new(uuid(t), "x").into()).unwrap()))
         .collect();
-    drain_run(&mut run);
+    outputs(&mut run);
     feed(&mut run, frames);
     run.handle_input(1, Input::Disconnected).unwrap();
     run.handle_input(2, Input::Connected).unwrap();
-    let out: Vec<String> = drain_run(&mut run)
+    let out: Vec<String> = outputs(&mut run)
         .into_iter()
         .filter_map(|o| match o {
             Output::Transmit(f) => Some(f),
@@ -503,17 +466,17 @@ fn split_resume_against_a_seed_only_hub_is_harmless() {
 fn stale_outputs_do_not_survive_a_disconnect() {
     let (mut hub, mut run, _) = pair();
     hub.handle_input(0, Input::Connected).unwrap();
-    hub.handle_input(45_000, Input::Tick).unwrap(); // Close(peer_timeout) queued
+    hub.handle_input(45_000, Input::Timeout).unwrap(); // Close(peer_timeout) queued
     hub.handle_input(45_001, Input::Disconnected).unwrap();
     hub.handle_input(45_002, Input::Connected).unwrap();
-    let outs = drain_hub(&mut hub);
+    let outs = outputs(&mut hub);
     assert!(!outs.iter().any(|o| matches!(o, Output::Close(_))));
     assert!(hub.is_connected());
     run.handle_input(0, Input::Connected).unwrap();
     run.handle_input(0, Input::Send(prog("T-1", 1, 1))).unwrap();
     run.handle_input(1, Input::Disconnected).unwrap();
     run.handle_input(2, Input::Connected).unwrap();
-    let hellos = drain_run(&mut run)
+    let hellos = outputs(&mut run)
         .iter()
         .filter(|o| matches!(o, Output::Transmit(f) if f.contains("\"hello\"")))
         .count();
@@ -532,7 +495,7 @@ fn hold_buffer_is_bounded_by_bytes() {
         Input::Frame(wire::encode(&Message::Hello(Hello::new("p", "0")))),
     )
     .unwrap();
-    drain_hub(&mut hub);
+    outputs(&mut hub);
     for seq in 2..=10 {
         let mut m = prog("T-1", 1, seq);
         m.set_seq(seq);
@@ -556,7 +519,7 @@ fn huge_resume_value_is_ignored() {
     hub.handle_input(0, Input::Connected).unwrap();
     let hello = r#"{"schema_version":1,"type":"hello","protocol_version":1,"project_id":"p","runner_version":"0","resume":{"T-1":18446744073709551615}}"#;
     hub.handle_input(1, Input::Frame(hello.into())).unwrap();
-    let outs = drain_hub(&mut hub);
+    let outs = outputs(&mut hub);
     assert!(outs
         .iter()
         .any(|o| matches!(o, Output::Event(Event::PeerError { .. }))));
@@ -587,7 +550,7 @@ fn bad_replay_from_entry_is_skipped_alone() {
     hub.handle_input(0, Input::Connected).unwrap();
     let hello = r#"{"schema_version":1,"type":"hello","protocol_version":1,"project_id":"p","runner_version":"0","replay_from":[{"task_id":"T-1","seq":3},{"task_id":"T-2","attempt":1,"seq":4}]}"#;
     hub.handle_input(0, Input::Frame(hello.into())).unwrap();
-    let outs = drain_hub(&mut hub);
+    let outs = outputs(&mut hub);
     let codes: Vec<String> = outs
         .iter()
         .filter_map(|o| match o {
@@ -632,7 +595,7 @@ fn checkpoint_trim_against_a_seed_only_hub() {
             Err(e) => panic!("stalled at {n}: {}", e.code()),
         }
         loop {
-            let outs = drain_run(&mut run);
+            let outs = outputs(&mut run);
             if outs.is_empty() {
                 break;
             }
@@ -652,4 +615,50 @@ fn checkpoint_trim_against_a_seed_only_hub() {
     }
     assert_eq!(applied, 5_000);
     assert!(run.state().outbox_frames() < 32);
+}
+
+/// `send` returns what it stamped: the runner's progress streams are keyed by attempt,
+/// the hub's command streams are not; a refused send stamps nothing.
+#[test]
+fn send_returns_the_stamped_stream_and_seq() {
+    let (mut hub, mut run, _) = pair();
+    let a = run.send(0, prog("T-1", 2, 1)).unwrap();
+    let b = run.send(0, prog("T-1", 2, 2)).unwrap();
+    let c = run.send(0, prog("T-1", 3, 3)).unwrap();
+    assert_eq!(
+        [a.seq, b.seq, c.seq],
+        [1, 2, 1],
+        "per (task, attempt) stream"
+    );
+    assert_eq!((a.task_id.as_str(), a.attempt), ("T-1", Some(2)));
+    assert_eq!(c.attempt, Some(3));
+    assert_eq!(b.message.seq(), Some(2));
+    let s = hub.send(0, TaskCancel::new("T-9", "x").into()).unwrap();
+    assert_eq!((s.task_id.as_str(), s.attempt, s.seq), ("T-9", None, 1));
+    // A message that is not sequenced on this side is refused, nothing is stamped.
+    assert!(hub.send(0, prog("T-1", 1, 4)).is_err());
+    assert_eq!(
+        hub.state().outbound_log("T-9", None).map(|l| l.last_seq()),
+        Some(1)
+    );
+}
+
+/// `poll_timeout` is the earliest timer of the live connection and `None` without one.
+#[test]
+fn poll_timeout_follows_the_connection() {
+    let (mut hub, mut run, cfg) = pair();
+    assert_eq!(hub.poll_timeout(), None, "down: no timer");
+    connect(&mut hub, &mut run, 100);
+    let mut seen = Seen::default();
+    pump(&mut hub, &mut run, 100, &mut seen);
+    assert_eq!(hub.poll_timeout(), Some(100 + cfg.ping_interval_ms));
+    // A peer timeout closes: no timer while closing.
+    hub.handle_input(100 + cfg.peer_timeout_ms, Input::Timeout)
+        .unwrap();
+    let closed = outputs(&mut hub)
+        .into_iter()
+        .any(|o| matches!(o, Output::Close(_)));
+    assert!(closed);
+    assert_eq!(hub.poll_timeout(), None, "closing: no timer");
+    assert!(!hub.is_connected());
 }

@@ -11,22 +11,18 @@
 //!   numbers that were lost *with state*: held only by a sender state that was then lost
 //!   or rolled back before the receiver applied them.
 
-use std::collections::{BTreeSet, VecDeque};
+mod common;
 
+use std::collections::BTreeSet;
+
+use common::session::{Fate, Observer, WholeFrames, World};
 use proptest::prelude::*;
 use serde_json::{json, Map};
 use stapel_runner_protocol::sequencing::{ConnectionState, SequencingConfig};
 use stapel_runner_protocol::session::{
-    Event, HubSession, Input, Output, RunnerSession, SessionConfig, SessionError,
+    Event, HubSession, Input, Machine, RunnerSession, SessionConfig, Stamped,
 };
-use stapel_runner_protocol::wire::{self, Hello, Message, TaskCancel, TaskProgress};
-
-#[derive(Debug, Clone, Copy)]
-enum Fate {
-    Deliver,
-    Drop,
-    Duplicate,
-}
+use stapel_runner_protocol::wire::{self, Message, TaskCancel, TaskProgress};
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -65,15 +61,10 @@ fn number(m: &Message) -> u64 {
     }
 }
 
-struct World {
-    cfg: SessionConfig,
-    hello: Hello,
-    hub: HubSession,
-    runner: RunnerSession,
-    connected: bool,
-    now: u64,
-    to_hub: VecDeque<String>,
-    to_runner: VecDeque<String>,
+/// The oracle: per application its current incarnation, the union of everything it
+/// ever applied, and what its peer accepted for sending and did not lose with state.
+struct Oracle {
+    max_frame: usize,
     hub_app: App,
     runner_app: App,
     /// Every number ever applied, by receiving side (union over incarnations).
@@ -82,198 +73,88 @@ struct World {
     /// Numbers accepted for sending and not lost with state.
     hub_expected: BTreeSet<u64>,
     runner_expected: BTreeSet<u64>,
+}
+
+impl Observer for Oracle {
+    fn transmitted(&mut self, from_hub: bool, frame: &str) {
+        if from_hub {
+            assert!(frame.len() <= self.max_frame);
+        }
+    }
+
+    fn event(&mut self, at_hub: bool, e: Event) {
+        let Event::Received(m) = e else {
+            return;
+        };
+        let n = number(&m);
+        if at_hub {
+            assert!(self.hub_app.record.insert(n), "hub applied {n} twice");
+            self.hub_union.insert(n);
+        } else {
+            assert!(self.runner_app.record.insert(n), "runner applied {n} twice");
+            self.runner_union.insert(n);
+        }
+    }
+
+    fn accepted(&mut self, at_hub: bool, stamped: &Stamped) {
+        let n = number(&stamped.message);
+        if at_hub {
+            self.hub_expected.insert(n);
+        } else {
+            self.runner_expected.insert(n);
+        }
+    }
+}
+
+struct Sim {
+    w: World<Oracle>,
     hub_saved: Option<(Vec<u8>, App)>,
     runner_saved: Option<(Vec<u8>, App)>,
-    hub_pending: VecDeque<Message>,
-    runner_pending: VecDeque<Message>,
     attempts: Vec<u64>,
     n: u64,
     tasks: usize,
 }
 
-impl World {
+impl Sim {
     fn new(cfg: SessionConfig, tasks: usize) -> Self {
-        let hello = Hello::new("p-1", "0.1.0");
-        Self {
-            hub: HubSession::new(cfg.clone()),
-            runner: RunnerSession::new(hello.clone(), cfg.clone()),
-            cfg,
-            hello,
-            connected: false,
-            now: 0,
-            to_hub: VecDeque::new(),
-            to_runner: VecDeque::new(),
+        let oracle = Oracle {
+            max_frame: cfg.max_control_frame_bytes.max(64 * 1024),
             hub_app: App::default(),
             runner_app: App::default(),
             hub_union: BTreeSet::new(),
             runner_union: BTreeSet::new(),
             hub_expected: BTreeSet::new(),
             runner_expected: BTreeSet::new(),
+        };
+        Self {
+            w: World::new(cfg, oracle, WholeFrames),
             hub_saved: None,
             runner_saved: None,
-            hub_pending: VecDeque::new(),
-            runner_pending: VecDeque::new(),
             attempts: vec![1; tasks],
             n: 0,
             tasks,
         }
     }
 
-    fn collect(&mut self) {
-        let mut close = false;
-        loop {
-            match self.hub.poll_output() {
-                Output::Transmit(f) => {
-                    assert!(f.len() <= self.cfg.max_control_frame_bytes.max(64 * 1024));
-                    if self.connected {
-                        self.to_runner.push_back(f);
-                    }
-                }
-                Output::Event(Event::Received(m)) => {
-                    let n = number(&m);
-                    assert!(self.hub_app.record.insert(n), "hub applied {n} twice");
-                    self.hub_union.insert(n);
-                }
-                Output::Event(_) => {}
-                Output::Close(_) => close = true,
-                Output::Timeout(_) => break,
-            }
-        }
-        loop {
-            match self.runner.poll_output() {
-                Output::Transmit(f) => {
-                    if self.connected {
-                        self.to_hub.push_back(f);
-                    }
-                }
-                Output::Event(Event::Received(m)) => {
-                    let n = number(&m);
-                    assert!(self.runner_app.record.insert(n), "runner applied {n} twice");
-                    self.runner_union.insert(n);
-                }
-                Output::Event(_) => {}
-                Output::Close(_) => close = true,
-                Output::Timeout(_) => break,
-            }
-        }
-        if close {
-            self.disconnect();
-        }
-    }
-
-    fn connect(&mut self) {
-        if self.connected {
-            return;
-        }
-        self.connected = true;
-        self.hub.handle_input(self.now, Input::Connected).unwrap();
-        self.runner
-            .handle_input(self.now, Input::Connected)
-            .unwrap();
-        self.collect();
-    }
-
-    fn disconnect(&mut self) {
-        if !self.connected {
-            return;
-        }
-        self.connected = false;
-        self.to_hub.clear();
-        self.to_runner.clear();
-        self.hub
-            .handle_input(self.now, Input::Disconnected)
-            .unwrap();
-        self.runner
-            .handle_input(self.now, Input::Disconnected)
-            .unwrap();
-        self.collect();
-    }
-
     /// Feed inputs that produce outputs, then disconnect before draining them: nothing
     /// stale may reach the next connection (the harness would see a second hello or a
     /// close on the new connection and the oracle would catch lost or doubled frames).
     fn disconnect_undrained(&mut self) {
-        if !self.connected {
+        let w = &mut self.w;
+        if !w.connected {
             return;
         }
-        self.now += 1;
-        let _ = self.hub.handle_input(self.now, Input::Tick);
-        let _ = self.runner.handle_input(self.now, Input::Tick);
-        if let Some(f) = self.to_hub.pop_front() {
-            let _ = self.hub.handle_input(self.now, Input::Frame(f));
+        w.now += 1;
+        let _ = w.hub.handle_input(w.now, Input::Timeout);
+        let _ = w.runner.handle_input(w.now, Input::Timeout);
+        if let Some(f) = w.to_hub.pop_front() {
+            let _ = w.hub.handle_input(w.now, Input::Frame(f));
         }
-        if let Some(f) = self.to_runner.pop_front() {
-            let _ = self.runner.handle_input(self.now, Input::Frame(f));
+        if let Some(f) = w.to_runner.pop_front() {
+            let _ = w.runner.handle_input(w.now, Input::Frame(f));
         }
-        self.connected = false;
-        self.to_hub.clear();
-        self.to_runner.clear();
-        self.hub
-            .handle_input(self.now, Input::Disconnected)
-            .unwrap();
-        self.runner
-            .handle_input(self.now, Input::Disconnected)
-            .unwrap();
-        self.collect();
-    }
-
-    fn deliver(&mut self, to_hub: bool, fate: Fate) {
-        let q = if to_hub {
-            &mut self.to_hub
-        } else {
-            &mut self.to_runner
-        };
-        let Some(f) = q.pop_front() else { return };
-        match fate {
-            Fate::Drop => return,
-            Fate::Duplicate => q.push_front(f.clone()),
-            Fate::Deliver => {}
-        }
-        let input = Input::Frame(f);
-        if to_hub {
-            self.hub.handle_input(self.now, input).unwrap();
-        } else {
-            self.runner.handle_input(self.now, input).unwrap();
-        }
-        self.collect();
-    }
-
-    fn flush_pending(&mut self) {
-        while let Some(m) = self.hub_pending.pop_front() {
-            let n = number(&m);
-            match self.hub.handle_input(self.now, Input::Send(m)) {
-                Ok(()) => {
-                    self.hub_expected.insert(n);
-                }
-                Err(SessionError::Emit(e)) if e.code() == "backpressure" => {
-                    self.hub_pending.push_front(e.into_message());
-                    break;
-                }
-                Err(e) => panic!("hub send: {e}"),
-            }
-        }
-        while let Some(m) = self.runner_pending.pop_front() {
-            let n = number(&m);
-            match self.runner.handle_input(self.now, Input::Send(m)) {
-                Ok(()) => {
-                    self.runner_expected.insert(n);
-                }
-                Err(SessionError::Emit(e)) if e.code() == "backpressure" => {
-                    self.runner_pending.push_front(e.into_message());
-                    break;
-                }
-                Err(e) => panic!("runner send: {e}"),
-            }
-        }
-        self.collect();
-    }
-
-    fn advance(&mut self, ms: u64) {
-        self.now += ms;
-        self.hub.handle_input(self.now, Input::Tick).unwrap();
-        self.runner.handle_input(self.now, Input::Tick).unwrap();
-        self.collect();
-        self.flush_pending();
+        w.connected = false;
+        w.drop_link();
     }
 
     /// Numbers a state still holds (kept for replay).
@@ -287,19 +168,21 @@ impl World {
     /// A sender's state was replaced: what it no longer holds and the receiver never
     /// applied was lost with the state (allowed). Its unsent application queue goes too.
     fn hub_state_replaced(&mut self) {
-        let held = Self::held(self.hub.state());
-        let union = &self.runner_union;
-        self.hub_expected
+        let held = Self::held(self.w.hub.state());
+        let o = &mut self.w.obs;
+        let union = &o.runner_union;
+        o.hub_expected
             .retain(|n| union.contains(n) || held.contains(n));
-        self.hub_pending.clear();
+        self.w.hub_pending.clear();
     }
 
     fn runner_state_replaced(&mut self) {
-        let held = Self::held(self.runner.state());
-        let union = &self.hub_union;
-        self.runner_expected
+        let held = Self::held(self.w.runner.state());
+        let o = &mut self.w.obs;
+        let union = &o.hub_union;
+        o.runner_expected
             .retain(|n| union.contains(n) || held.contains(n));
-        self.runner_pending.clear();
+        self.w.runner_pending.clear();
     }
 
     fn step(&mut self, s: &Step) {
@@ -308,8 +191,7 @@ impl World {
                 self.n += 1;
                 let m: Message =
                     TaskCancel::new(format!("T-{}", t % self.tasks), format!("r{}", self.n)).into();
-                self.hub_pending.push_back(m);
-                self.flush_pending();
+                self.w.hub_send(m);
             }
             Step::RunnerProgress(t, new_attempt) => {
                 let t = t % self.tasks;
@@ -321,81 +203,75 @@ impl World {
                 payload.insert("n".into(), json!(self.n));
                 let mut p = TaskProgress::new(format!("T-{t}"), "state", payload.into());
                 p.attempt = self.attempts[t];
-                self.runner_pending.push_back(p.into());
-                self.flush_pending();
+                self.w.runner_send(p.into());
             }
-            Step::ToHub(f) => self.deliver(true, f),
-            Step::ToRunner(f) => self.deliver(false, f),
-            Step::Disconnect => self.disconnect(),
+            Step::ToHub(f) => self.w.deliver(true, f),
+            Step::ToRunner(f) => self.w.deliver(false, f),
+            Step::Disconnect => self.w.disconnect(),
             Step::DisconnectUndrained => self.disconnect_undrained(),
-            Step::Connect => self.connect(),
-            Step::Wait(ms) => self.advance(ms),
+            Step::Connect => self.w.connect(),
+            Step::Wait(ms) => self.w.advance(ms),
             // A stale snapshot taken while frames are provisional is the one documented
             // ambiguous case (docs/protocol.md, "Provisional numbering"): not saved.
             Step::SaveHub => {
-                if !has_provisional(self.hub.state()) {
-                    self.hub_saved = Some((self.hub.state().snapshot(), self.hub_app.clone()));
+                if !has_provisional(self.w.hub.state()) {
+                    self.hub_saved =
+                        Some((self.w.hub.state().snapshot(), self.w.obs.hub_app.clone()));
                 }
             }
             Step::SaveRunner => {
-                if !has_provisional(self.runner.state()) {
-                    self.runner_saved =
-                        Some((self.runner.state().snapshot(), self.runner_app.clone()));
+                if !has_provisional(self.w.runner.state()) {
+                    self.runner_saved = Some((
+                        self.w.runner.state().snapshot(),
+                        self.w.obs.runner_app.clone(),
+                    ));
                 }
             }
             Step::RestoreHubStale => {
                 if let Some((bytes, app)) = self.hub_saved.clone() {
-                    self.disconnect();
+                    self.w.disconnect();
                     let st = ConnectionState::restore(&bytes).unwrap();
-                    self.hub = HubSession::with_state(self.cfg.clone(), st);
-                    self.hub_app = app;
+                    self.w.hub = HubSession::with_state(self.w.config.clone(), st);
+                    self.w.obs.hub_app = app;
                     self.hub_state_replaced();
                 }
             }
             Step::RestoreRunnerStale => {
                 if let Some((bytes, app)) = self.runner_saved.clone() {
-                    self.disconnect();
+                    self.w.disconnect();
                     let st = ConnectionState::restore(&bytes).unwrap();
-                    self.runner =
-                        RunnerSession::with_state(self.hello.clone(), self.cfg.clone(), st);
-                    self.runner_app = app;
+                    self.w.runner =
+                        RunnerSession::with_state(self.w.hello.clone(), self.w.config.clone(), st);
+                    self.w.obs.runner_app = app;
                     self.runner_state_replaced();
                 }
             }
             Step::LoseHub => {
-                self.disconnect();
-                self.hub = HubSession::new(self.cfg.clone());
-                self.hub_app = App::default();
+                self.w.disconnect();
+                self.w.hub = HubSession::new(self.w.config.clone());
+                self.w.obs.hub_app = App::default();
                 self.hub_saved = None;
                 self.hub_state_replaced();
             }
             Step::LoseRunner => {
-                self.disconnect();
-                self.runner = RunnerSession::new(self.hello.clone(), self.cfg.clone());
-                self.runner_app = App::default();
+                self.w.disconnect();
+                self.w.runner = RunnerSession::new(self.w.hello.clone(), self.w.config.clone());
+                self.w.obs.runner_app = App::default();
                 self.runner_saved = None;
                 self.runner_state_replaced();
             }
-            Step::RestartHub => {
-                self.disconnect();
-                let st = ConnectionState::restore(&self.hub.state().snapshot()).unwrap();
-                self.hub = HubSession::with_state(self.cfg.clone(), st);
-            }
-            Step::RestartRunner => {
-                self.disconnect();
-                let st = ConnectionState::restore(&self.runner.state().snapshot()).unwrap();
-                self.runner = RunnerSession::with_state(self.hello.clone(), self.cfg.clone(), st);
-            }
+            Step::RestartHub => self.w.restart_hub(),
+            Step::RestartRunner => self.w.restart_runner(),
             Step::ForgetHub(t) => {
                 let task = format!("T-{}", t % self.tasks);
-                if self.hub.state().is_fully_acknowledged(&task) {
-                    self.hub.state_mut().forget_task(&task);
+                if self.w.hub.state().is_fully_acknowledged(&task) {
+                    self.w.hub.state_mut().forget_task(&task);
                 }
             }
             Step::ForgetRunner(t) => {
                 let task = format!("T-{}", t % self.tasks);
-                if self.runner.state().is_fully_acknowledged(&task) {
-                    self.runner.state_mut().forget_task(&task);
+                if self.w.runner.state().is_fully_acknowledged(&task) {
+                    self.w.runner.state_mut().forget_task(&task);
                 }
             }
         }
@@ -403,39 +279,14 @@ impl World {
 
     /// Reconnect and run a perfect link until nothing is pending or kept.
     fn settle(&mut self) {
-        self.disconnect();
-        self.connect();
-        for _ in 0..200_000 {
-            if !self.connected {
-                self.connect();
-            }
-            if !self.to_hub.is_empty() {
-                self.deliver(true, Fate::Deliver);
-                continue;
-            }
-            if !self.to_runner.is_empty() {
-                self.deliver(false, Fate::Deliver);
-                continue;
-            }
-            self.flush_pending();
-            if self.to_hub.is_empty()
-                && self.to_runner.is_empty()
-                && self.hub_pending.is_empty()
-                && self.runner_pending.is_empty()
-                && self.hub.state().outbox_frames() == 0
-                && self.runner.state().outbox_frames() == 0
-            {
-                return;
-            }
-            self.advance(50);
-        }
-        panic!("did not settle");
+        self.w.settle(Some(50), 200_000);
     }
 
     fn check(&self) {
-        let lost: Vec<_> = self.runner_expected.difference(&self.hub_union).collect();
+        let o = &self.w.obs;
+        let lost: Vec<_> = o.runner_expected.difference(&o.hub_union).collect();
         assert!(lost.is_empty(), "progress lost: {lost:?}");
-        let lost: Vec<_> = self.hub_expected.difference(&self.runner_union).collect();
+        let lost: Vec<_> = o.hub_expected.difference(&o.runner_union).collect();
         assert!(lost.is_empty(), "commands lost: {lost:?}");
     }
 }
@@ -506,7 +357,7 @@ fn forget_step() -> impl Strategy<Value = Step> {
 }
 
 fn run(steps: &[Step], tasks: usize) {
-    let mut w = World::new(config(), tasks);
+    let mut w = Sim::new(config(), tasks);
     for s in steps {
         w.step(s);
     }
@@ -543,7 +394,7 @@ proptest! {
 fn many_streams_with_lost_state() {
     let mut cfg = config();
     cfg.sequencing.max_outbox_frames = 4096;
-    let mut w = World::new(cfg, 600);
+    let mut w = Sim::new(cfg, 600);
     let mut steps = Vec::new();
     for t in 0..600 {
         steps.push(Step::HubCommand(t));

@@ -5,7 +5,11 @@ and the dead-peer timeout. A transport (WebSocket, JSONL pipe) moves the frames;
 the ``now_ms`` the host passes in. Over a fresh or restored state a runner follows its
 hello with a barrier ping and holds provisional frames until the pong; the session's
 own state is reached through ``forget_task``, ``trim_through``,
-``is_fully_acknowledged`` and ``is_forgotten`` (``state`` is a copy).
+``is_fully_acknowledged`` and ``is_forgotten`` (``state`` is a copy). The keyword
+configuration is read by the core's one config reader: a bad ``sequencing`` dict (an
+unknown key, a wrong type, a negative number) raises ``ValueError`` carrying the core's
+``code`` (``unknown_key``, ``wrong_type``, ``out_of_range``, ``not_an_object``) and the
+offending ``key`` (``sequencing.max_streams``).
 
 >>> from stapel_runner_protocol import Hello, TaskCancel
 >>> hub, runner = HubSession(), RunnerSession(Hello(project_id="p-1", runner_version="0.1.0"))

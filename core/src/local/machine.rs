@@ -158,9 +158,14 @@ impl Default for LocalConfig {
 }
 
 impl LocalConfig {
-    /// Read a config from a JSON object (see the field docs for keys and defaults).
-    pub fn from_value(v: &Value) -> Result<Self, LocalError> {
-        serde_json::from_value(v.clone()).map_err(|e| LocalError::InvalidConfig(e.to_string()))
+    /// Read a config from a JSON object (see the field docs for keys and defaults) with
+    /// the crate's one config reader ([`crate::config`]).
+    ///
+    /// # Errors
+    /// [`ConfigError`](crate::config::ConfigError): `not_an_object`, `unknown_key`,
+    /// `wrong_type`, `out_of_range`.
+    pub fn from_value(v: &Value) -> Result<Self, crate::config::ConfigError> {
+        crate::config::from_serde(v)
     }
 
     fn validate(&self) -> Result<(), LocalError> {

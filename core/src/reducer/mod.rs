@@ -169,9 +169,13 @@ impl Default for ReducerConfig {
 }
 
 impl ReducerConfig {
-    /// Read from a JSON object.
-    pub fn from_value(v: &Value) -> Result<Self, ReduceError> {
-        serde_json::from_value(v.clone()).map_err(|e| ReduceError::InvalidConfig(e.to_string()))
+    /// Read from a JSON object with the crate's one config reader ([`crate::config`]).
+    ///
+    /// # Errors
+    /// [`ConfigError`](crate::config::ConfigError): `not_an_object`, `unknown_key`,
+    /// `wrong_type`, `out_of_range`.
+    pub fn from_value(v: &Value) -> Result<Self, crate::config::ConfigError> {
+        crate::config::from_serde(v)
     }
 
     /// A config bound to `run_id` with the default bounds.

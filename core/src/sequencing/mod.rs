@@ -167,35 +167,50 @@ impl SequencingConfig {
         })
     }
 
-    /// Defaults overridden by the keys present in `object` (unknown keys are ignored;
-    /// a key with a non-integer value is an error naming the key).
-    pub fn from_object(object: &Map<String, Value>) -> Result<Self, String> {
-        let mut c = Self::default();
-        let get = |k: &str| -> Result<Option<u64>, String> {
-            match object.get(k) {
-                None => Ok(None),
-                Some(v) => v
-                    .as_u64()
-                    .map(Some)
-                    .ok_or_else(|| format!("{k} must be a non-negative integer")),
-            }
-        };
-        if let Some(v) = get("inbound_window")? {
-            c.inbound_window = v;
-        }
-        if let Some(v) = get("max_outbox_frames")? {
-            c.max_outbox_frames = usize::try_from(v).unwrap_or(usize::MAX);
-        }
-        if let Some(v) = get("max_outbox_bytes")? {
-            c.max_outbox_bytes = usize::try_from(v).unwrap_or(usize::MAX);
-        }
-        if let Some(v) = get("max_streams")? {
-            c.max_streams = usize::try_from(v).unwrap_or(usize::MAX);
-        }
-        if let Some(v) = get("max_tombstones")? {
-            c.max_tombstones = usize::try_from(v).unwrap_or(usize::MAX);
-        }
-        Ok(c)
+    /// The keys of the JSON form.
+    pub const KEYS: [&'static str; 5] = [
+        "inbound_window",
+        "max_outbox_frames",
+        "max_outbox_bytes",
+        "max_streams",
+        "max_tombstones",
+    ];
+
+    /// Defaults overridden by the keys present in `value`, read by the crate's one
+    /// config reader ([`crate::config`]: unknown keys, wrong types and out-of-range
+    /// numbers are errors naming the key).
+    ///
+    /// # Errors
+    /// [`ConfigError`](crate::config::ConfigError).
+    pub fn from_value(value: &Value) -> Result<Self, crate::config::ConfigError> {
+        Self::read(&crate::config::ConfigReader::new(value, &Self::KEYS)?)
+    }
+
+    /// [`from_value`](Self::from_value) for an object already in hand.
+    ///
+    /// # Errors
+    /// [`ConfigError`](crate::config::ConfigError).
+    pub fn from_object(object: &Map<String, Value>) -> Result<Self, crate::config::ConfigError> {
+        Self::read(&crate::config::ConfigReader::from_object(
+            object,
+            &Self::KEYS,
+        )?)
+    }
+
+    /// Read the keys of a checked config object (also used for the nested `sequencing`
+    /// object of a session config).
+    ///
+    /// # Errors
+    /// [`ConfigError`](crate::config::ConfigError).
+    pub fn read(r: &crate::config::ConfigReader<'_>) -> Result<Self, crate::config::ConfigError> {
+        let d = Self::default();
+        Ok(Self {
+            inbound_window: r.u64("inbound_window")?.unwrap_or(d.inbound_window),
+            max_outbox_frames: r.usize("max_outbox_frames")?.unwrap_or(d.max_outbox_frames),
+            max_outbox_bytes: r.usize("max_outbox_bytes")?.unwrap_or(d.max_outbox_bytes),
+            max_streams: r.usize("max_streams")?.unwrap_or(d.max_streams),
+            max_tombstones: r.usize("max_tombstones")?.unwrap_or(d.max_tombstones),
+        })
     }
 }
 

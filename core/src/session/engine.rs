@@ -4,25 +4,102 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use indexmap::IndexMap;
+
 use crate::json::{Object, Value};
 
 use crate::framing::LineFramer;
 use crate::sequencing::{Arrival, ConnectionState, Position, Resync, Role};
-use crate::wire::{self, Message, Ping, Pong};
+use crate::wire::{self, Hello, Message, Ping, Pong};
 
-use super::{CloseReason, Event, Output, SessionConfig, SessionError, SessionStats};
+use super::{
+    CloseReason, Event, Input, Output, SessionConfig, SessionError, SessionStats, Stamped,
+};
 
-/// Connection phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
+/// Where the connection is (see the transition table on [`HubSession`](super::HubSession)
+/// and [`RunnerSession`](super::RunnerSession)). What only exists while a transport is up
+/// lives in [`Live`], so it cannot outlive the connection.
+#[derive(Debug, Clone)]
+pub enum Link {
     /// No transport.
     Down,
-    /// Hub only: transport up, waiting for the runner's `hello`.
-    AwaitingHello,
-    /// Transport up, frames flow.
-    Open,
-    /// The session asked the host to close; waiting for `Disconnected`.
+    /// Transport up.
+    Up(Live),
+    /// The session asked the host to close ([`Output::Close`]); waiting for
+    /// `Disconnected` (or a new `Connected`). No timer runs, no input is read.
     Closing,
+}
+
+/// The hub's stage of a live connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubStage {
+    /// Waiting for the runner's `hello`; nothing of the hub is transmitted.
+    AwaitingHello,
+    /// The `hello` announced `resume_more`: the resume gathered so far, completed by
+    /// pings carrying `resume` (the last one `resume_end`). Commands wait for it.
+    Resuming(IndexMap<String, u64>),
+    /// The runner's whole resume was applied: frames flow.
+    Open,
+}
+
+/// The runner's stage of a live connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerStage {
+    /// The post-hello barrier ping with this nonce was sent; provisional frames wait
+    /// for its `pong`.
+    Barrier {
+        /// The barrier ping's nonce.
+        nonce: i64,
+    },
+    /// Frames flow.
+    Open,
+}
+
+/// The stage of a live connection, by role: a runner can never await a hello, a hub
+/// never holds a barrier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stage {
+    /// Hub side.
+    Hub(HubStage),
+    /// Runner side.
+    Runner(RunnerStage),
+}
+
+/// Acknowledgements this end owes on the live connection.
+#[derive(Debug, Clone, Default)]
+pub enum Acks {
+    /// Nothing to acknowledge.
+    #[default]
+    Idle,
+    /// Some inbound streams advanced since the last acknowledgement.
+    Owed {
+        /// Acknowledge at the latest at this time.
+        due: u64,
+        /// Frames applied since the last acknowledgement (`ack_every_frames`).
+        frames: u64,
+        /// The streams whose watermark advanced.
+        dirty: HashMap<String, Vec<Option<u64>>>,
+    },
+}
+
+/// What exists only while a transport is up.
+#[derive(Debug, Clone)]
+pub struct Live {
+    /// The role's stage.
+    pub(crate) stage: Stage,
+    /// Time of the latest inbound bytes (dead-peer timeout).
+    last_rx: u64,
+    /// The next keepalive ping (`None`: keepalive disabled).
+    next_ping: Option<u64>,
+    /// Owed acknowledgements.
+    acks: Acks,
+}
+
+impl Live {
+    /// `true` once acknowledgements may flow (hub: after the hello).
+    fn acks_flow(&self) -> bool {
+        self.stage != Stage::Hub(HubStage::AwaitingHello)
+    }
 }
 
 /// Parse a list of positions whose streams must (`with_attempt`) or must not carry an
@@ -48,7 +125,7 @@ fn positions(v: &Value, with_attempt: bool, role: Role) -> (Vec<Position>, Optio
         match p {
             Ok(p) => out.push(p),
             Err(e) => {
-                bad += 1;
+                bad = bad.saturating_add(1);
                 if first.is_none() {
                     first = Some(format!("entry {i}: {e}"));
                 }
@@ -68,14 +145,16 @@ pub(crate) fn chunk_positions(
 ) -> Vec<Vec<Position>> {
     let mut chunks = Vec::new();
     let mut cur: Vec<Position> = Vec::new();
-    let mut used = 2;
+    let mut used: usize = 2;
     for p in list {
-        let size = position_bytes(p) + 1;
-        if !cur.is_empty() && (used + size > budget || cur.len() >= max_entries.max(1)) {
+        let size = position_bytes(p).saturating_add(1);
+        if !cur.is_empty()
+            && (used.saturating_add(size) > budget || cur.len() >= max_entries.max(1))
+        {
             chunks.push(std::mem::take(&mut cur));
             used = 2;
         }
-        used += size;
+        used = used.saturating_add(size);
         cur.push(p.clone());
     }
     if !cur.is_empty() {
@@ -87,17 +166,14 @@ pub(crate) fn chunk_positions(
 /// Encoded size of one position in a list (`{"task_id":…,"attempt":N,"seq":N}`, compact),
 /// computed without encoding it: this runs for every position of every ack.
 fn position_bytes(p: &Position) -> usize {
-    fn digits(mut n: u64) -> usize {
-        let mut d = 1;
-        while n >= 10 {
-            n /= 10;
-            d += 1;
-        }
-        d
+    fn digits(n: u64) -> usize {
+        // At most 20: `checked_ilog10` of a u64 is at most 19.
+        n.checked_ilog10()
+            .map_or(1, |l| l.saturating_add(1) as usize)
     }
     // The encoded length of a JSON string: quotes plus each character as serde_json
     // escapes it (`\"`, `\\`, the short control escapes, `\u00XX` for the others).
-    let text = 2 + p
+    let text = p
         .task_id
         .chars()
         .map(|c| match c {
@@ -105,9 +181,27 @@ fn position_bytes(p: &Position) -> usize {
             c if (c as u32) < 0x20 => 6,
             c => c.len_utf8(),
         })
-        .sum::<usize>();
-    let attempt = p.attempt.map_or(0, |a| r#","attempt":"#.len() + digits(a));
-    r#"{"task_id":"#.len() + text + attempt + r#","seq":"#.len() + digits(p.seq) + 1
+        .fold(2usize, usize::saturating_add);
+    let attempt = p
+        .attempt
+        .map_or(0, |a| r#","attempt":"#.len().saturating_add(digits(a)));
+    [
+        r#"{"task_id":"#.len(),
+        text,
+        attempt,
+        r#","seq":"#.len(),
+        digits(p.seq),
+        1,
+    ]
+    .into_iter()
+    .fold(0, usize::saturating_add)
+}
+
+/// Encoded size of a list of positions (`[…,…]`), computed without encoding it.
+fn list_bytes(list: &[Position]) -> usize {
+    list.iter()
+        .map(|p| position_bytes(p).saturating_add(1))
+        .fold(2, usize::saturating_add)
 }
 
 /// Bytes of envelope a control frame may need besides its lists (type, nonce, field
@@ -117,29 +211,21 @@ pub(crate) const CONTROL_OVERHEAD: usize = 160;
 /// (message, encoded size) held per stream, by seq.
 type Held = HashMap<String, Vec<(Option<u64>, BTreeMap<u64, (Message, usize)>)>>;
 
+/// The machinery of one session machine (hub or runner). Public only inside the
+/// private `engine` module, so the sealed [`Machine`](super::Machine) trait can reach it.
 #[derive(Debug, Clone)]
-pub(crate) struct Engine {
+pub struct Engine {
     pub(crate) state: ConnectionState,
     pub(crate) cfg: SessionConfig,
-    pub(crate) phase: Phase,
+    pub(crate) link: Link,
     framer: LineFramer,
     out: VecDeque<Output>,
     held: Held,
-    /// Inbound streams whose watermark advanced since the last acknowledgement.
-    dirty: HashMap<String, Vec<Option<u64>>>,
-    unacked_count: u64,
-    ack_due: Option<u64>,
-    last_rx: u64,
     /// Time of the latest input (lines are handled lazily at that time).
     now: u64,
-    next_ping: Option<u64>,
     nonce: i64,
     /// Bytes of the frames held.
     held_bytes: usize,
-    /// Runner: nonce of the post-hello barrier ping while its pong is awaited.
-    pub(crate) barrier: Option<i64>,
-    /// Hub: the runner's `hello.resume` while more of it is announced (`resume_more`).
-    pub(crate) resume_pending: Option<indexmap::IndexMap<String, u64>>,
     pub(crate) stats: SessionStats,
 }
 
@@ -149,33 +235,107 @@ impl Engine {
             state,
             framer: LineFramer::new(cfg.framer.clone()),
             cfg,
-            phase: Phase::Down,
+            link: Link::Down,
             out: VecDeque::new(),
             held: HashMap::new(),
-            dirty: HashMap::new(),
-            unacked_count: 0,
-            ack_due: None,
-            last_rx: 0,
             now: 0,
-            next_ping: None,
             nonce: 0,
             held_bytes: 0,
-            barrier: None,
-            resume_pending: None,
             stats: SessionStats::default(),
         }
     }
 
-    pub(crate) fn set_now(&mut self, now: u64) {
+    /// One input (the body of [`Machine::handle_input`](super::Machine::handle_input)).
+    /// `hello` is the runner's identity template (`None` on the hub).
+    pub(crate) fn handle(
+        &mut self,
+        now: u64,
+        input: Input,
+        hello: Option<&Hello>,
+    ) -> Result<(), SessionError> {
+        // Lines of earlier bytes not yet pulled by poll_output are handled first, so
+        // inputs take effect in the order they were given.
+        self.catch_up();
         self.now = now;
+        let result = match input {
+            Input::Connected => match hello {
+                None => self.connect(now, Stage::Hub(HubStage::AwaitingHello)),
+                Some(h) => {
+                    self.connect(now, Stage::Runner(RunnerStage::Open))?;
+                    self.runner_hello(h);
+                    Ok(())
+                }
+            },
+            Input::Disconnected => {
+                self.disconnect();
+                Ok(())
+            }
+            Input::Bytes(b) => self.bytes(now, &b),
+            Input::Frame(f) => self.frame(now, &f),
+            Input::Send(msg) => self.emit(msg).map(drop),
+            Input::Timeout => Ok(()),
+        };
+        self.timers(now);
+        result
+    }
+
+    /// Stamp, keep and (when the connection is ready) transmit one sequenced message
+    /// (the body of [`Machine::send`](super::Machine::send)).
+    pub(crate) fn send(&mut self, now: u64, msg: Message) -> Result<Stamped, SessionError> {
+        self.catch_up();
+        self.now = now;
+        let result = self.emit(msg);
+        self.timers(now);
+        result
+    }
+
+    fn emit(&mut self, msg: Message) -> Result<Stamped, SessionError> {
+        let (message, frame) = self.state.emit_encoded(msg).map_err(SessionError::Emit)?;
+        let task_id = message.task_id().unwrap_or_default().to_owned();
+        let seq = message.seq().unwrap_or(0);
+        let attempt = match self.state.role() {
+            Role::Hub => None,
+            Role::Runner => Some(message.attempt().unwrap_or(0)),
+        };
+        // A runner's provisional frame waits for the barrier (see `runner_hello`); a
+        // hub transmits only once the runner's resume was applied (its state is then
+        // confirmed).
+        let provisional = attempt.is_some()
+            && self
+                .state
+                .outbound_log(&task_id, attempt)
+                .is_some_and(|l| seq >= l.unconfirmed_from());
+        if self.may_transmit() && !provisional {
+            self.transmit(frame);
+        }
+        Ok(Stamped {
+            message,
+            task_id,
+            attempt,
+            seq,
+        })
     }
 
     pub(crate) fn is_up(&self) -> bool {
-        matches!(self.phase, Phase::AwaitingHello | Phase::Open)
+        matches!(self.link, Link::Up(_))
+    }
+
+    /// The stage of the live connection, if any.
+    pub(crate) fn stage(&self) -> Option<&Stage> {
+        match &self.link {
+            Link::Up(l) => Some(&l.stage),
+            _ => None,
+        }
+    }
+
+    fn set_stage(&mut self, stage: Stage) {
+        if let Link::Up(l) = &mut self.link {
+            l.stage = stage;
+        }
     }
 
     pub(crate) fn transmit(&mut self, frame: String) {
-        self.stats.transmitted += 1;
+        self.stats.transmitted = self.stats.transmitted.saturating_add(1);
         self.out.push_back(Output::Transmit(frame));
     }
 
@@ -192,39 +352,40 @@ impl Engine {
 
     pub(crate) fn close(&mut self, reason: CloseReason) {
         self.out.push_back(Output::Close(reason));
-        self.phase = Phase::Closing;
-        self.next_ping = None;
-        self.ack_due = None;
+        self.link = Link::Closing;
     }
 
     /// A transport came up.
-    pub(crate) fn connect(&mut self, now: u64, phase: Phase) -> Result<(), SessionError> {
+    fn connect(&mut self, now: u64, stage: Stage) -> Result<(), SessionError> {
         if self.is_up() {
             return Err(SessionError::AlreadyConnected);
         }
-        self.phase = phase;
         self.framer = LineFramer::new(self.cfg.framer.clone());
         self.clear_held();
-        self.dirty.clear();
-        self.unacked_count = 0;
-        self.ack_due = None;
-        self.last_rx = now;
-        self.next_ping =
-            (self.cfg.ping_interval_ms > 0).then(|| now.saturating_add(self.cfg.ping_interval_ms));
+        self.link = Link::Up(Live {
+            stage,
+            last_rx: now,
+            next_ping: (self.cfg.ping_interval_ms > 0)
+                .then(|| now.saturating_add(self.cfg.ping_interval_ms)),
+            acks: Acks::Idle,
+        });
         Ok(())
     }
 
     /// The transport is gone: queued frames and close requests belong to the dead
     /// connection and are dropped (events stay for the application).
-    pub(crate) fn disconnect(&mut self) {
-        self.phase = Phase::Down;
+    fn disconnect(&mut self) {
+        self.link = Link::Down;
         self.clear_held();
-        self.next_ping = None;
-        self.ack_due = None;
-        self.barrier = None;
-        self.resume_pending = None;
         self.out
             .retain(|o| !matches!(o, Output::Transmit(_) | Output::Close(_)));
+    }
+
+    /// Inbound bytes arrived at `now` (dead-peer timer).
+    fn touch(&mut self, now: u64) {
+        if let Link::Up(l) = &mut self.link {
+            l.last_rx = now;
+        }
     }
 
     fn clear_held(&mut self) {
@@ -240,7 +401,7 @@ impl Engine {
         if !self.is_up() {
             return Err(SessionError::NotConnected);
         }
-        self.last_rx = now;
+        self.touch(now);
         self.now = now;
         // Lines are handled lazily; only a chunk larger than the framer's queue handles
         // lines now to make room. The framer is never finished while a connection is up.
@@ -290,10 +451,20 @@ impl Engine {
     }
 
     fn on_message(&mut self, now: u64, msg: Message, size: usize) {
-        let awaiting = self.phase == Phase::AwaitingHello;
+        let stage = self.stage();
+        let awaiting = stage == Some(&Stage::Hub(HubStage::AwaitingHello));
+        // Hub after the hello (its resume complete or still arriving in pings).
+        let hub_open = matches!(
+            stage,
+            Some(Stage::Hub(HubStage::Open | HubStage::Resuming(_)))
+        );
+        let barrier = match stage {
+            Some(Stage::Runner(RunnerStage::Barrier { nonce })) => Some(*nonce),
+            _ => None,
+        };
         match msg {
             Message::Hello(h) => {
-                if self.state.role() == Role::Hub && awaiting {
+                if awaiting {
                     self.hub_hello(now, h);
                 } else {
                     self.peer_error("unexpected_message", "unexpected hello");
@@ -304,7 +475,7 @@ impl Engine {
                     // The runner's post-hello barrier, but its hello never arrived: the
                     // barrier's pong would confirm positions nobody declared.
                     self.close(CloseReason::HelloRequired);
-                } else if self.state.role() == Role::Hub && self.phase == Phase::Open {
+                } else if hub_open {
                     self.extensions(now, &p.extra);
                     self.hub_resume_chunk(now, &p.extra);
                     self.answer_ping_after_extensions(&p);
@@ -314,8 +485,8 @@ impl Engine {
             }
             Message::Pong(p) => {
                 self.extensions(now, &p.extra);
-                if self.barrier.is_some()
-                    && matches!(p.nonce, Some(wire::Nonce::Integer(n)) if Some(n) == self.barrier)
+                if barrier.is_some()
+                    && matches!(p.nonce, Some(wire::Nonce::Integer(n)) if Some(n) == barrier)
                 {
                     self.finish_barrier();
                 }
@@ -335,7 +506,7 @@ impl Engine {
         if !self.is_up() {
             return Err(SessionError::NotConnected);
         }
-        self.last_rx = now;
+        self.touch(now);
         let max = self.cfg.framer.max_line_bytes.max(1);
         if frame.len() > max {
             self.peer_error(
@@ -380,7 +551,7 @@ impl Engine {
                 }
             }
             Ok(Arrival::Duplicate) => {
-                self.stats.duplicates += 1;
+                self.stats.duplicates = self.stats.duplicates.saturating_add(1);
                 // A forgotten stream re-sent by a peer that missed our acknowledgement:
                 // acknowledge it again so the peer stops re-sending.
                 let task = msg.task_id().unwrap_or_default();
@@ -398,21 +569,8 @@ impl Engine {
     fn deliver(&mut self, now: u64, msg: Message) {
         let attempt = self.inbound_attempt(&msg);
         let task = msg.task_id().unwrap_or_default();
-        match self.dirty.get_mut(task) {
-            Some(list) => {
-                if !list.contains(&attempt) {
-                    list.push(attempt);
-                }
-            }
-            None => {
-                self.dirty.insert(task.to_owned(), vec![attempt]);
-            }
-        }
-        self.unacked_count += 1;
-        if self.ack_due.is_none() {
-            self.ack_due = Some(now.saturating_add(self.cfg.ack_delay_ms));
-        }
-        self.stats.delivered += 1;
+        self.owe_ack(now, task, attempt, 1);
+        self.stats.delivered = self.stats.delivered.saturating_add(1);
         self.event(Event::Received(msg));
     }
 
@@ -420,7 +578,7 @@ impl Engine {
         if self.stats.held_now >= self.cfg.max_held_frames
             || self.held_bytes.saturating_add(size) > self.cfg.max_held_bytes
         {
-            self.stats.held_dropped += 1;
+            self.stats.held_dropped = self.stats.held_dropped.saturating_add(1);
             return;
         }
         let attempt = self.inbound_attempt(&msg);
@@ -429,20 +587,21 @@ impl Engine {
             .held
             .entry(msg.task_id().unwrap_or_default().to_owned())
             .or_default();
-        let idx = match streams.iter().position(|(a, _)| *a == attempt) {
-            Some(i) => i,
-            None => {
-                streams.push((attempt, BTreeMap::new()));
-                streams.len() - 1
-            }
+        if !streams.iter().any(|(a, _)| *a == attempt) {
+            streams.push((attempt, BTreeMap::new()));
+        }
+        let Some((_, map)) = streams.iter_mut().find(|(a, _)| *a == attempt) else {
+            return;
         };
-        match streams[idx].1.entry(seq) {
-            std::collections::btree_map::Entry::Occupied(_) => self.stats.duplicates += 1,
+        match map.entry(seq) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+            }
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert((msg, size));
-                self.stats.held += 1;
-                self.stats.held_now += 1;
-                self.held_bytes += size;
+                self.stats.held = self.stats.held.saturating_add(1);
+                self.stats.held_now = self.stats.held_now.saturating_add(1);
+                self.held_bytes = self.held_bytes.saturating_add(size);
             }
         }
     }
@@ -457,8 +616,7 @@ impl Engine {
             let Some(idx) = streams.iter().position(|(a, _)| *a == attempt) else {
                 return;
             };
-            let map = &mut streams[idx].1;
-            let Some(entry) = map.first_entry() else {
+            let Some(entry) = streams.get_mut(idx).and_then(|(_, map)| map.first_entry()) else {
                 streams.swap_remove(idx);
                 if streams.is_empty() {
                     self.held.remove(task);
@@ -466,19 +624,19 @@ impl Engine {
                 return;
             };
             let seq = *entry.key();
-            if seq > watermark + 1 {
+            if seq > watermark.saturating_add(1) {
                 return;
             }
             let (msg, size) = entry.remove();
-            self.stats.held_now -= 1;
-            self.held_bytes -= size;
+            self.stats.held_now = self.stats.held_now.saturating_sub(1);
+            self.held_bytes = self.held_bytes.saturating_sub(size);
             if seq <= watermark {
-                self.stats.duplicates += 1;
+                self.stats.duplicates = self.stats.duplicates.saturating_add(1);
                 continue;
             }
             match self.state.accept_in_order(&msg) {
                 Ok(Arrival::InOrder) => self.deliver(now, msg),
-                Ok(_) => self.stats.duplicates += 1,
+                Ok(_) => self.stats.duplicates = self.stats.duplicates.saturating_add(1),
                 Err(e) => self.peer_error(e.code(), e.to_string()),
             }
         }
@@ -510,7 +668,7 @@ impl Engine {
                         self.event(Event::InboundGap(Resync {
                             task_id: p.task_id.clone(),
                             attempt: p.attempt,
-                            declared: from - 1,
+                            declared: from.saturating_sub(1),
                             missing_from: from,
                             missing_to: to,
                         }));
@@ -529,7 +687,10 @@ impl Engine {
     /// `true` when frames of this end may be transmitted now (hub: the runner's resume
     /// was applied; runner: connected).
     pub(crate) fn may_transmit(&self) -> bool {
-        self.phase == Phase::Open && self.resume_pending.is_none()
+        matches!(
+            self.stage(),
+            Some(Stage::Hub(HubStage::Open) | Stage::Runner(_))
+        )
     }
 
     /// Apply one acknowledgement. Provisional frames it reveals as colliding are
@@ -585,7 +746,7 @@ impl Engine {
     /// the hub sent after the hello has been applied. Provisional frames still unconfirmed
     /// are final (the hub had none of their seqs): confirm them and send them.
     pub(crate) fn finish_barrier(&mut self) {
-        self.barrier = None;
+        self.set_stage(Stage::Runner(RunnerStage::Open));
         let mut frames = Vec::new();
         for (_, channel) in self.state.tasks() {
             for (_, log) in channel.outbound() {
@@ -606,12 +767,40 @@ impl Engine {
     }
 
     fn mark_dirty(&mut self, now: u64, task: &str, attempt: Option<u64>) {
-        let list = self.dirty.entry(task.to_owned()).or_default();
-        if !list.contains(&attempt) {
-            list.push(attempt);
+        self.owe_ack(now, task, attempt, 0);
+    }
+
+    /// Record that stream `(task, attempt)` advanced by `frames` applied frames (0: it
+    /// was skipped ahead, or must be acknowledged again); the acknowledgement is due
+    /// `ack_delay_ms` after the first owed one.
+    fn owe_ack(&mut self, now: u64, task: &str, attempt: Option<u64>, frames: u64) {
+        let Link::Up(live) = &mut self.link else {
+            return;
+        };
+        if let Acks::Idle = live.acks {
+            live.acks = Acks::Owed {
+                due: now.saturating_add(self.cfg.ack_delay_ms),
+                frames: 0,
+                dirty: HashMap::new(),
+            };
         }
-        if self.ack_due.is_none() {
-            self.ack_due = Some(now.saturating_add(self.cfg.ack_delay_ms));
+        if let Acks::Owed {
+            frames: count,
+            dirty,
+            ..
+        } = &mut live.acks
+        {
+            *count = count.saturating_add(frames);
+            match dirty.get_mut(task) {
+                Some(list) => {
+                    if !list.contains(&attempt) {
+                        list.push(attempt);
+                    }
+                }
+                None => {
+                    dirty.insert(task.to_owned(), vec![attempt]);
+                }
+            }
         }
     }
 
@@ -625,16 +814,18 @@ impl Engine {
     pub(crate) fn answer_ping_after_extensions(&mut self, ping: &Ping) {
         let mut pong = Pong::answering(ping);
         let acks = self.take_acks();
-        let base = wire::encode(&Message::Pong(pong.clone())).len() + CONTROL_OVERHEAD;
+        let base = wire::encode(&Message::Pong(pong.clone()))
+            .len()
+            .saturating_add(CONTROL_OVERHEAD);
         let budget = self.cfg.max_control_frame_bytes.saturating_sub(base);
         let mut rest: &[Position] = &acks;
         if budget > 0 {
             if let Some(first) = chunk_positions(&acks, budget, self.cfg.max_ack_entries)
                 .into_iter()
                 .next()
-                .filter(|c| 2 + c.iter().map(|p| position_bytes(p) + 1).sum::<usize>() <= budget)
+                .filter(|c| list_bytes(c) <= budget)
             {
-                rest = &acks[first.len()..];
+                rest = acks.get(first.len()..).unwrap_or_default();
                 pong.extra.insert("ack", Position::list_to_value(&first));
             }
         }
@@ -645,11 +836,15 @@ impl Engine {
 
     /// Pending acknowledgements (tombstoned streams included); clears the pending set.
     fn take_acks(&mut self) -> Vec<Position> {
-        if self.dirty.is_empty() {
-            return Vec::new();
-        }
+        let dirty = match &mut self.link {
+            Link::Up(live) => match std::mem::take(&mut live.acks) {
+                Acks::Owed { dirty, .. } => dirty,
+                Acks::Idle => return Vec::new(),
+            },
+            _ => return Vec::new(),
+        };
         let mut list = Vec::new();
-        for (task, attempts) in self.dirty.drain() {
+        for (task, attempts) in dirty {
             for a in attempts {
                 if let Some(w) = self.state.ack_watermark(&task, a) {
                     if w > 0 {
@@ -660,8 +855,6 @@ impl Engine {
         }
         // Deterministic order on the wire.
         list.sort_by(|x, y| (&x.task_id, x.attempt).cmp(&(&y.task_id, y.attempt)));
-        self.unacked_count = 0;
-        self.ack_due = None;
         list
     }
 
@@ -687,7 +880,7 @@ impl Engine {
 
     /// The next ping nonce.
     pub(crate) fn next_nonce(&mut self) -> i64 {
-        self.nonce += 1;
+        self.nonce = self.nonce.saturating_add(1);
         self.nonce
     }
 
@@ -706,15 +899,14 @@ impl Engine {
     /// Acknowledge every inbound stream (after a hello), with an optional resync notice.
     /// Both lists fit in one ping when they can; otherwise they are split by byte size.
     pub(crate) fn send_full_ack(&mut self, replay_from: &[Position]) {
-        self.dirty.clear();
-        self.unacked_count = 0;
-        self.ack_due = None;
+        if let Link::Up(live) = &mut self.link {
+            live.acks = Acks::Idle;
+        }
         let all = self.state.ack_positions();
         let budget = self.ping_budget();
-        let size = |l: &[Position]| 2 + l.iter().map(|p| position_bytes(p) + 1).sum::<usize>();
         if !all.is_empty()
             && all.len() <= self.cfg.max_ack_entries.max(1)
-            && size(&all) + size(replay_from) <= budget
+            && list_bytes(&all).saturating_add(list_bytes(replay_from)) <= budget
         {
             self.send_ping(Some(&all), Some(replay_from));
         } else {
@@ -728,70 +920,79 @@ impl Engine {
     }
 
     fn maybe_flush_acks(&mut self, _now: u64) {
-        if self.phase == Phase::Open && self.unacked_count >= self.cfg.ack_every_frames.max(1) {
+        let every = self.cfg.ack_every_frames.max(1);
+        let due = match &self.link {
+            Link::Up(live) => {
+                live.acks_flow()
+                    && matches!(live.acks, Acks::Owed { frames, .. } if frames >= every)
+            }
+            _ => false,
+        };
+        if due {
             self.flush_acks();
         }
     }
 
     /// Run the timers at `now`.
     pub(crate) fn timers(&mut self, now: u64) {
-        if !self.is_up() {
+        let Link::Up(live) = &self.link else {
             return;
-        }
+        };
         if self.cfg.peer_timeout_ms > 0
-            && now >= self.last_rx.saturating_add(self.cfg.peer_timeout_ms)
+            && now >= live.last_rx.saturating_add(self.cfg.peer_timeout_ms)
         {
             self.close(CloseReason::PeerTimeout);
             return;
         }
         self.maybe_flush_acks(now);
-        if self.phase == Phase::Open && self.ack_due.is_some_and(|d| now >= d) {
+        let Link::Up(live) = &self.link else {
+            return;
+        };
+        if live.acks_flow() && matches!(live.acks, Acks::Owed { due, .. } if now >= due) {
             self.flush_acks();
         }
-        if let Some(p) = self.next_ping {
-            if now >= p {
-                // Pending acknowledgements ride on the keepalive ping.
-                let acks = if self.phase == Phase::Open {
-                    self.take_acks()
-                } else {
-                    Vec::new()
-                };
-                if acks.is_empty() {
-                    self.send_ping(None, None);
-                }
-                self.send_ack_pings(&acks, &[]);
-                self.next_ping = Some(now.saturating_add(self.cfg.ping_interval_ms));
-            }
-        }
-    }
-
-    pub(crate) fn deadline(&self) -> Option<u64> {
-        if !self.is_up() {
-            return None;
-        }
-        let mut d: Option<u64> = None;
-        let mut take = |x: Option<u64>| {
-            if let Some(x) = x {
-                d = Some(d.map_or(x, |y| y.min(x)));
-            }
+        let Link::Up(live) = &self.link else {
+            return;
         };
-        take(self.next_ping);
-        if self.cfg.peer_timeout_ms > 0 {
-            take(Some(self.last_rx.saturating_add(self.cfg.peer_timeout_ms)));
+        if live.next_ping.is_some_and(|p| now >= p) {
+            // Pending acknowledgements ride on the keepalive ping.
+            let acks = if live.acks_flow() {
+                self.take_acks()
+            } else {
+                Vec::new()
+            };
+            if acks.is_empty() {
+                self.send_ping(None, None);
+            }
+            self.send_ack_pings(&acks, &[]);
+            if let Link::Up(live) = &mut self.link {
+                live.next_ping = Some(now.saturating_add(self.cfg.ping_interval_ms));
+            }
         }
-        if self.phase == Phase::Open {
-            take(self.ack_due);
-        }
-        d
     }
 
-    pub(crate) fn poll(&mut self) -> Output {
+    /// The earliest timer deadline of the live connection (`None` when down, closing,
+    /// or no timer runs).
+    pub(crate) fn deadline(&self) -> Option<u64> {
+        let Link::Up(live) = &self.link else {
+            return None;
+        };
+        let timeout = (self.cfg.peer_timeout_ms > 0)
+            .then(|| live.last_rx.saturating_add(self.cfg.peer_timeout_ms));
+        let ack = match &live.acks {
+            Acks::Owed { due, .. } if live.acks_flow() => Some(*due),
+            _ => None,
+        };
+        [live.next_ping, timeout, ack].into_iter().flatten().min()
+    }
+
+    pub(crate) fn poll(&mut self) -> Option<Output> {
         loop {
             if let Some(o) = self.out.pop_front() {
-                return o;
+                return Some(o);
             }
             if !self.next_line() {
-                return Output::Timeout(self.deadline());
+                return None;
             }
         }
     }

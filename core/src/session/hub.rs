@@ -6,37 +6,58 @@ use crate::json::{Object, Value};
 use crate::sequencing::{ConnectionState, Position, Role};
 use crate::wire::{self, Hello};
 
-use super::engine::{Engine, Phase};
-use super::{CloseReason, Event, Input, Output, SessionConfig, SessionError, SessionStats};
+use super::engine::{Engine, HubStage, Link, Live, Stage};
+use super::sealed::Sealed;
+use super::{CloseReason, Event, Machine, SessionConfig};
+#[cfg(doc)]
+use super::{Input, Output};
 
-/// The hub side of a hub↔runner connection (sans-IO).
+/// The hub side of a hub↔runner connection (sans-IO), driven through [`Machine`].
 ///
 /// # Call order
 ///
-/// 1. [`handle_input`](Self::handle_input) with [`Input::Connected`]; the session
-///    waits for the runner's `hello`. A sequenced frame (or the runner's barrier ping,
-///    `"barrier": true`) before it closes the connection with
-///    [`CloseReason::HelloRequired`]; a `protocol_version` outside
-///    `min_protocol_version..=max_protocol_version` with
-///    [`CloseReason::UnsupportedProtocolVersion`].
-/// 2. On `hello` the session: applies the runner's `replay_from` extension (gaps become
-///    [`Event::InboundGap`]), emits [`Event::Hello`], waits for the rest of the resume
-///    when the hello says `resume_more` (pings carrying `resume`, the last one
-///    `resume_end`), re-stamps commands stamped before the runner's positions were
-///    known that collide with them (`resume_ahead`), acknowledges every runner stream
-///    it holds in a `ping` carrying `ack` (and `replay_from` for command streams the
-///    runner can no longer get in full, each also reported as
-///    [`Event::OutboundResync`]), then re-sends every kept command above `hello.resume`
-///    (a task missing from `resume` counts as 0).
-/// 3. Inbound progress and reports are decoded, deduplicated per
-///    `(task_id, attempt, seq)` and delivered exactly once, in stream order, as
-///    [`Event::Received`]; they are acknowledged every `ack_every_frames` frames or
-///    `ack_delay_ms` after the first unacknowledged one.
-/// 4. Commands are sent with [`Input::Send`] (stamped per task, kept until the runner
-///    acknowledges them); before the `hello` they are only kept and go out with the
-///    replay.
-/// 5. Drain [`poll_output`](Self::poll_output) after every input until
-///    [`Output::Timeout`]; call `handle_input(t, Input::Tick)` at its deadline.
+/// Feed one input ([`handle_input`](Machine::handle_input) or [`send`](Machine::send)),
+/// drain [`poll_output`](Machine::poll_output) until `None`, then arm a timer at
+/// [`poll_timeout`](Machine::poll_timeout) and feed [`Input::Timeout`] when it fires.
+/// After [`Output::Close`] or a transport loss feed [`Input::Disconnected`].
+///
+/// # Transitions
+///
+/// States: `Down`, `AwaitingHello`, `Resuming` (a `resume_more` hello's resume still
+/// arriving in pings), `Open`, `Closing` (a close was asked; waiting for
+/// `Disconnected`). "Up" is `AwaitingHello`, `Resuming` or `Open`.
+///
+/// | from | input or frame | outputs | to |
+/// |---|---|---|---|
+/// | `Down`, `Closing` | `Connected` | (timers armed) | `AwaitingHello` |
+/// | Up | `Connected` | error `already_connected` | same |
+/// | `Down`, `Closing` | `Bytes`, `Frame` | error `not_connected` | same |
+/// | any | `Disconnected` | queued `Transmit`s and `Close`s dropped | `Down` |
+/// | `AwaitingHello` | `hello`, `protocol_version` outside `min..=max_protocol_version` | `Close(unsupported_protocol_version)` | `Closing` |
+/// | `AwaitingHello` | `hello` with `resume_more` | `Hello`; its `replay_from` applied (`InboundGap`s) | `Resuming` |
+/// | `AwaitingHello` | `hello` | `Hello`; `replay_from` applied; then *finish resume* | `Open` |
+/// | `Resuming` | `ping` with `resume` | entries added (bad ones: `PeerError(invalid_extension)`); `pong` | `Resuming` |
+/// | `Resuming` | `ping` with `resume_end` | *finish resume*; `pong` | `Open` |
+/// | `AwaitingHello` | sequenced frame, or `ping` with `"barrier": true` | `Close(hello_required)` | `Closing` |
+/// | Up | other `ping` / `pong` | `ack` / `replay_from` applied; a ping is answered by a `pong` carrying owed acks | same |
+/// | `Resuming`, `Open` | `hello` | `PeerError(unexpected_message)` | same |
+/// | `Resuming`, `Open` | sequenced frame | `Received` exactly once in stream order (ahead: held; duplicate: dropped); acked after `ack_every_frames` frames or `ack_delay_ms` | same |
+/// | any | `Send` | stamped (per task) and kept until acknowledged; `Transmit` only in `Open` (else it goes out with the replay); refused: error (e.g. `backpressure`) | same |
+/// | Up | `Timeout`, no bytes for `peer_timeout_ms` | `Close(peer_timeout)` | `Closing` |
+/// | Up | `Timeout` | keepalive `ping` every `ping_interval_ms` (with owed acks), due acks (not in `AwaitingHello`) | same |
+///
+/// *Finish resume*: commands stamped before the runner's positions were known that
+/// collide with them are re-stamped after them (`PeerError(resume_ahead)`); every runner
+/// stream is acknowledged in a `ping` carrying `ack`, plus `replay_from` for command
+/// streams the runner can no longer get in full (each also an `OutboundResync`); then
+/// every kept command above the resume is re-sent (a task missing from it counts as 0).
+///
+/// The timer rows run after every input, not only [`Input::Timeout`]: a deadline that
+/// passed is acted on at the next input of any kind.
+///
+/// Every event is an [`Output::Event`]: [`Event::Hello`], [`Event::Received`],
+/// [`Event::InboundGap`], [`Event::OutboundResync`], [`Event::PeerError`] (the
+/// offending frame or field is dropped; the state does not change).
 #[derive(Debug, Clone)]
 pub struct HubSession {
     engine: Engine,
@@ -65,78 +86,33 @@ impl HubSession {
         }
     }
 
-    /// Feed one input at time `now_ms` (monotonic, host-chosen).
-    ///
-    /// # Errors
-    /// [`SessionError`]: `not_connected`, `already_connected`, or the sequencing code of
-    /// a refused [`Input::Send`] (the message is inside the error).
-    pub fn handle_input(&mut self, now_ms: u64, input: Input) -> Result<(), SessionError> {
-        let e = &mut self.engine;
-        // Lines of earlier bytes not yet pulled by poll_output are handled first, so
-        // inputs take effect in the order they were given.
-        e.catch_up();
-        e.set_now(now_ms);
-        let result = match input {
-            Input::Connected => e.connect(now_ms, Phase::AwaitingHello),
-            Input::Disconnected => {
-                e.disconnect();
-                Ok(())
-            }
-            Input::Bytes(b) => e.bytes(now_ms, &b),
-            Input::Frame(f) => e.frame(now_ms, &f),
-            Input::Send(msg) => match e.state.emit_encoded(msg) {
-                Ok((_, frame)) => {
-                    if e.may_transmit() {
-                        e.transmit(frame);
-                    }
-                    Ok(())
-                }
-                Err(err) => Err(SessionError::Emit(err)),
-            },
-            Input::Tick => Ok(()),
-        };
-        e.timers(now_ms);
-        result
-    }
-
-    /// The next output; [`Output::Timeout`] when there is nothing else to do.
-    pub fn poll_output(&mut self) -> Output {
-        self.engine.poll()
-    }
-
-    /// `true` when [`poll_output`](Self::poll_output) would return something other than
-    /// a timeout.
-    pub fn has_output(&self) -> bool {
-        self.engine.has_output()
-    }
-
-    /// The sequencing state (snapshot it to persist).
-    pub fn state(&self) -> &ConnectionState {
-        &self.engine.state
-    }
-
-    /// Mutable access to the sequencing state (e.g. to forget a finished task).
-    pub fn state_mut(&mut self) -> &mut ConnectionState {
-        &mut self.engine.state
-    }
-
-    /// `true` while a transport connection is up (with or without `hello`).
-    pub fn is_connected(&self) -> bool {
-        self.engine.is_up()
-    }
-
     /// `true` once the runner's `hello` was accepted on the current connection.
     pub fn is_open(&self) -> bool {
-        self.engine.phase == Phase::Open
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> &SessionStats {
-        &self.engine.stats
+        matches!(
+            self.engine.stage(),
+            Some(Stage::Hub(HubStage::Open | HubStage::Resuming(_)))
+        )
     }
 }
 
+impl Sealed for HubSession {
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+    fn parts(&mut self) -> (&mut Engine, Option<&Hello>) {
+        (&mut self.engine, None)
+    }
+}
+
+impl Machine for HubSession {}
+
 impl Engine {
+    fn set_stage_hub(&mut self, stage: HubStage) {
+        if let Link::Up(live) = &mut self.link {
+            live.stage = Stage::Hub(stage);
+        }
+    }
+
     /// The runner's hello on a connection awaiting it.
     pub(crate) fn hub_hello(&mut self, now: u64, hello: Hello) {
         let v = hello.protocol_version;
@@ -144,7 +120,7 @@ impl Engine {
             self.close(CloseReason::UnsupportedProtocolVersion { version: v });
             return;
         }
-        self.phase = Phase::Open;
+        self.set_stage_hub(HubStage::Open);
         let extra = hello.extra.clone();
         let raw = hello.resume.clone();
         let more = extra.get("resume_more").and_then(Value::as_bool) == Some(true);
@@ -155,7 +131,7 @@ impl Engine {
         self.extensions(now, &extra);
         if more {
             // The rest of the resume follows in pings; commands wait for it.
-            self.resume_pending = Some(resume);
+            self.set_stage_hub(HubStage::Resuming(resume));
         } else {
             self.finish_resume(&resume);
         }
@@ -179,8 +155,18 @@ impl Engine {
     /// A ping continuing a `resume_more` hello: `resume` (object) adds entries,
     /// `resume_end: true` completes it.
     pub(crate) fn hub_resume_chunk(&mut self, _now: u64, extra: &Object) {
-        let Some(mut pending) = self.resume_pending.take() else {
-            return;
+        let mut pending = match &mut self.link {
+            Link::Up(Live {
+                stage: Stage::Hub(stage @ HubStage::Resuming(_)),
+                ..
+            }) => match std::mem::replace(stage, HubStage::Open) {
+                HubStage::Resuming(pending) => pending,
+                other => {
+                    *stage = other;
+                    return;
+                }
+            },
+            _ => return,
         };
         if let Some(v) = extra.get("resume") {
             let parsed = v.as_object().map(|o| {
@@ -204,7 +190,7 @@ impl Engine {
         if extra.get("resume_end").and_then(Value::as_bool) == Some(true) {
             self.finish_resume(&pending);
         } else {
-            self.resume_pending = Some(pending);
+            self.set_stage_hub(HubStage::Resuming(pending));
         }
     }
 
@@ -241,7 +227,7 @@ impl Engine {
             notice.push(Position::new(
                 r.task_id.clone(),
                 r.attempt,
-                r.missing_to + 1,
+                r.missing_to.saturating_add(1),
             ));
             self.event(Event::OutboundResync(r.clone()));
         }

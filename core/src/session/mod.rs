@@ -1,43 +1,44 @@
 //! Session machines: the hub side ([`HubSession`]) and the runner side
-//! ([`RunnerSession`]) of one hub↔runner connection, over [`ConnectionState`](crate::sequencing::ConnectionState).
+//! ([`RunnerSession`]) of one hub↔runner connection, over [`ConnectionState`].
 //!
-//! Both have the same sans-IO shape (DESIGN §3.1): the host feeds
-//! [`handle_input(now_ms, Input)`](RunnerSession::handle_input) and then drains
-//! [`poll_output()`](RunnerSession::poll_output) until it returns
-//! [`Output::Timeout`], whose deadline (if any) is when to call
-//! `handle_input(now, Input::Tick)` next. Time is only ever the `now_ms` passed in.
+//! Both have the same sans-IO shape (DESIGN §3.1), the methods of the [`Machine`]
+//! trait: the host feeds [`handle_input(now_ms, Input)`](Machine::handle_input) (or
+//! [`send`](Machine::send), which also returns what it [`Stamped`]), then drains
+//! [`poll_output()`](Machine::poll_output) until it returns `None`, then asks
+//! [`poll_timeout()`](Machine::poll_timeout) when to feed `handle_input(t,`
+//! [`Input::Timeout`]`)`. Time is only ever the `now_ms` passed in. The transitions of
+//! each side are tabled on [`HubSession`] and [`RunnerSession`].
 //!
 //! ```
-//! use stapel_runner_protocol::session::{Event, HubSession, Input, Output, RunnerSession, SessionConfig};
+//! use stapel_runner_protocol::session::{Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig};
 //! use stapel_runner_protocol::wire::{Hello, TaskCancel};
 //!
 //! let mut hub = HubSession::new(SessionConfig::default());
 //! let mut runner = RunnerSession::new(Hello::new("brave-falcon-1042", "0.1.0"), SessionConfig::default());
 //! hub.handle_input(0, Input::Connected).unwrap();
 //! runner.handle_input(0, Input::Connected).unwrap(); // queues the hello
-//! hub.handle_input(0, Input::Send(TaskCancel::new("T-1", "stop").into())).unwrap();
+//! let stamped = hub.send(0, TaskCancel::new("T-1", "stop").into()).unwrap();
+//! assert_eq!((stamped.task_id.as_str(), stamped.attempt, stamped.seq), ("T-1", None, 1));
 //!
 //! let mut commands = Vec::new();
 //! for _ in 0..3 {
 //!     // Runner → hub, then hub → runner; a real host does this with its sockets.
-//!     loop {
-//!         match runner.poll_output() {
+//!     while let Some(o) = runner.poll_output() {
+//!         match o {
 //!             Output::Transmit(f) => hub.handle_input(0, Input::Frame(f)).unwrap(),
 //!             Output::Event(Event::Received(m)) => commands.push(m),
-//!             Output::Timeout(_) => break,
 //!             _ => {}
 //!         }
 //!     }
-//!     loop {
-//!         match hub.poll_output() {
-//!             Output::Transmit(f) => runner.handle_input(0, Input::Frame(f)).unwrap(),
-//!             Output::Timeout(_) => break,
-//!             _ => {}
+//!     while let Some(o) = hub.poll_output() {
+//!         if let Output::Transmit(f) = o {
+//!             runner.handle_input(0, Input::Frame(f)).unwrap();
 //!         }
 //!     }
 //! }
 //! assert_eq!(commands.len(), 1);
 //! assert_eq!(commands[0].seq(), Some(1));
+//! assert_eq!(hub.poll_timeout(), Some(15_000)); // the keepalive ping
 //! ```
 //!
 //! # The protocol extensions (interoperable with seed-only peers)
@@ -65,11 +66,14 @@ mod engine;
 mod hub;
 mod runner;
 
+use engine::Engine;
+
 pub use hub::HubSession;
 pub use runner::RunnerSession;
 
+use crate::config::{ConfigError, ConfigReader};
 use crate::framing::FramerConfig;
-use crate::sequencing::{EmitError, Resync, SequencingConfig};
+use crate::sequencing::{ConnectionState, EmitError, Resync, SequencingConfig};
 use crate::wire::{Hello, Message};
 
 /// Default keepalive ping interval: 15 s.
@@ -96,7 +100,7 @@ pub const DEFAULT_MAX_CONTROL_FRAME_BYTES: usize = 60 * 1024;
 #[non_exhaustive]
 pub struct SessionConfig {
     /// Bounds of the underlying
-    /// [`ConnectionState`](crate::sequencing::ConnectionState). Default: [`SequencingConfig::default`].
+    /// [`ConnectionState`]. Default: [`SequencingConfig::default`].
     pub sequencing: SequencingConfig,
     /// Bounds of the inbound JSONL framer (used for [`Input::Bytes`]; also the size
     /// bound of one [`Input::Frame`]). Default: [`FramerConfig::default`] (64 KiB lines).
@@ -159,6 +163,65 @@ impl Default for SessionConfig {
     }
 }
 
+impl SessionConfig {
+    /// The keys of the JSON form: the field names, with `max_line_bytes` for
+    /// [`framer`](Self::framer)'s line bound and `sequencing` a nested
+    /// [`SequencingConfig`] object.
+    pub const KEYS: [&'static str; 13] = [
+        "validate",
+        "ping_interval_ms",
+        "peer_timeout_ms",
+        "ack_every_frames",
+        "ack_delay_ms",
+        "max_ack_entries",
+        "max_control_frame_bytes",
+        "max_held_frames",
+        "max_held_bytes",
+        "min_protocol_version",
+        "max_protocol_version",
+        "max_line_bytes",
+        "sequencing",
+    ];
+
+    /// Defaults overridden by the keys present in `value` (see [`KEYS`](Self::KEYS)),
+    /// read by the crate's one config reader ([`crate::config`]).
+    ///
+    /// # Errors
+    /// [`ConfigError`]: `not_an_object`, `unknown_key`, `wrong_type`, `out_of_range`
+    /// (keys of the nested `sequencing` object are dotted: `sequencing.max_streams`).
+    pub fn from_value(value: &serde_json::Value) -> Result<Self, ConfigError> {
+        let r = ConfigReader::new(value, &Self::KEYS)?;
+        let d = Self::default();
+        Ok(Self {
+            sequencing: match r.nested("sequencing", &SequencingConfig::KEYS)? {
+                Some(s) => SequencingConfig::read(&s)?,
+                None => d.sequencing,
+            },
+            framer: match r.usize("max_line_bytes")? {
+                Some(n) => FramerConfig::with_max_line_bytes(n),
+                None => d.framer,
+            },
+            validate: r.bool("validate")?.unwrap_or(d.validate),
+            ping_interval_ms: r.u64("ping_interval_ms")?.unwrap_or(d.ping_interval_ms),
+            peer_timeout_ms: r.u64("peer_timeout_ms")?.unwrap_or(d.peer_timeout_ms),
+            ack_every_frames: r.u64("ack_every_frames")?.unwrap_or(d.ack_every_frames),
+            ack_delay_ms: r.u64("ack_delay_ms")?.unwrap_or(d.ack_delay_ms),
+            max_ack_entries: r.usize("max_ack_entries")?.unwrap_or(d.max_ack_entries),
+            max_control_frame_bytes: r
+                .usize("max_control_frame_bytes")?
+                .unwrap_or(d.max_control_frame_bytes),
+            max_held_frames: r.usize("max_held_frames")?.unwrap_or(d.max_held_frames),
+            max_held_bytes: r.usize("max_held_bytes")?.unwrap_or(d.max_held_bytes),
+            min_protocol_version: r
+                .u64("min_protocol_version")?
+                .unwrap_or(d.min_protocol_version),
+            max_protocol_version: r
+                .u64("max_protocol_version")?
+                .unwrap_or(d.max_protocol_version),
+        })
+    }
+}
+
 /// What the host tells a session machine.
 // A message travels inline rather than boxed: one input per frame on the hot path, and
 // a box would add an allocation per frame for no gain.
@@ -178,8 +241,9 @@ pub enum Input {
     /// `task.progress` / `task.report` on the runner. It is stamped, kept for replay,
     /// and transmitted when the connection is ready.
     Send(Message),
-    /// Time passed (the deadline of the last [`Output::Timeout`] was reached).
-    Tick,
+    /// The deadline given by [`poll_timeout`](Machine::poll_timeout) was reached
+    /// (keepalive pings, acknowledgements, dead-peer detection). Harmless at any time.
+    Timeout,
 }
 
 /// What a session machine asks of its host, in order.
@@ -194,9 +258,100 @@ pub enum Output {
     Event(Event),
     /// Close the transport for this reason, then report [`Input::Disconnected`].
     Close(CloseReason),
-    /// Nothing more to do now; call `handle_input(deadline, Input::Tick)` at the
-    /// deadline (`None`: only when another input arrives).
-    Timeout(Option<u64>),
+}
+
+/// What [`Machine::send`] stamped: the message with its `seq` set, and the stream it
+/// was stamped on.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Stamped {
+    /// The stamped message (its `seq` set), as kept for replay.
+    pub message: Message,
+    /// The stream's task.
+    pub task_id: String,
+    /// The stream's attempt: `None` for the hub's command streams, the message's
+    /// attempt (0 when absent) for the runner's progress and report streams.
+    pub attempt: Option<u64>,
+    /// The seq it was stamped with.
+    pub seq: u64,
+}
+
+mod sealed {
+    use super::Engine;
+    use crate::wire::Hello;
+
+    /// Reaches the engine behind a session machine (not implementable outside).
+    pub trait Sealed {
+        /// The engine.
+        fn engine(&self) -> &Engine;
+        /// The engine, and the runner's hello template (`None` on the hub).
+        fn parts(&mut self) -> (&mut Engine, Option<&Hello>);
+    }
+}
+
+/// The sans-IO shape both session machines share ([`HubSession`], [`RunnerSession`]):
+/// one implementation, so a host (or a binding) drives either through one type.
+///
+/// Call order: feed one input ([`handle_input`](Self::handle_input) or
+/// [`send`](Self::send)), drain [`poll_output`](Self::poll_output) until `None`, then
+/// arm a timer at [`poll_timeout`](Self::poll_timeout) and feed [`Input::Timeout`] when
+/// it fires. Sealed: only this crate implements it.
+pub trait Machine: sealed::Sealed {
+    /// Feed one input at time `now_ms` (monotonic, host-chosen).
+    ///
+    /// # Errors
+    /// [`SessionError`]: `not_connected`, `already_connected`, or the sequencing code of
+    /// a refused [`Input::Send`] (the message is inside the error).
+    fn handle_input(&mut self, now_ms: u64, input: Input) -> Result<(), SessionError> {
+        let (engine, hello) = self.parts();
+        engine.handle(now_ms, input, hello)
+    }
+
+    /// [`Input::Send`] that returns what was stamped: the message with its seq and its
+    /// stream key.
+    ///
+    /// # Errors
+    /// As [`handle_input`](Self::handle_input) with [`Input::Send`].
+    fn send(&mut self, now_ms: u64, message: Message) -> Result<Stamped, SessionError> {
+        self.parts().0.send(now_ms, message)
+    }
+
+    /// The next output; `None` when there is nothing more to do now.
+    fn poll_output(&mut self) -> Option<Output> {
+        self.parts().0.poll()
+    }
+
+    /// When to feed [`Input::Timeout`] next: an absolute time in the host's `now_ms`
+    /// clock (`None`: no timer; only another input can change that). Ask after
+    /// draining [`poll_output`](Self::poll_output).
+    fn poll_timeout(&self) -> Option<u64> {
+        self.engine().deadline()
+    }
+
+    /// `true` when [`poll_output`](Self::poll_output) would return `Some`.
+    fn has_output(&self) -> bool {
+        self.engine().has_output()
+    }
+
+    /// The sequencing state (snapshot it to persist).
+    fn state(&self) -> &ConnectionState {
+        &self.engine().state
+    }
+
+    /// Mutable access to the sequencing state (e.g. to forget a finished task).
+    fn state_mut(&mut self) -> &mut ConnectionState {
+        &mut self.parts().0.state
+    }
+
+    /// `true` while a transport connection is up (hub: with or without `hello`).
+    fn is_connected(&self) -> bool {
+        self.engine().is_up()
+    }
+
+    /// Counters.
+    fn stats(&self) -> &SessionStats {
+        &self.engine().stats
+    }
 }
 
 /// Application-visible happenings.

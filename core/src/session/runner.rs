@@ -6,37 +6,52 @@ use crate::json::{Object, Value};
 use crate::sequencing::{ConnectionState, Position, Role};
 use crate::wire::{self, Hello, Message, Ping};
 
-use super::engine::{Engine, Phase, CONTROL_OVERHEAD};
-use super::{Input, Output, SessionConfig, SessionError, SessionStats};
+use super::engine::{Engine, Link, RunnerStage, Stage, CONTROL_OVERHEAD};
+use super::sealed::Sealed;
+#[cfg(doc)]
+use super::{Event, Input, Output};
+use super::{Machine, SessionConfig};
 
-/// The runner side of a hub↔runner connection (sans-IO).
+/// The runner side of a hub↔runner connection (sans-IO), driven through [`Machine`].
 ///
 /// # Call order
 ///
-/// 1. [`handle_input`](Self::handle_input) with [`Input::Connected`] when the transport
-///    is up, then drain [`poll_output`](Self::poll_output) until [`Output::Timeout`].
-///    The first transmitted frame is the `hello` (identity from the template given to
-///    [`new`](Self::new), `resume` from the sequencing state, plus the `replay_from`
-///    extension; what does not fit `max_control_frame_bytes` follows in pings), then —
-///    while the state is unconfirmed (fresh or restored: the hub may be ahead of it) — a
-///    barrier `ping`, then every progress/report frame the hub has not acknowledged, in
-///    stream order. Provisional frames (stamped before the hub's positions were known)
-///    are held until the hub's post-hello acknowledgements have been applied (the
-///    barrier's `pong`); an acknowledgement ahead of them re-stamps them after it.
-/// 2. Feed inbound traffic with [`Input::Bytes`] (JSONL) or [`Input::Frame`] (one
-///    frame); each is decoded, duplicates are dropped, and new commands come out as
-///    [`Event::Received`](super::Event::Received) in stream order.
-/// 3. Send progress and reports with [`Input::Send`]: stamped with the next seq of
-///    their `(task_id, attempt)` stream, kept until acknowledged, transmitted now if
-///    connected (and not provisional), re-sent after a reconnect otherwise. When the kept log is full the
-///    input fails with `backpressure` and the message is handed back.
-/// 4. At each `Timeout(Some(t))` deadline call `handle_input(t, Input::Tick)`
-///    (keepalive pings, acknowledgements, dead-peer detection).
-/// 5. After [`Output::Close`] or a transport loss report [`Input::Disconnected`]
-///    (queued transmits and closes of the dead connection are dropped).
+/// Feed one input ([`handle_input`](Machine::handle_input) or [`send`](Machine::send)),
+/// drain [`poll_output`](Machine::poll_output) until `None`, then arm a timer at
+/// [`poll_timeout`](Machine::poll_timeout) and feed [`Input::Timeout`] when it fires.
+/// After [`Output::Close`] or a transport loss feed [`Input::Disconnected`]. Persist
+/// [`state`](Machine::state)'s snapshot to survive a restart and resume with
+/// [`with_state`](Self::with_state).
 ///
-/// Persist [`state`](Self::state)'s snapshot to survive a runner restart and resume
-/// with [`with_state`](Self::with_state).
+/// # Transitions
+///
+/// States: `Down`, `Barrier` (the post-hello barrier ping's `pong` is awaited),
+/// `Open`, `Closing` (a close was asked; waiting for `Disconnected`). "Up" is `Barrier`
+/// or `Open`. The state given to [`new`](Self::new) / [`with_state`](Self::with_state)
+/// is marked unconfirmed (the hub may be ahead of it): frames stamped before the hub's
+/// positions are known are *provisional*.
+///
+/// | from | input or frame | outputs | to |
+/// |---|---|---|---|
+/// | `Down`, `Closing` | `Connected`, state confirmed | `hello` (identity from the template, `resume` from the state, `replay_from`; what does not fit `max_control_frame_bytes` continues in pings), then every unacknowledged frame in stream order | `Open` |
+/// | `Down`, `Closing` | `Connected`, state unconfirmed | the same `hello`, a barrier `ping` (`"barrier": true`), then every non-provisional unacknowledged frame | `Barrier` |
+/// | Up | `Connected` | error `already_connected` | same |
+/// | `Down`, `Closing` | `Bytes`, `Frame` | error `not_connected` | same |
+/// | any | `Disconnected` | queued `Transmit`s and `Close`s dropped | `Down` |
+/// | `Barrier` | `pong` echoing the barrier nonce | its `ack` applied first; provisional frames confirmed and transmitted | `Open` |
+/// | Up | `ping` / other `pong` | `ack` / `replay_from` applied (an ack ahead of provisional frames re-stamps them after it: `PeerError(ack_ahead)`); a ping is answered by a `pong` carrying owed acks | same |
+/// | Up | `hello` | `PeerError(unexpected_message)` | same |
+/// | Up | command frame | `Received` exactly once in stream order (ahead: held; duplicate: dropped); acked after `ack_every_frames` frames or `ack_delay_ms` | same |
+/// | any | `Send` | stamped on its `(task_id, attempt)` stream and kept until acknowledged; `Transmit` when up and not provisional (else it goes out on reconnect or after the barrier); kept log full: error `backpressure`, message handed back | same |
+/// | Up | `Timeout`, no bytes for `peer_timeout_ms` | `Close(peer_timeout)` | `Closing` |
+/// | Up | `Timeout` | keepalive `ping` every `ping_interval_ms` (with owed acks), due acks | same |
+///
+/// The timer rows run after every input, not only [`Input::Timeout`]: a deadline that
+/// passed is acted on at the next input of any kind.
+///
+/// Every event is an [`Output::Event`]: [`Event::Received`], [`Event::InboundGap`],
+/// [`Event::OutboundResync`], [`Event::PeerError`] (the offending frame or field is
+/// dropped; the state does not change).
 #[derive(Debug, Clone)]
 pub struct RunnerSession {
     engine: Engine,
@@ -68,81 +83,18 @@ impl RunnerSession {
             hello,
         }
     }
+}
 
-    /// Feed one input at time `now_ms` (monotonic, host-chosen).
-    ///
-    /// # Errors
-    /// [`SessionError`]: `not_connected`, `already_connected`, or the sequencing code of
-    /// a refused [`Input::Send`] (the message is inside the error).
-    pub fn handle_input(&mut self, now_ms: u64, input: Input) -> Result<(), SessionError> {
-        let e = &mut self.engine;
-        // Lines of earlier bytes not yet pulled by poll_output are handled first, so
-        // inputs take effect in the order they were given.
-        e.catch_up();
-        e.set_now(now_ms);
-        let result = match input {
-            Input::Connected => {
-                e.connect(now_ms, Phase::Open)?;
-                e.runner_hello(&self.hello);
-                Ok(())
-            }
-            Input::Disconnected => {
-                e.disconnect();
-                Ok(())
-            }
-            Input::Bytes(b) => e.bytes(now_ms, &b),
-            Input::Frame(f) => e.frame(now_ms, &f),
-            Input::Send(msg) => match e.state.emit_encoded(msg) {
-                Ok((m, frame)) => {
-                    // A provisional frame waits for the barrier (see `runner_hello`).
-                    let provisional = m
-                        .task_id()
-                        .and_then(|t| e.state.outbound_log(t, Some(m.attempt().unwrap_or(0))))
-                        .is_some_and(|l| m.seq().unwrap_or(0) >= l.unconfirmed_from());
-                    if e.phase == Phase::Open && !provisional {
-                        e.transmit(frame);
-                    }
-                    Ok(())
-                }
-                Err(err) => Err(SessionError::Emit(err)),
-            },
-            Input::Tick => Ok(()),
-        };
-        e.timers(now_ms);
-        result
+impl Sealed for RunnerSession {
+    fn engine(&self) -> &Engine {
+        &self.engine
     }
-
-    /// The next output; [`Output::Timeout`] when there is nothing else to do.
-    pub fn poll_output(&mut self) -> Output {
-        self.engine.poll()
-    }
-
-    /// `true` when [`poll_output`](Self::poll_output) would return something other than
-    /// a timeout.
-    pub fn has_output(&self) -> bool {
-        self.engine.has_output()
-    }
-
-    /// The sequencing state (snapshot it to persist).
-    pub fn state(&self) -> &ConnectionState {
-        &self.engine.state
-    }
-
-    /// Mutable access to the sequencing state (e.g. to forget a finished task).
-    pub fn state_mut(&mut self) -> &mut ConnectionState {
-        &mut self.engine.state
-    }
-
-    /// `true` while a transport connection is up.
-    pub fn is_connected(&self) -> bool {
-        self.engine.is_up()
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> &SessionStats {
-        &self.engine.stats
+    fn parts(&mut self) -> (&mut Engine, Option<&Hello>) {
+        (&mut self.engine, Some(&self.hello))
     }
 }
+
+impl Machine for RunnerSession {}
 
 impl Engine {
     /// The frames a runner sends on connect: the `hello` (its `resume` continued in pings
@@ -168,18 +120,20 @@ impl Engine {
             self.transmit(encoded);
         } else {
             // As much of the resume as fits; the rest follows in pings.
-            let base = wire::encode(&Message::Hello(hello.clone())).len() + CONTROL_OVERHEAD;
+            let base = wire::encode(&Message::Hello(hello.clone()))
+                .len()
+                .saturating_add(CONTROL_OVERHEAD);
             let mut used = base;
             let mut entries = resume.iter();
             let mut first = IndexMap::new();
             let mut rest: Vec<(&String, &u64)> = Vec::new();
             for (task, seq) in entries.by_ref() {
                 let size = entry_bytes(task, *seq);
-                if used + size > max && !first.is_empty() {
+                if used.saturating_add(size) > max && !first.is_empty() {
                     rest.push((task, seq));
                     break;
                 }
-                used += size;
+                used = used.saturating_add(size);
                 first.insert(task.clone(), *seq);
             }
             rest.extend(entries);
@@ -193,22 +147,22 @@ impl Engine {
                 let budget = max.saturating_sub(CONTROL_OVERHEAD).max(1);
                 let mut chunks: Vec<Object> = Vec::new();
                 let mut cur = Object::new();
-                let mut used = 2;
+                let mut used: usize = 2;
                 for (task, seq) in rest {
                     let size = entry_bytes(task, *seq);
-                    if !cur.is_empty() && used + size > budget {
+                    if !cur.is_empty() && used.saturating_add(size) > budget {
                         chunks.push(std::mem::take(&mut cur));
                         used = 2;
                     }
-                    used += size;
+                    used = used.saturating_add(size);
                     cur.insert(task.clone(), Value::from(*seq));
                 }
                 chunks.push(cur);
-                let n = chunks.len();
-                for (i, chunk) in chunks.into_iter().enumerate() {
+                let mut chunks = chunks.into_iter().peekable();
+                while let Some(chunk) = chunks.next() {
                     let mut ping = Ping::new(Some(self.next_nonce().into()));
                     ping.extra.insert("resume", Value::Object(chunk));
-                    if i + 1 == n {
+                    if chunks.peek().is_none() {
                         ping.extra.insert("resume_end", Value::Bool(true));
                     }
                     self.transmit(wire::encode(&Message::Ping(ping)));
@@ -224,7 +178,9 @@ impl Engine {
             // The hub's acknowledgements after this hello tell where its streams are;
             // its pong to this ping comes after all of them.
             let nonce = self.next_nonce();
-            self.barrier = Some(nonce);
+            if let Link::Up(live) = &mut self.link {
+                live.stage = Stage::Runner(RunnerStage::Barrier { nonce });
+            }
             let mut ping = Ping::new(Some(nonce.into()));
             ping.extra.insert("barrier", Value::Bool(true));
             self.transmit(wire::encode(&Message::Ping(ping)));
@@ -245,5 +201,8 @@ impl Engine {
 
 /// Encoded size of one `resume` entry (`"task":seq,`).
 fn entry_bytes(task: &str, seq: u64) -> usize {
-    serde_json::to_string(task).map_or(0, |s| s.len()) + 2 + seq.to_string().len()
+    serde_json::to_string(task)
+        .map_or(0, |s| s.len())
+        .saturating_add(2)
+        .saturating_add(seq.to_string().len())
 }

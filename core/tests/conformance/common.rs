@@ -45,3 +45,29 @@ pub fn bytes_of(input: &Value, key: &str) -> Result<Option<Vec<u8>>, String> {
     }
     Ok(None)
 }
+
+/// The configuration outcome every area runner checks before its steps (see
+/// conformance/README.md, "Configuration errors"): `refused` is the `(code, key)` of the
+/// core's `ConfigError` when building the machine from `config` failed. A vector whose
+/// first step expects `config_error` must be refused with exactly that; any other vector
+/// must be accepted. `Ok(true)`: the vector is done (it was a refusal, as expected).
+pub fn check_config(vector: &Value, refused: Option<(&str, &str)>) -> Result<bool, String> {
+    let want = vector["steps"]
+        .get(0)
+        .and_then(|s| s.get("expect"))
+        .and_then(|e| e.get("config_error"));
+    match (refused, want) {
+        (None, None) => Ok(false),
+        (Some((code, key)), Some(want)) => {
+            same(
+                0,
+                "config_error",
+                &serde_json::json!({"code": code, "key": key}),
+                want,
+            )?;
+            Ok(true)
+        }
+        (Some((code, key)), None) => Err(format!("config refused: {code} (key {key:?})")),
+        (None, Some(want)) => Err(format!("config accepted, expected config_error {want}")),
+    }
+}

@@ -446,7 +446,11 @@ impl Oracle {
 
 pub fn run(vector: &Value) -> Result<(), String> {
     let config_value = vector.get("config").cloned().unwrap_or_else(|| json!({}));
-    let config = LocalConfig::from_value(&config_value).map_err(|e| e.to_string())?;
+    let config = LocalConfig::from_value(&config_value);
+    if crate::common::check_config(vector, config.as_ref().err().map(|e| (e.code(), e.key())))? {
+        return Ok(());
+    }
+    let config = config.map_err(|e| e.to_string())?;
     let mut machine = LocalRun::new(config).map_err(|e| e.to_string())?;
     let mut oracle = Oracle::new(&config_value);
     let mut now = 0u64;

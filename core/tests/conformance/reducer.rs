@@ -6,8 +6,11 @@ use stapel_runner_protocol::reducer::{replay, ReduceError, ReducerConfig, Sessio
 use crate::common::{same, steps};
 
 pub fn run(vector: &Value) -> Result<(), String> {
-    let config = ReducerConfig::from_value(vector.get("config").unwrap_or(&json!({})))
-        .map_err(|e| e.to_string())?;
+    let config = ReducerConfig::from_value(vector.get("config").unwrap_or(&json!({})));
+    if crate::common::check_config(vector, config.as_ref().err().map(|e| (e.code(), e.key())))? {
+        return Ok(());
+    }
+    let config = config.map_err(|e| e.to_string())?;
     let mut reducer = SessionReducer::new(config.clone());
     // Every event the live steps fed, in order (a `line` parsed from its text).
     let mut recorded: Vec<Value> = Vec::new();

@@ -74,9 +74,10 @@ fn config(cfg: &Value) -> Result<(Role, SequencingConfig), String> {
         .and_then(Value::as_str)
         .and_then(Role::from_name)
         .ok_or("config.role must be \"hub\" or \"runner\"")?;
-    let empty = Map::new();
-    let obj = cfg.as_object().unwrap_or(&empty);
-    Ok((role, SequencingConfig::from_object(obj)?))
+    // `role` is the runner's own key; the rest is the core's config.
+    let mut obj = cfg.as_object().cloned().unwrap_or_default();
+    obj.remove("role");
+    Ok((role, SequencingConfig::from_object(&obj)?))
 }
 
 pub fn run(vector: &Value) -> Result<(), String> {

@@ -1,104 +1,48 @@
 //! Area `session`: [`HubSession`] and [`RunnerSession`] through their public API.
 
-use serde_json::{json, Map, Value};
-use stapel_runner_protocol::framing::FramerConfig;
-use stapel_runner_protocol::sequencing::{ConnectionState, SequencingConfig};
+use serde_json::{json, Value};
+use stapel_runner_protocol::config::ConfigError;
+use stapel_runner_protocol::sequencing::ConnectionState;
 use stapel_runner_protocol::session::{
-    Event, HubSession, Input, Output, RunnerSession, SessionConfig, SessionError,
+    Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig,
 };
 use stapel_runner_protocol::wire::{self, Hello, Message};
 
-use crate::common::{bytes_of, same, steps};
+use crate::common::{bytes_of, check_config, same, steps};
 use crate::sequencing::resync_json;
 
-// One per vector; size does not matter.
-#[allow(clippy::large_enum_variant)]
-enum Side {
-    Hub(HubSession),
-    Runner(RunnerSession, Hello),
+/// One session machine of either side, driven through the shared [`Machine`] trait;
+/// the runner's hello template is kept for restarts.
+struct Side {
+    machine: Box<dyn Machine>,
+    hello: Option<Hello>,
 }
 
 impl Side {
-    fn handle(&mut self, now: u64, input: Input) -> Result<(), SessionError> {
-        match self {
-            Side::Hub(h) => h.handle_input(now, input),
-            Side::Runner(r, _) => r.handle_input(now, input),
-        }
-    }
-    fn poll(&mut self) -> Output {
-        match self {
-            Side::Hub(h) => h.poll_output(),
-            Side::Runner(r, _) => r.poll_output(),
-        }
-    }
-    fn state(&self) -> &ConnectionState {
-        match self {
-            Side::Hub(h) => h.state(),
-            Side::Runner(r, _) => r.state(),
-        }
+    fn new(config: &SessionConfig, hello: Option<Hello>, state: Option<ConnectionState>) -> Self {
+        let machine: Box<dyn Machine> = match (&hello, state) {
+            (None, None) => Box::new(HubSession::new(config.clone())),
+            (None, Some(s)) => Box::new(HubSession::with_state(config.clone(), s)),
+            (Some(h), None) => Box::new(RunnerSession::new(h.clone(), config.clone())),
+            (Some(h), Some(s)) => Box::new(RunnerSession::with_state(h.clone(), config.clone(), s)),
+        };
+        Self { machine, hello }
     }
 }
 
-fn u64_of(cfg: &Value, key: &str) -> Result<Option<u64>, String> {
-    match cfg.get(key) {
-        None => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or(format!("config.{key} must be a non-negative integer")),
-    }
-}
-
-fn session_config(cfg: &Value) -> Result<SessionConfig, String> {
-    let mut c = SessionConfig::default();
-    if let Some(v) = cfg.get("validate").and_then(Value::as_bool) {
-        c.validate = v;
-    }
-    if let Some(v) = u64_of(cfg, "ping_interval_ms")? {
-        c.ping_interval_ms = v;
-    }
-    if let Some(v) = u64_of(cfg, "peer_timeout_ms")? {
-        c.peer_timeout_ms = v;
-    }
-    if let Some(v) = u64_of(cfg, "ack_every_frames")? {
-        c.ack_every_frames = v;
-    }
-    if let Some(v) = u64_of(cfg, "ack_delay_ms")? {
-        c.ack_delay_ms = v;
-    }
-    if let Some(v) = u64_of(cfg, "max_ack_entries")? {
-        c.max_ack_entries = v as usize;
-    }
-    if let Some(v) = u64_of(cfg, "max_held_frames")? {
-        c.max_held_frames = v as usize;
-    }
-    if let Some(v) = u64_of(cfg, "max_held_bytes")? {
-        c.max_held_bytes = v as usize;
-    }
-    if let Some(v) = u64_of(cfg, "max_control_frame_bytes")? {
-        c.max_control_frame_bytes = v as usize;
-    }
-    if let Some(v) = u64_of(cfg, "min_protocol_version")? {
-        c.min_protocol_version = v;
-    }
-    if let Some(v) = u64_of(cfg, "max_protocol_version")? {
-        c.max_protocol_version = v;
-    }
-    if let Some(v) = u64_of(cfg, "max_line_bytes")? {
-        c.framer = FramerConfig::with_max_line_bytes(v as usize);
-    }
-    if let Some(s) = cfg.get("sequencing") {
-        let empty = Map::new();
-        c.sequencing = SequencingConfig::from_object(s.as_object().unwrap_or(&empty))?;
-    }
-    Ok(c)
+/// The session configuration of a vector: its `config` without the runner's own keys
+/// (`side`, `hello`), read by the core's [`SessionConfig::from_value`].
+fn session_config(cfg: &Value) -> Result<SessionConfig, ConfigError> {
+    let mut object = cfg.as_object().cloned().unwrap_or_default();
+    object.remove("side");
+    object.remove("hello");
+    SessionConfig::from_value(&Value::Object(object))
 }
 
 fn output_json(o: &Output) -> Value {
     match o {
         Output::Transmit(f) => json!({ "transmit": f }),
         Output::Close(r) => json!({ "close": r.code() }),
-        Output::Timeout(t) => json!({ "timeout": t }),
         Output::Event(e) => json!({
             "event": match e {
                 Event::Hello(h) => json!({"hello": wire::encode(&Message::Hello(h.clone()))}),
@@ -114,9 +58,13 @@ fn output_json(o: &Output) -> Value {
 
 pub fn run(vector: &Value) -> Result<(), String> {
     let cfg = &vector["config"];
-    let config = session_config(cfg)?;
+    let config = session_config(cfg);
+    if check_config(vector, config.as_ref().err().map(|e| (e.code(), e.key())))? {
+        return Ok(());
+    }
+    let config = config.map_err(|e| e.to_string())?;
     let mut side = match cfg.get("side").and_then(Value::as_str) {
-        Some("hub") => Side::Hub(HubSession::new(config.clone())),
+        Some("hub") => Side::new(&config, None, None),
         Some("runner") => {
             let hello = match cfg.get("hello") {
                 Some(h) => match wire::from_value(h.into(), false) {
@@ -125,7 +73,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 },
                 None => Hello::new("p-1", "0.1.0"),
             };
-            Side::Runner(RunnerSession::new(hello.clone(), config.clone()), hello)
+            Side::new(&config, Some(hello), None)
         }
         _ => return Err("config.side must be \"hub\" or \"runner\"".into()),
     };
@@ -136,27 +84,24 @@ pub fn run(vector: &Value) -> Result<(), String> {
             now = t;
         }
         let result = if input.get("connected").is_some() {
-            side.handle(now, Input::Connected)
+            side.machine.handle_input(now, Input::Connected)
         } else if input.get("disconnected").is_some() {
-            side.handle(now, Input::Disconnected)
+            side.machine.handle_input(now, Input::Disconnected)
         } else if input.get("tick").is_some() {
-            side.handle(now, Input::Tick)
+            side.machine.handle_input(now, Input::Timeout)
         } else if let Some(f) = input.get("frame").and_then(Value::as_str) {
-            side.handle(now, Input::Frame(f.to_owned()))
+            side.machine.handle_input(now, Input::Frame(f.to_owned()))
         } else if let Some(b) = bytes_of(input, "bytes")? {
-            side.handle(now, Input::Bytes(b))
+            side.machine.handle_input(now, Input::Bytes(b))
         } else if let Some(m) = input.get("send") {
             let msg = wire::from_value(m.into(), false)
                 .map_err(|e| format!("step {i}: bad message: {e}"))?;
-            side.handle(now, Input::Send(msg))
+            side.machine.handle_input(now, Input::Send(msg))
         } else if input.get("save_snapshot").is_some() {
-            saved = Some(side.state().snapshot());
+            saved = Some(side.machine.state().snapshot());
             Ok(())
         } else if let Some(t) = input.get("forget_task").and_then(Value::as_str) {
-            match &mut side {
-                Side::Hub(h) => h.state_mut().forget_task(t),
-                Side::Runner(r, _) => r.state_mut().forget_task(t),
-            };
+            side.machine.state_mut().forget_task(t);
             Ok(())
         } else if let Some(how) = input.get("restart") {
             // Persist, drop and restore the sequencing state into a new session:
@@ -164,10 +109,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
             // "fresh" no state at all (a restart that lost it).
             let state = match how.as_str() {
                 Some("fresh") => {
-                    let role = match side {
-                        Side::Hub(_) => stapel_runner_protocol::sequencing::Role::Hub,
-                        Side::Runner(..) => stapel_runner_protocol::sequencing::Role::Runner,
-                    };
+                    let role = side.machine.state().role();
                     ConnectionState::with_config(role, config.sequencing.clone())
                 }
                 Some("saved") => {
@@ -178,18 +120,12 @@ pub fn run(vector: &Value) -> Result<(), String> {
                         .map_err(|e| format!("step {i}: restore failed: {}", e.code()))?
                 }
                 _ => {
-                    let bytes = side.state().snapshot();
+                    let bytes = side.machine.state().snapshot();
                     ConnectionState::restore(&bytes)
                         .map_err(|e| format!("step {i}: restore failed: {}", e.code()))?
                 }
             };
-            side = match side {
-                Side::Hub(_) => Side::Hub(HubSession::with_state(config.clone(), state)),
-                Side::Runner(_, h) => Side::Runner(
-                    RunnerSession::with_state(h.clone(), config.clone(), state),
-                    h,
-                ),
-            };
+            side = Side::new(&config, side.hello, Some(state));
             Ok(())
         } else {
             return Err(format!("step {i}: unknown input {input}"));
@@ -206,27 +142,29 @@ pub fn run(vector: &Value) -> Result<(), String> {
             // Outputs stay queued for a later step.
             continue;
         }
+        // Every output until `None`, then the timer as the last entry
+        // (`{"timeout": poll_timeout()}`).
         let mut outputs = Vec::new();
-        loop {
-            let o = side.poll();
-            let done = matches!(o, Output::Timeout(_));
+        while let Some(o) = side.machine.poll_output() {
             outputs.push(output_json(&o));
-            if done || outputs.len() > 10_000 {
+            if outputs.len() > 10_000 {
                 break;
             }
         }
+        outputs.push(json!({ "timeout": side.machine.poll_timeout() }));
         if let Some(want) = expect.get("outputs") {
             same(i, "outputs", &Value::Array(outputs), want)?;
         }
         if let Some(want) = expect.get("resume_map") {
-            let got = serde_json::to_value(side.state().resume_map()).map_err(|e| e.to_string())?;
+            let got = serde_json::to_value(side.machine.state().resume_map())
+                .map_err(|e| e.to_string())?;
             same(i, "resume_map", &got, want)?;
         }
         if let Some(want) = expect.get("outbox_frames") {
             same(
                 i,
                 "outbox_frames",
-                &json!(side.state().outbox_frames()),
+                &json!(side.machine.state().outbox_frames()),
                 want,
             )?;
         }
