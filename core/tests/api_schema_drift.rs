@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use stapel_runner_protocol::adapter::RoleSpec;
 use stapel_runner_protocol::contract::{
     self, Catalog, ExecutionEvidence, ExecutionRequest, ExecutionSummary, Gateway, GatewayConfig,
-    GatewayInput, GatewayOutput, GatewayResult, HarnessProfile, ReinDescriptor, SandboxHandle,
+    GatewayInput, GatewayResult, HarnessProfile, ReinDescriptor, SandboxHandle,
     ToolCall, ToolResult,
 };
 use stapel_runner_protocol::local::{self, LocalConfig, LocalRun, SpawnRequest};
@@ -39,7 +39,7 @@ use stapel_runner_protocol::reducer::{ReducerConfig, SessionReducer};
 use stapel_runner_protocol::sequencing::{
     ConnectionState, Position, Replay, Resync, Role, SequencingConfig, StreamReplay,
 };
-use stapel_runner_protocol::session::{self, Event, HubSession, RunnerSession, SessionConfig};
+use stapel_runner_protocol::session::{self, Event, HubSession, Machine, RunnerSession, SessionConfig};
 use stapel_runner_protocol::wire::{self, Hello, Message};
 
 const BASE: &str = "https://schemas.stapel.dev/runner-protocol/api/";
@@ -517,54 +517,16 @@ fn contract_values(api: &mut Api) {
     }
 }
 
-/// `poll_output` returns `XOutput` ending with a `Waiting`/`Timeout` variant today and
-/// `Option<XOutput>` under issue 12's one machine vocabulary (`None` = drained); this
-/// accepts both, so the test compiles on either side of that change.
-trait Polled<T> {
-    /// The output, `None` when the machine is drained.
-    fn item(self) -> Option<T>;
-}
-
-impl<T> Polled<T> for Option<T> {
-    fn item(self) -> Option<T> {
-        self
-    }
-}
-
-/// `true` for the closing "nothing more" variant (`Waiting`, `Timeout(…)`).
-fn is_closing<T: std::fmt::Debug>(o: &T) -> bool {
-    let s = format!("{o:?}");
-    s == "Waiting" || s.starts_with("Timeout(")
-}
-
-impl Polled<GatewayOutput> for GatewayOutput {
-    fn item(self) -> Option<Self> {
-        (!is_closing(&self)).then_some(self)
-    }
-}
-
-impl Polled<local::Output> for local::Output {
-    fn item(self) -> Option<Self> {
-        (!is_closing(&self)).then_some(self)
-    }
-}
-
-impl Polled<session::Output> for session::Output {
-    fn item(self) -> Option<Self> {
-        (!is_closing(&self)).then_some(self)
-    }
-}
-
 /// Every output the gateway has queued, in JSON form.
 fn drain_gateway(gw: &mut Gateway) -> Vec<Value> {
-    std::iter::from_fn(|| gw.poll_output().item())
+    std::iter::from_fn(|| gw.poll_output())
         .map(|o| o.to_value())
         .collect()
 }
 
 /// Every output the local-run machine has queued.
 fn drain_local(run: &mut LocalRun) -> Vec<local::Output> {
-    std::iter::from_fn(|| run.poll_output().item()).collect()
+    std::iter::from_fn(|| run.poll_output()).collect()
 }
 
 fn local_input(input: &Value) -> Option<local::Input> {
@@ -742,11 +704,12 @@ fn sequencing_values(api: &mut Api) {
             .get("role")
             .and_then(Value::as_str)
             .and_then(Role::from_name);
-        let (Some(role), Ok(config)) = (role, SequencingConfig::from_object(&cfg)) else {
-            continue;
-        };
+        // `role` picks the machine; it is not a config key (unknown keys are refused).
         let mut given = cfg.clone();
         given.remove("role");
+        let (Some(role), Ok(config)) = (role, SequencingConfig::from_object(&given)) else {
+            continue;
+        };
         api.check(
             "SequencingConfig",
             &Value::Object(given),
@@ -844,7 +807,7 @@ fn session_values(api: &mut Api) {
             } else if input.get("disconnected").is_some() {
                 Some(session::Input::Disconnected)
             } else if input.get("tick").is_some() {
-                Some(session::Input::Tick)
+                Some(session::Input::Timeout)
             } else if let Some(f) = input.get("frame").and_then(Value::as_str) {
                 Some(session::Input::Frame(f.to_owned()))
             } else if let Some(b) = input.get("bytes").and_then(Value::as_str) {
@@ -879,8 +842,8 @@ fn session_values(api: &mut Api) {
 /// Every event the session has queued (other outputs dropped).
 fn drain_session_events(side: &mut Side) -> Vec<Event> {
     let poll = |side: &mut Side| match side {
-        Side::Hub(h) => h.poll_output().item(),
-        Side::Runner(r) => r.poll_output().item(),
+        Side::Hub(h) => h.poll_output(),
+        Side::Runner(r) => r.poll_output(),
     };
     std::iter::from_fn(|| poll(side))
         .filter_map(|o| match o {
