@@ -31,15 +31,17 @@ use std::path::{Path, PathBuf};
 use stapel_runner_protocol::adapter::RoleSpec;
 use stapel_runner_protocol::contract::{
     self, Catalog, ExecutionEvidence, ExecutionRequest, ExecutionSummary, Gateway, GatewayConfig,
-    GatewayInput, GatewayResult, HarnessProfile, ReinDescriptor, SandboxHandle,
-    ToolCall, ToolResult,
+    GatewayInput, GatewayResult, HarnessProfile, ReinDescriptor, SandboxHandle, ToolCall,
+    ToolResult,
 };
 use stapel_runner_protocol::local::{self, LocalConfig, LocalRun, SpawnRequest};
 use stapel_runner_protocol::reducer::{ReducerConfig, SessionReducer};
 use stapel_runner_protocol::sequencing::{
     ConnectionState, Position, Replay, Resync, Role, SequencingConfig, StreamReplay,
 };
-use stapel_runner_protocol::session::{self, Event, HubSession, Machine, RunnerSession, SessionConfig};
+use stapel_runner_protocol::session::{
+    self, Event, HubSession, Machine, RunnerSession, SessionConfig,
+};
 use stapel_runner_protocol::wire::{self, Hello, Message};
 
 const BASE: &str = "https://schemas.stapel.dev/runner-protocol/api/";
