@@ -22,6 +22,21 @@
 //! every vector.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+// No panics outside tests: bad input is an error value (no `unwrap`/`expect`/`panic!`,
+// no unchecked indexing or slicing, no arithmetic that can overflow unchecked).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
 
 pub mod adapter;
 pub mod config;
