@@ -25,6 +25,7 @@
 
 pub mod adapter;
 pub mod contract;
+pub(crate) mod fields;
 pub mod framing;
 pub mod host;
 pub mod json;

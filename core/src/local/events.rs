@@ -11,9 +11,10 @@ use serde_json::{Map, Value};
 
 use super::error::ModelError;
 use super::models::{
-    as_object, check_id, check_schema, event_priority, is_known_event_type, opt_str, req_id,
-    req_object, req_str, req_u64, validate_run_result, validate_terminal, EVENT_SCHEMA,
+    check_id, check_schema, event_priority, is_known_event_type, req_id, validate_run_result,
+    validate_terminal, EVENT_SCHEMA,
 };
+use crate::fields::{object as as_object, opt_str, req, req_object, req_str, req_u64};
 
 /// Default clock start: 2026-01-01T00:00:00.000Z.
 pub const DEFAULT_CLOCK_START_MS: u64 = 1_767_225_600_000;
@@ -209,9 +210,7 @@ impl CanonicalEvent {
     pub fn from_value(v: &Value) -> Result<Self, ModelError> {
         let obj = as_object(v)?;
         check_schema(obj, EVENT_SCHEMA)?;
-        let version = obj
-            .get("schemaVersion")
-            .ok_or_else(|| ModelError::missing("schemaVersion"))?;
+        let version = req(obj, "schemaVersion")?;
         if version.as_u64() != Some(1) {
             return Err(ModelError::unknown("schemaVersion", version));
         }
@@ -221,9 +220,7 @@ impl CanonicalEvent {
             return Err(ModelError::invalid("sourceSeq", "must be at least 1"));
         }
         let source_instance_id = req_id(obj, "sourceInstanceId")?.to_owned();
-        let kind = obj
-            .get("sourceKind")
-            .ok_or_else(|| ModelError::missing("sourceKind"))?;
+        let kind = req(obj, "sourceKind")?;
         let source_kind = match kind.as_str() {
             Some(k @ ("runner" | "control_plane")) => k.to_owned(),
             _ => return Err(ModelError::unknown("sourceKind", kind)),
@@ -233,16 +230,12 @@ impl CanonicalEvent {
         if let Some(s) = &normalized_session_id {
             check_id("normalizedSessionId", s)?;
         }
-        let et = obj
-            .get("eventType")
-            .ok_or_else(|| ModelError::missing("eventType"))?;
+        let et = req(obj, "eventType")?;
         let event_type = match et.as_str() {
             Some(t) if is_known_event_type(t) => t.to_owned(),
             _ => return Err(ModelError::unknown("eventType", et)),
         };
-        let pr = obj
-            .get("priority")
-            .ok_or_else(|| ModelError::missing("priority"))?;
+        let pr = req(obj, "priority")?;
         let priority = match pr.as_u64() {
             Some(p @ 0..=2) => p as u8,
             _ => return Err(ModelError::unknown("priority", pr)),

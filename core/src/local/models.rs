@@ -7,7 +7,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::error::{ModelError, TypeName};
+use super::error::ModelError;
+use crate::fields::{
+    extra, object as as_object, opt_object, opt_str, req, req_array, req_nonempty_str, req_object,
+    req_str, req_u64,
+};
 
 /// Schema id of controller → runner commands (runner stdin JSONL).
 pub const COMMAND_SCHEMA: &str = "paperclip.prp.command.v1";
@@ -39,10 +43,6 @@ pub(crate) fn parse_json(text: &[u8]) -> Result<Value, ModelError> {
     })
 }
 
-pub(crate) fn as_object(v: &Value) -> Result<&Map<String, Value>, ModelError> {
-    v.as_object().ok_or(ModelError::NotObject)
-}
-
 pub(crate) fn check_schema(
     obj: &Map<String, Value>,
     expected: &'static str,
@@ -57,20 +57,6 @@ pub(crate) fn check_schema(
             expected,
             found: None,
         }),
-    }
-}
-
-pub(crate) fn req<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a Value, ModelError> {
-    obj.get(field).ok_or_else(|| ModelError::missing(field))
-}
-
-pub(crate) fn req_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a str, ModelError> {
-    match req(obj, field)? {
-        Value::String(s) => Ok(s),
-        other => Err(ModelError::invalid(
-            field,
-            format!("expected a string, found {}", TypeName(other)),
-        )),
     }
 }
 
@@ -89,50 +75,6 @@ pub(crate) fn check_id(field: &str, s: &str) -> Result<(), ModelError> {
         ));
     }
     Ok(())
-}
-
-pub(crate) fn opt_str<'a>(
-    obj: &'a Map<String, Value>,
-    field: &str,
-) -> Result<Option<&'a str>, ModelError> {
-    match obj.get(field) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(ModelError::invalid(
-            field,
-            format!("expected a string, found {}", TypeName(other)),
-        )),
-    }
-}
-
-pub(crate) fn req_u64(obj: &Map<String, Value>, field: &str) -> Result<u64, ModelError> {
-    match req(obj, field)? {
-        Value::Number(n) if n.is_u64() => Ok(n.as_u64().unwrap_or_default()),
-        other => Err(ModelError::invalid(
-            field,
-            format!("expected a non-negative integer, found {other}"),
-        )),
-    }
-}
-
-pub(crate) fn req_object<'a>(
-    obj: &'a Map<String, Value>,
-    field: &str,
-) -> Result<&'a Map<String, Value>, ModelError> {
-    match req(obj, field)? {
-        Value::Object(m) => Ok(m),
-        other => Err(ModelError::invalid(
-            field,
-            format!("expected an object, found {}", TypeName(other)),
-        )),
-    }
-}
-
-fn extra_of(obj: &Map<String, Value>, declared: &[&str]) -> Map<String, Value> {
-    obj.iter()
-        .filter(|(k, _)| !declared.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 macro_rules! closed_enum {
@@ -372,16 +314,7 @@ impl CommandEnvelope {
         let payload = req_object(obj, "payload")?.clone();
         let controller_epoch = opt_str(obj, "controllerEpoch")?.map(str::to_owned);
         let deadline_at = opt_str(obj, "deadlineAt")?.map(str::to_owned);
-        let precondition = match obj.get("precondition") {
-            None => None,
-            Some(Value::Object(m)) => Some(m.clone()),
-            Some(other) => {
-                return Err(ModelError::invalid(
-                    "precondition",
-                    format!("expected an object, found {}", TypeName(other)),
-                ))
-            }
-        };
+        let precondition = opt_object(obj, "precondition")?.cloned();
         Ok(Self {
             command_id,
             controller_seq,
@@ -391,7 +324,7 @@ impl CommandEnvelope {
             controller_epoch,
             deadline_at,
             precondition,
-            extra: extra_of(obj, COMMAND_FIELDS),
+            extra: extra(obj, COMMAND_FIELDS),
         })
     }
 
@@ -597,7 +530,7 @@ impl HarnessCommand {
             command_id: req_id(obj, "commandId")?.to_owned(),
             command_type: parse_enum(obj, "type", CommandType::from_str)?,
             payload: req_object(obj, "payload")?.clone(),
-            extra: extra_of(obj, &["schema", "commandId", "type", "payload"]),
+            extra: extra(obj, &["schema", "commandId", "type", "payload"]),
         })
     }
 
@@ -663,7 +596,7 @@ impl HarnessMessage {
             message_seq: req_u64(obj, "messageSeq")?,
             message_type: parse_enum(obj, "type", HarnessMessageType::from_str)?,
             payload: req_object(obj, "payload")?.clone(),
-            extra: extra_of(obj, &["schema", "messageSeq", "type", "payload"]),
+            extra: extra(obj, &["schema", "messageSeq", "type", "payload"]),
         })
     }
 
@@ -771,10 +704,7 @@ impl Script {
     pub fn from_value(v: &Value) -> Result<Self, ModelError> {
         let obj = as_object(v)?;
         check_schema(obj, SCRIPT_SCHEMA)?;
-        let name = req_str(obj, "name")?;
-        if name.is_empty() {
-            return Err(ModelError::invalid("name", "must not be empty"));
-        }
+        let name = req_nonempty_str(obj, "name")?;
         let steps_v = req(obj, "steps")?
             .as_array()
             .ok_or_else(|| ModelError::invalid("steps", "expected an array"))?;
@@ -864,24 +794,6 @@ pub fn validate_terminal(v: &Value) -> Result<(), ModelError> {
 /// enum fields valid. This is `proposalValid` of the reconciliation.
 pub fn terminal_proposal_is_valid(v: &Value) -> bool {
     validate_terminal(v).is_ok()
-}
-
-fn req_array<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a Vec<Value>, ModelError> {
-    match req(obj, field)? {
-        Value::Array(a) => Ok(a),
-        other => Err(ModelError::invalid(
-            field,
-            format!("expected an array, found {}", TypeName(other)),
-        )),
-    }
-}
-
-fn req_nonempty_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a str, ModelError> {
-    let s = req_str(obj, field)?;
-    if s.is_empty() {
-        return Err(ModelError::invalid(field, "must not be empty"));
-    }
-    Ok(s)
 }
 
 /// Validate a `paperclip.run_result.v1` object (required fields, closed enums, the
