@@ -230,57 +230,34 @@ pub(crate) fn req<'v>(map: &'v Map<String, Value>, key: &str) -> Result<&'v Valu
     required(get(map, key), key)
 }
 
-/// A required string, possibly empty.
-pub(crate) fn req_str<'v>(
-    map: &'v Map<String, Value>,
-    key: &str,
-) -> Result<&'v str, FieldError<'v>> {
-    req_with(map, key, string)
+/// Define named shortcuts `name(map, key)` for [`req_with`] / [`opt_with`] with one reader.
+macro_rules! shortcuts {
+    ($($(#[$doc:meta])* $name:ident: $with:ident($read:expr) -> $t:ty;)+) => {$(
+        $(#[$doc])*
+        pub(crate) fn $name<'v>(
+            map: &'v Map<String, Value>,
+            key: &str,
+        ) -> Result<$t, FieldError<'v>> {
+            $with(map, key, $read)
+        }
+    )+};
 }
 
-/// A required non-empty string.
-pub(crate) fn req_nonempty_str<'v>(
-    map: &'v Map<String, Value>,
-    key: &str,
-) -> Result<&'v str, FieldError<'v>> {
-    req_with(map, key, nonempty_string)
-}
-
-/// An optional string, possibly empty; a present `null` is a wrong type.
-pub(crate) fn opt_str<'v>(
-    map: &'v Map<String, Value>,
-    key: &str,
-) -> Result<Option<&'v str>, FieldError<'v>> {
-    opt_with(map, key, string)
-}
-
-/// A required integer in `0..=u64::MAX`.
-pub(crate) fn req_u64<'v>(map: &'v Map<String, Value>, key: &str) -> Result<u64, FieldError<'v>> {
-    req_with(map, key, |v, path| uint(v, path, u64::MAX))
-}
-
-/// A required object.
-pub(crate) fn req_object<'v>(
-    map: &'v Map<String, Value>,
-    key: &str,
-) -> Result<&'v Map<String, Value>, FieldError<'v>> {
-    req_with(map, key, object_at)
-}
-
-/// An optional object; a present `null` is a wrong type.
-pub(crate) fn opt_object<'v>(
-    map: &'v Map<String, Value>,
-    key: &str,
-) -> Result<Option<&'v Map<String, Value>>, FieldError<'v>> {
-    opt_with(map, key, object_at)
-}
-
-/// A required array.
-pub(crate) fn req_array<'v>(
-    map: &'v Map<String, Value>,
-    key: &str,
-) -> Result<&'v [Value], FieldError<'v>> {
-    req_with(map, key, array)
+shortcuts! {
+    /// A required string, possibly empty.
+    req_str: req_with(string) -> &'v str;
+    /// A required non-empty string.
+    req_nonempty_str: req_with(nonempty_string) -> &'v str;
+    /// An optional string, possibly empty; a present `null` is a wrong type.
+    opt_str: opt_with(string) -> Option<&'v str>;
+    /// A required integer in `0..=u64::MAX`.
+    req_u64: req_with(|v, path| uint(v, path, u64::MAX)) -> u64;
+    /// A required object.
+    req_object: req_with(object_at) -> &'v Map<String, Value>;
+    /// An optional object; a present `null` is a wrong type.
+    opt_object: opt_with(object_at) -> Option<&'v Map<String, Value>>;
+    /// A required array.
+    req_array: req_with(array) -> &'v [Value];
 }
 
 /// Parse each item of `items` with `parse(item, path)`, where `path` is `prefix/<index>`.
