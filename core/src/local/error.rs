@@ -94,7 +94,7 @@ impl ModelError {
 /// `runner.diagnostic` event with this code and terminates the harness process group.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum HarnessViolation {
+pub(crate) enum HarnessViolation {
     /// A stdout frame exceeded the line bound. Code `stdout_frame_too_long`.
     #[error("harness stdout frame exceeded {max_line_bytes} bytes")]
     StdoutFrameTooLong {
@@ -150,7 +150,7 @@ pub enum HarnessViolation {
 
 impl HarnessViolation {
     /// Stable snake_case code of this violation.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             HarnessViolation::StdoutFrameTooLong { .. } => "stdout_frame_too_long",
             HarnessViolation::StdoutInvalidUtf8 => "stdout_invalid_utf8",

@@ -17,9 +17,9 @@ use super::models::{
 use crate::fields::{object as as_object, opt_str, req, req_object, req_str, req_u64};
 
 /// Default clock start: 2026-01-01T00:00:00.000Z.
-pub const DEFAULT_CLOCK_START_MS: u64 = 1_767_225_600_000;
+pub(crate) const DEFAULT_CLOCK_START_MS: u64 = 1_767_225_600_000;
 /// Default clock step between two events: 1 ms.
-pub const DEFAULT_CLOCK_STEP_MS: u64 = 1;
+pub(crate) const DEFAULT_CLOCK_STEP_MS: u64 = 1;
 
 /// The injected clock of `emittedAt`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +51,7 @@ impl EventClock {
 
 /// Format Unix milliseconds as `YYYY-MM-DDTHH:MM:SS.mmmZ` (years past 9999 are clamped
 /// to 9999-12-31T23:59:59.999Z).
-pub fn format_rfc3339_ms(unix_ms: u64) -> String {
+pub(crate) fn format_rfc3339_ms(unix_ms: u64) -> String {
     const MAX_MS: u64 = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
     let ms = unix_ms.min(MAX_MS);
     let secs = ms / 1000;
@@ -124,11 +124,6 @@ impl EventFactory {
     /// `sourceEventId` of the event with this seq: `event_<runId>_<seq:03>`.
     pub fn source_event_id(&self, seq: u64) -> String {
         format!("event_{}_{seq:03}", self.run_id)
-    }
-
-    /// Number of events built so far.
-    pub fn emitted(&self) -> u64 {
-        self.next_seq.saturating_sub(1)
     }
 
     /// Build the next event. Field order: `schema, sourceEventId, sourceSeq,

@@ -14,25 +14,25 @@ use crate::fields::{
 };
 
 /// Schema id of controller → runner commands (runner stdin JSONL).
-pub const COMMAND_SCHEMA: &str = "paperclip.prp.command.v1";
+pub(crate) const COMMAND_SCHEMA: &str = "paperclip.prp.command.v1";
 /// Schema id of the runner → controller stream envelope (runner stdout JSONL).
-pub const STREAM_SCHEMA: &str = "paperclip.runner.stream.v1";
+pub(crate) const STREAM_SCHEMA: &str = "paperclip.runner.stream.v1";
 /// Schema id of runner → harness commands (harness stdin JSONL).
-pub const HARNESS_COMMAND_SCHEMA: &str = "paperclip.fake_harness.command.v1";
+pub(crate) const HARNESS_COMMAND_SCHEMA: &str = "paperclip.fake_harness.command.v1";
 /// Schema id of harness → runner messages (harness stdout JSONL).
-pub const HARNESS_MESSAGE_SCHEMA: &str = "paperclip.fake_harness.message.v1";
+pub(crate) const HARNESS_MESSAGE_SCHEMA: &str = "paperclip.fake_harness.message.v1";
 /// Schema id of a fake-harness script file.
-pub const SCRIPT_SCHEMA: &str = "paperclip.fake_harness.script.v1";
+pub(crate) const SCRIPT_SCHEMA: &str = "paperclip.fake_harness.script.v1";
 /// Schema id of canonical events.
-pub const EVENT_SCHEMA: &str = "paperclip.prp.event.v1";
+pub(crate) const EVENT_SCHEMA: &str = "paperclip.prp.event.v1";
 /// Schema id of terminal objects (harness proposal and canonical `run.terminal` payload).
-pub const TERMINAL_SCHEMA: &str = "paperclip.prp.terminal.v1";
+pub(crate) const TERMINAL_SCHEMA: &str = "paperclip.prp.terminal.v1";
 /// Schema id of structured run results.
-pub const RESULT_SCHEMA: &str = "paperclip.run_result.v1";
+pub(crate) const RESULT_SCHEMA: &str = "paperclip.run_result.v1";
 /// Schema id of runtime (permission / input) requests.
-pub const RUNTIME_REQUEST_SCHEMA: &str = "paperclip.runtime_request.v1";
+pub(crate) const RUNTIME_REQUEST_SCHEMA: &str = "paperclip.runtime_request.v1";
 /// Longest `commandId` accepted (command schema `maxLength`).
-pub const MAX_COMMAND_ID_CHARS: usize = 160;
+pub(crate) const MAX_COMMAND_ID_CHARS: usize = 160;
 
 // ---------------------------------------------------------------------------------------
 // small readers
@@ -781,7 +781,7 @@ closed_enum! {
 /// Validate a `paperclip.prp.terminal.v1` object: schema id and the three closed enum
 /// fields (`turnTerminalState`, `runTerminalState`, `reportedWorkDisposition`); other
 /// fields are open.
-pub fn validate_terminal(v: &Value) -> Result<(), ModelError> {
+pub(crate) fn validate_terminal(v: &Value) -> Result<(), ModelError> {
     let obj = as_object(v)?;
     check_schema(obj, TERMINAL_SCHEMA)?;
     parse_enum(obj, "turnTerminalState", TurnTerminalState::from_str)?;
@@ -792,13 +792,13 @@ pub fn validate_terminal(v: &Value) -> Result<(), ModelError> {
 
 /// Check a harness terminal proposal: schema `paperclip.prp.terminal.v1` and all three
 /// enum fields valid. This is `proposalValid` of the reconciliation.
-pub fn terminal_proposal_is_valid(v: &Value) -> bool {
+pub(crate) fn terminal_proposal_is_valid(v: &Value) -> bool {
     validate_terminal(v).is_ok()
 }
 
 /// Validate a `paperclip.run_result.v1` object (required fields, closed enums, the
 /// `blocked → blocker` and `yielded → continuation` rules). Returns its disposition.
-pub fn validate_run_result(v: &Value) -> Result<WorkDisposition, ModelError> {
+pub(crate) fn validate_run_result(v: &Value) -> Result<WorkDisposition, ModelError> {
     let obj = as_object(v)?;
     check_schema(obj, RESULT_SCHEMA)?;
     let disposition = parse_enum(obj, "reportedWorkDisposition", WorkDisposition::from_str)?;
@@ -951,7 +951,9 @@ closed_enum! {
 
 /// Validate a `paperclip.runtime_request.v1` object as the harness sends it
 /// (`requestKind: "runtime"`, `status: "pending"`). Returns `(requestId, type)`.
-pub fn validate_runtime_request(v: &Value) -> Result<(String, RuntimeRequestType), ModelError> {
+pub(crate) fn validate_runtime_request(
+    v: &Value,
+) -> Result<(String, RuntimeRequestType), ModelError> {
     let obj = as_object(v)?;
     check_schema(obj, RUNTIME_REQUEST_SCHEMA)?;
     let kind = req(obj, "requestKind")?;
@@ -985,7 +987,7 @@ pub fn validate_runtime_request(v: &Value) -> Result<(String, RuntimeRequestType
 }
 
 /// Every `eventType` of `paperclip.prp.event.v1` (closed: anything else fails closed).
-pub const EVENT_TYPES: &[&str] = &[
+pub(crate) const EVENT_TYPES: &[&str] = &[
     "runner.connected",
     "runner.reconnected",
     "runner.disconnected",
@@ -1054,14 +1056,14 @@ pub const EVENT_TYPES: &[&str] = &[
 ];
 
 /// `true` when `event_type` is one of [`EVENT_TYPES`].
-pub fn is_known_event_type(event_type: &str) -> bool {
+pub(crate) fn is_known_event_type(event_type: &str) -> bool {
     EVENT_TYPES.contains(&event_type)
 }
 
 /// Event priority per the local runner: 0 for `run.result.proposed`, `run.terminal`,
 /// `turn.completed`, `turn.failed`, `turn.interrupted`, `harness.exited`; 2 for
 /// `item.delta`, `harness.diagnostic`, `runner.diagnostic`; 1 otherwise.
-pub fn event_priority(event_type: &str) -> u8 {
+pub(crate) fn event_priority(event_type: &str) -> u8 {
     match event_type {
         "run.result.proposed"
         | "run.terminal"
