@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::error::ContractError;
 use super::safety::find_sensitive;
 use crate::fields::{self as f, concat, join, Expected, FieldError, Problem};
-use crate::wire::MAX_SAFE_INTEGER;
+use crate::wire::{UsageSplit, MAX_SAFE_INTEGER};
 
 pub(crate) use crate::fields::type_name;
 
@@ -208,6 +208,17 @@ impl<'a> Obj<'a> {
         let m = self.object(key)?;
         string_values(&m).map_err(|e| contract_error(self.model, &self.path(key), &e))?;
         Ok(m)
+    }
+
+    /// An optional [`UsageSplit`] (`null` = absent); a bad split is an
+    /// [`ContractError::InvalidField`] whose reason is the split's own error.
+    pub(crate) fn opt_usage_split(&self, key: &str) -> Result<Option<UsageSplit>, ContractError> {
+        self.get(key)
+            .map(|v| {
+                UsageSplit::from_value(&crate::json::Value::from(v))
+                    .map_err(|e| self.invalid(key, e.to_string()))
+            })
+            .transpose()
     }
 
     /// Parse a nested model at `key`.

@@ -262,11 +262,9 @@ impl GatewayInput {
                 let request = o.nested("request", ExecutionRequest::parse_at)?;
                 let tool_calls = match o.get("tool_calls") {
                     None => Vec::new(),
-                    Some(Value::Array(items)) => items
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| ToolCall::parse_at(v, &format!("tool_calls/{i}")))
-                        .collect::<Result<_, _>>()?,
+                    Some(Value::Array(items)) => {
+                        crate::fields::each(items, "tool_calls", ToolCall::parse_at)?
+                    }
                     Some(other) => {
                         return Err(invalid(format!(
                             "`tool_calls` must be an array, found {}",
