@@ -41,6 +41,7 @@
 pub mod adapter;
 pub mod config;
 pub mod contract;
+pub(crate) mod fields;
 pub mod framing;
 pub mod host;
 pub mod json;

@@ -90,6 +90,7 @@
 use serde_json::{Map, Value};
 
 use super::error::AdapterError;
+use crate::fields;
 use crate::wire::{UsageSplit, MAX_SAFE_INTEGER, USAGE_COMPONENTS};
 
 fn invalid(reason: impl Into<String>) -> AdapterError {
@@ -100,34 +101,26 @@ fn invalid(reason: impl Into<String>) -> AdapterError {
 }
 
 fn object(usage: &Value) -> Result<&Map<String, Value>, AdapterError> {
-    usage
-        .as_object()
-        .ok_or_else(|| invalid("usage must be a JSON object"))
+    fields::object(usage).map_err(|_| invalid("usage must be a JSON object"))
 }
 
-/// A count at `path` (`a` or `a/b`), 0 when absent or null.
+/// A count at `path` (`a` or `a/b`), `None` when absent or null.
 fn count(obj: &Map<String, Value>, path: &str) -> Result<Option<u64>, AdapterError> {
-    let mut parts = path.split('/');
-    let first = parts.next().unwrap_or_default();
-    let mut v = match obj.get(first) {
-        None | Some(Value::Null) => return Ok(None),
-        Some(v) => v,
+    let bad = |e: fields::FieldError<'_>| match e.problem {
+        fields::Problem::WrongType(fields::Expected::Object) => {
+            invalid(format!("{} must be an object", e.path))
+        }
+        _ => invalid(format!(
+            "{path} must be an integer in 0..=2^53-1, found {}",
+            e.found.unwrap_or(&Value::Null)
+        )),
     };
-    for p in parts {
-        v = match v {
-            Value::Object(m) => match m.get(p) {
-                None | Some(Value::Null) => return Ok(None),
-                Some(x) => x,
-            },
-            _ => return Err(invalid(format!("{first} must be an object"))),
-        };
-    }
-    match v.as_u64() {
-        Some(n) if n <= MAX_SAFE_INTEGER => Ok(Some(n)),
-        _ => Err(invalid(format!(
-            "{path} must be an integer in 0..=2^53-1, found {v}"
-        ))),
-    }
+    fields::descend(obj, path)
+        .and_then(|v| {
+            v.map(|v| fields::uint(v, path, MAX_SAFE_INTEGER))
+                .transpose()
+        })
+        .map_err(bad)
 }
 
 /// An inner count that must not exceed its container.

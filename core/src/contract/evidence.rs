@@ -565,18 +565,7 @@ impl ExecutionEvidence {
                 abandoned: c.req_u64("abandoned")?,
             })
         })?;
-        let tokens = match o.get("tokens") {
-            None => None,
-            Some(v) => Some(
-                UsageSplit::from_value(&crate::json::Value::from(v)).map_err(|e| {
-                    ContractError::InvalidField {
-                        model: o.model,
-                        field: o.path("tokens"),
-                        reason: e.to_string(),
-                    }
-                })?,
-            ),
-        };
+        let tokens = o.opt_usage_split("tokens")?;
         let tool_event_visibility = match o.opt_enum(
             "tool_event_visibility",
             &["complete", "partial", "unavailable"],

@@ -1,19 +1,49 @@
-//! A strict reader over one JSON object: unknown fields rejected, typed field access with
-//! errors that name the model and the field path.
+//! The contract models' strict reader over one JSON object: unknown fields rejected,
+//! `null` read as absent, typed field access from [`crate::fields`] with its neutral errors
+//! mapped into [`ContractError`]s that name the model and the field path.
 
 use serde_json::{Map, Value};
 
 use super::error::ContractError;
-use super::safety::{concat, find_sensitive, join};
-use crate::wire::MAX_SAFE_INTEGER;
+use super::safety::find_sensitive;
+use crate::fields::{self as f, concat, join, Expected, FieldError, Problem};
+use crate::wire::{UsageSplit, MAX_SAFE_INTEGER};
 
-pub(crate) use crate::wire::type_name;
+pub(crate) use crate::fields::type_name;
 
 /// One object being read as a contract model.
 pub(crate) struct Obj<'a> {
     pub(crate) model: &'static str,
     prefix: String,
-    pub(crate) map: &'a Map<String, Value>,
+    map: &'a Map<String, Value>,
+}
+
+/// Map a neutral field error of model `model`, whose path is relative to `prefix`.
+pub(crate) fn contract_error(
+    model: &'static str,
+    prefix: &str,
+    e: &FieldError<'_>,
+) -> ContractError {
+    let field = concat(prefix, &e.path);
+    let reason = match e.problem {
+        Problem::Missing => return ContractError::MissingField { model, field },
+        Problem::UnknownField => return ContractError::UnknownField { model, field },
+        Problem::WrongType(Expected::Object) if e.path.is_empty() => {
+            return ContractError::NotObject {
+                model,
+                field,
+                found: e.found_type().to_owned(),
+            }
+        }
+        Problem::WrongType(expected) => e.expected_found(expected),
+        Problem::OutOfRange => "expected an integer in 0..=2^53-1".to_owned(),
+        Problem::Empty => "must not be empty".to_owned(),
+    };
+    ContractError::InvalidField {
+        model,
+        field,
+        reason,
+    }
 }
 
 impl<'a> Obj<'a> {
@@ -25,19 +55,9 @@ impl<'a> Obj<'a> {
         value: &'a Value,
         declared: &[&str],
     ) -> Result<Self, ContractError> {
-        let Value::Object(map) = value else {
-            return Err(ContractError::NotObject {
-                model,
-                field: prefix.to_owned(),
-                found: type_name(value).to_owned(),
-            });
-        };
-        if let Some(k) = map.keys().find(|k| !declared.contains(&k.as_str())) {
-            return Err(ContractError::UnknownField {
-                model,
-                field: join(prefix, k),
-            });
-        }
+        let map = f::object(value)
+            .and_then(|map| f::reject_unknown(map, declared).map(|()| map))
+            .map_err(|e| contract_error(model, prefix, &e))?;
         Ok(Self {
             model,
             prefix: prefix.to_owned(),
@@ -49,81 +69,72 @@ impl<'a> Obj<'a> {
         join(&self.prefix, key)
     }
 
-    fn invalid(&self, key: &str, reason: impl Into<String>) -> ContractError {
-        self.invalid_at(self.path(key), reason)
+    fn err(&self, e: &FieldError<'_>) -> ContractError {
+        contract_error(self.model, &self.prefix, e)
     }
 
-    fn invalid_at(&self, field: String, reason: impl Into<String>) -> ContractError {
+    fn invalid(&self, key: &str, reason: String) -> ContractError {
         ContractError::InvalidField {
             model: self.model,
-            field,
-            reason: reason.into(),
+            field: self.path(key),
+            reason,
         }
     }
 
     /// The value of `key`, `None` when absent or `null`.
     pub(crate) fn get(&self, key: &str) -> Option<&'a Value> {
-        self.map.get(key).filter(|v| !v.is_null())
+        f::get_set(self.map, key)
     }
 
     pub(crate) fn required(&self, key: &str) -> Result<&'a Value, ContractError> {
-        self.get(key).ok_or_else(|| ContractError::MissingField {
-            model: self.model,
-            field: self.path(key),
-        })
+        f::required(self.get(key), key).map_err(|e| self.err(&e))
     }
 
-    /// `v` as a non-empty string; errors are reported at the full path `field`.
-    fn string_of(&self, field: String, v: &Value) -> Result<String, ContractError> {
-        match v {
-            Value::String(s) if !s.is_empty() => Ok(s.clone()),
-            Value::String(_) => Err(self.invalid_at(field, "must not be empty")),
-            other => Err(self.invalid_at(
-                field,
-                format!("expected a string, found {}", type_name(other)),
-            )),
-        }
+    /// An optional value of `key` read by `read` (`null` = absent).
+    fn opt<T>(
+        &self,
+        key: &str,
+        read: impl FnOnce(&'a Value, &str) -> Result<T, FieldError<'a>>,
+    ) -> Result<Option<T>, ContractError> {
+        self.get(key)
+            .map(|v| read(v, key))
+            .transpose()
+            .map_err(|e| self.err(&e))
+    }
+
+    /// A required value of `key` read by `read`.
+    fn req<T>(
+        &self,
+        key: &str,
+        read: impl FnOnce(&'a Value, &str) -> Result<T, FieldError<'a>>,
+    ) -> Result<T, ContractError> {
+        f::required(self.get(key), key)
+            .and_then(|v| read(v, key))
+            .map_err(|e| self.err(&e))
     }
 
     /// A required non-empty string.
     pub(crate) fn req_str(&self, key: &str) -> Result<String, ContractError> {
-        let v = self.required(key)?;
-        self.string_of(self.path(key), v)
+        self.req(key, f::nonempty_string).map(str::to_owned)
     }
 
     /// An optional non-empty string (`null` = absent).
     pub(crate) fn opt_str(&self, key: &str) -> Result<Option<String>, ContractError> {
-        self.get(key)
-            .map(|v| self.string_of(self.path(key), v))
-            .transpose()
+        Ok(self.opt(key, f::nonempty_string)?.map(str::to_owned))
     }
 
     /// An optional string that may be empty (`null` = absent).
     pub(crate) fn opt_text(&self, key: &str) -> Result<Option<String>, ContractError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(self.invalid(
-                key,
-                format!("expected a string, found {}", type_name(other)),
-            )),
-        }
+        Ok(self.opt(key, f::string)?.map(str::to_owned))
     }
 
     /// An optional list of non-empty strings (absent or `null` = `None`).
     pub(crate) fn opt_str_list(&self, key: &str) -> Result<Option<Vec<String>>, ContractError> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        let Value::Array(items) = v else {
-            return Err(self.invalid(key, format!("expected an array, found {}", type_name(v))));
-        };
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| self.string_of(join(&self.path(key), &i.to_string()), item))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
+        self.opt(key, |v, path| {
+            f::each(f::array(v, path)?, path, |item, at| {
+                f::nonempty_string(item, at).map(str::to_owned)
+            })
+        })
     }
 
     /// A list of non-empty strings; absent or `null` = empty.
@@ -132,37 +143,23 @@ impl<'a> Obj<'a> {
     }
 
     pub(crate) fn opt_bool(&self, key: &str) -> Result<Option<bool>, ContractError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(self.invalid(
-                key,
-                format!("expected a boolean, found {}", type_name(other)),
-            )),
-        }
+        self.opt(key, f::boolean)
     }
 
     pub(crate) fn req_bool(&self, key: &str) -> Result<bool, ContractError> {
-        self.required(key)?;
-        Ok(self.opt_bool(key)?.unwrap_or_default())
+        self.req(key, f::boolean)
     }
 
     /// A key that must be present, though its value may be `null`.
     pub(crate) fn present(&self, key: &str) -> Result<(), ContractError> {
-        if self.map.contains_key(key) {
-            Ok(())
-        } else {
-            Err(ContractError::MissingField {
-                model: self.model,
-                field: self.path(key),
-            })
-        }
+        f::required(f::get(self.map, key), key)
+            .map(|_| ())
+            .map_err(|e| self.err(&e))
     }
 
     /// A required integer in 0..=2^53−1.
     pub(crate) fn req_u64(&self, key: &str) -> Result<u64, ContractError> {
-        self.required(key)?;
-        Ok(self.opt_u64(key)?.unwrap_or_default())
+        self.req(key, |v, path| f::uint(v, path, MAX_SAFE_INTEGER))
     }
 
     /// An optional string that must be one of `allowed` (`null` = absent).
@@ -171,7 +168,7 @@ impl<'a> Obj<'a> {
         key: &str,
         allowed: &[&'static str],
     ) -> Result<Option<&'static str>, ContractError> {
-        match self.opt_str(key)? {
+        match self.opt(key, f::nonempty_string)? {
             None => Ok(None),
             Some(v) => allowed
                 .iter()
@@ -186,29 +183,12 @@ impl<'a> Obj<'a> {
 
     /// An optional integer in 0..=2^53−1.
     pub(crate) fn opt_u64(&self, key: &str) -> Result<Option<u64>, ContractError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::Number(n)) => match n.as_u64() {
-                Some(u) if u <= MAX_SAFE_INTEGER => Ok(Some(u)),
-                _ => Err(self.invalid(key, "expected an integer in 0..=2^53-1")),
-            },
-            Some(other) => Err(self.invalid(
-                key,
-                format!("expected an integer, found {}", type_name(other)),
-            )),
-        }
+        self.opt(key, |v, path| f::uint(v, path, MAX_SAFE_INTEGER))
     }
 
     /// An optional JSON object (absent or `null` = empty).
     pub(crate) fn object(&self, key: &str) -> Result<Map<String, Value>, ContractError> {
-        match self.get(key) {
-            None => Ok(Map::new()),
-            Some(Value::Object(m)) => Ok(m.clone()),
-            Some(other) => Err(self.invalid(
-                key,
-                format!("expected an object, found {}", type_name(other)),
-            )),
-        }
+        Ok(self.opt(key, f::object_at)?.cloned().unwrap_or_default())
     }
 
     /// A declared, open `metadata` object that must carry no sensitive value.
@@ -226,14 +206,19 @@ impl<'a> Obj<'a> {
     /// A string → string map (absent or `null` = empty).
     pub(crate) fn string_map(&self, key: &str) -> Result<Map<String, Value>, ContractError> {
         let m = self.object(key)?;
-        if let Some((k, v)) = m.iter().find(|(_, v)| !v.is_string()) {
-            return Err(ContractError::InvalidField {
-                model: self.model,
-                field: join(&self.path(key), k),
-                reason: format!("expected a string, found {}", type_name(v)),
-            });
-        }
+        string_values(&m).map_err(|e| contract_error(self.model, &self.path(key), &e))?;
         Ok(m)
+    }
+
+    /// An optional [`UsageSplit`] (`null` = absent); a bad split is an
+    /// [`ContractError::InvalidField`] whose reason is the split's own error.
+    pub(crate) fn opt_usage_split(&self, key: &str) -> Result<Option<UsageSplit>, ContractError> {
+        self.get(key)
+            .map(|v| {
+                UsageSplit::from_value(&crate::json::Value::from(v))
+                    .map_err(|e| self.invalid(key, e.to_string()))
+            })
+            .transpose()
     }
 
     /// Parse a nested model at `key`.
@@ -245,4 +230,23 @@ impl<'a> Obj<'a> {
         let v = self.required(key)?;
         parse(v, &self.path(key))
     }
+
+    /// An optional list (absent or `null` = empty) whose items are nested models.
+    pub(crate) fn list<T>(
+        &self,
+        key: &str,
+        parse: impl FnMut(&Value, &str) -> Result<T, ContractError>,
+    ) -> Result<Vec<T>, ContractError> {
+        match self.opt(key, f::array)? {
+            None => Ok(Vec::new()),
+            Some(items) => f::each(items, &self.path(key), parse),
+        }
+    }
+}
+
+/// Check that every value of `map` is a string; the first one that is not is a
+/// [`Problem::WrongType`] at its escaped key.
+pub(crate) fn string_values(map: &Map<String, Value>) -> Result<(), FieldError<'_>> {
+    map.iter()
+        .try_for_each(|(k, v)| f::string(v, &join("", k)).map(|_| ()))
 }

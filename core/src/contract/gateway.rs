@@ -9,13 +9,13 @@ use super::evidence::{
     ExecutionEvidence, FailureStage, GatewayResult, Outcome, SessionEndStatus, TeardownStatus,
     ToolCallCounts,
 };
-use super::fields::{type_name, Obj};
+use super::fields::{contract_error, string_values, type_name, Obj};
 use super::models::{
     string_map, ExecutionRequest, ExecutionSummary, HarnessProfile, SandboxHandle, StringMap,
     ToolCall, ToolResult, CONTRACT_VERSION,
 };
 use super::resolution::{resolve, Catalog, Resolved};
-use super::safety::{join, IdentifierKind};
+use super::safety::IdentifierKind;
 
 /// Default for [`GatewayConfig::max_tool_calls`].
 pub const DEFAULT_MAX_TOOL_CALLS: usize = 256;
@@ -262,11 +262,9 @@ impl GatewayInput {
                 let request = o.nested("request", ExecutionRequest::parse_at)?;
                 let tool_calls = match o.get("tool_calls") {
                     None => Vec::new(),
-                    Some(Value::Array(items)) => items
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| ToolCall::parse_at(v, &format!("tool_calls/{i}")))
-                        .collect::<Result<_, _>>()?,
+                    Some(Value::Array(items)) => {
+                        crate::fields::each(items, "tool_calls", ToolCall::parse_at)?
+                    }
                     Some(other) => {
                         return Err(invalid(format!(
                             "`tool_calls` must be an array, found {}",
@@ -647,24 +645,13 @@ enum Answer {
 
 /// A session map answered as a bare value: a JSON object of strings.
 fn session_map(value: &Value) -> Result<StringMap, ContractError> {
-    const MODEL: &str = "SessionMap";
-    let Value::Object(map) = value else {
-        return Err(ContractError::NotObject {
-            model: MODEL,
-            field: String::new(),
-            found: type_name(value).to_owned(),
-        });
-    };
-    map.iter()
-        .map(|(k, v)| match v {
-            Value::String(s) => Ok((k.clone(), s.clone())),
-            other => Err(ContractError::InvalidField {
-                model: MODEL,
-                field: join("", k),
-                reason: format!("expected a string, found {}", type_name(other)),
-            }),
-        })
-        .collect()
+    let map = crate::fields::object(value)
+        .and_then(|map| string_values(map).map(|()| map))
+        .map_err(|e| contract_error("SessionMap", "", &e))?;
+    Ok(map
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect())
 }
 
 /// Which answer `input` is while `stage` is outstanding; `None` when it answers nothing

@@ -502,18 +502,7 @@ impl ExecutionSummary {
 
     pub(crate) fn parse_at(value: &Value, prefix: &str) -> Result<Self, ContractError> {
         let o = Obj::open("ExecutionSummary", prefix, value, Self::FIELDS)?;
-        let tokens = match o.get("tokens") {
-            None => None,
-            Some(v) => Some(
-                UsageSplit::from_value(&crate::json::Value::from(v)).map_err(|e| {
-                    ContractError::InvalidField {
-                        model: o.model,
-                        field: o.path("tokens"),
-                        reason: e.to_string(),
-                    }
-                })?,
-            ),
-        };
+        let tokens = o.opt_usage_split("tokens")?;
         let duration_ms = o.opt_u64("duration_ms")?;
         let resolved_model = o.opt_str("resolved_model")?;
         let commit = o.opt_str("commit")?;

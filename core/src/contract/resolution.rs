@@ -35,7 +35,7 @@ use serde_json::Value;
 use super::error::ContractError;
 use super::fields::Obj;
 use super::models::{HarnessProfile, ReinDescriptor, CONTRACT_VERSION};
-use super::safety::{find_sensitive, is_credential_reference, join, looks_like_credential};
+use super::safety::{find_sensitive, is_credential_reference, looks_like_credential};
 
 /// The profiles and rein descriptors a gateway may resolve against.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -54,31 +54,9 @@ impl Catalog {
     /// The first violation, located like `profiles/0/tool_policy`.
     pub fn from_value(value: &Value) -> Result<Self, ContractError> {
         let o = Obj::open("Catalog", "", value, &["profiles", "reins"])?;
-        fn list<T>(
-            o: &Obj<'_>,
-            key: &str,
-            parse: fn(&Value, &str) -> Result<T, ContractError>,
-        ) -> Result<Vec<T>, ContractError> {
-            match o.get(key) {
-                None => Ok(Vec::new()),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| parse(v, &join(key, &i.to_string())))
-                    .collect(),
-                Some(other) => Err(ContractError::InvalidField {
-                    model: "Catalog",
-                    field: key.to_owned(),
-                    reason: format!(
-                        "expected an array, found {}",
-                        super::fields::type_name(other)
-                    ),
-                }),
-            }
-        }
         Ok(Self {
-            profiles: list(&o, "profiles", HarnessProfile::parse_at)?,
-            reins: list(&o, "reins", ReinDescriptor::parse_at)?,
+            profiles: o.list("profiles", HarnessProfile::parse_at)?,
+            reins: o.list("reins", ReinDescriptor::parse_at)?,
         })
     }
 }

@@ -67,6 +67,8 @@
 
 use serde_json::Value;
 
+use crate::fields::join;
+
 const SENSITIVE_WORDS: &[&str] = &[
     "secret",
     "secrets",
@@ -360,20 +362,6 @@ pub fn find_sensitive(value: &Value) -> Option<String> {
         }
     }
     walk(value, "")
-}
-
-/// Append one key (escaped as in JSON Pointer: `~` → `~0`, `/` → `~1`) to a path.
-pub(crate) fn join(prefix: &str, key: &str) -> String {
-    concat(prefix, &key.replace('~', "~0").replace('/', "~1"))
-}
-
-/// Append an already-escaped relative path to a path.
-pub(crate) fn concat(prefix: &str, rel: &str) -> String {
-    match (prefix.is_empty(), rel.is_empty()) {
-        (true, _) => rel.to_owned(),
-        (false, true) => prefix.to_owned(),
-        (false, false) => format!("{prefix}/{rel}"),
-    }
 }
 
 /// `true` when `s` is a credential-route *reference* rather than a value: `scheme:name`

@@ -59,9 +59,7 @@ impl fmt::Display for Refusal {
 
 /// The one `Authorization` header value among `headers` (name/value pairs in arrival
 /// order; names compare ASCII-case-insensitively), or the refusal of rule 1.
-pub fn authorization_header<N: AsRef<str>, V: AsRef<str>>(
-    headers: &[(N, V)],
-) -> Result<&str, Refusal> {
+fn authorization_header<N: AsRef<str>, V: AsRef<str>>(headers: &[(N, V)]) -> Result<&str, Refusal> {
     let mut found: Option<&str> = None;
     for (name, value) in headers {
         if name.as_ref().eq_ignore_ascii_case("authorization") {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// The canonical text of a JSON value: `{"z": [2, 1], "a": {"b": true}}` is
 /// `{"a":{"b":true},"z":[2,1]}`.
-pub fn canonical_json(value: &Value) -> String {
+pub(crate) fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
     write_canonical(value, &mut out);
     out

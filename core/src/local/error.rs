@@ -3,8 +3,6 @@
 //! broke a rule of the API: [`LocalError`]) is kept apart from remote violations (a peer
 //! sent bad data: [`ModelError`], [`HarnessViolation`]).
 
-use std::fmt;
-
 /// A local-runner JSON message (command, harness message, script, event, result, request)
 /// could not be read. Always a *remote* violation: the data came from a peer or a file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,7 +94,7 @@ impl ModelError {
 /// `runner.diagnostic` event with this code and terminates the harness process group.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum HarnessViolation {
+pub(crate) enum HarnessViolation {
     /// A stdout frame exceeded the line bound. Code `stdout_frame_too_long`.
     #[error("harness stdout frame exceeded {max_line_bytes} bytes")]
     StdoutFrameTooLong {
@@ -152,7 +150,7 @@ pub enum HarnessViolation {
 
 impl HarnessViolation {
     /// Stable snake_case code of this violation.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             HarnessViolation::StdoutFrameTooLong { .. } => "stdout_frame_too_long",
             HarnessViolation::StdoutInvalidUtf8 => "stdout_invalid_utf8",
@@ -212,19 +210,27 @@ impl LocalError {
     }
 }
 
-/// Display helper: a value's JSON type name.
-pub(crate) struct TypeName<'a>(pub &'a serde_json::Value);
-
-impl fmt::Display for TypeName<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use serde_json::Value as V;
-        f.write_str(match self.0 {
-            V::Null => "null",
-            V::Bool(_) => "boolean",
-            V::Number(_) => "number",
-            V::String(_) => "string",
-            V::Array(_) => "array",
-            V::Object(_) => "object",
-        })
+/// A local-runner field error: a wrong integer names the value found, any other wrong
+/// type the JSON type found.
+impl From<crate::fields::FieldError<'_>> for ModelError {
+    fn from(e: crate::fields::FieldError<'_>) -> Self {
+        use crate::fields::{Expected, Problem};
+        let message = match e.problem {
+            Problem::Missing => return ModelError::MissingField { field: e.path },
+            Problem::WrongType(Expected::Object) if e.path.is_empty() => {
+                return ModelError::NotObject
+            }
+            Problem::WrongType(Expected::Integer) | Problem::OutOfRange => format!(
+                "expected a non-negative integer, found {}",
+                e.found.unwrap_or(&serde_json::Value::Null)
+            ),
+            Problem::WrongType(expected) => e.expected_found(expected),
+            Problem::Empty => "must not be empty".to_owned(),
+            Problem::UnknownField => "not a declared field".to_owned(),
+        };
+        ModelError::InvalidField {
+            field: e.path,
+            message,
+        }
     }
 }

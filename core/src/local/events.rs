@@ -11,14 +11,15 @@ use serde_json::{Map, Value};
 
 use super::error::ModelError;
 use super::models::{
-    as_object, check_id, check_schema, event_priority, is_known_event_type, opt_str, req_id,
-    req_object, req_str, req_u64, validate_run_result, validate_terminal, EVENT_SCHEMA,
+    check_id, check_schema, event_priority, is_known_event_type, req_id, validate_run_result,
+    validate_terminal, EVENT_SCHEMA,
 };
+use crate::fields::{object as as_object, opt_str, req, req_object, req_str, req_u64};
 
 /// Default clock start: 2026-01-01T00:00:00.000Z.
-pub const DEFAULT_CLOCK_START_MS: u64 = 1_767_225_600_000;
+pub(crate) const DEFAULT_CLOCK_START_MS: u64 = 1_767_225_600_000;
 /// Default clock step between two events: 1 ms.
-pub const DEFAULT_CLOCK_STEP_MS: u64 = 1;
+pub(crate) const DEFAULT_CLOCK_STEP_MS: u64 = 1;
 
 /// The injected clock of `emittedAt`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +51,7 @@ impl EventClock {
 
 /// Format Unix milliseconds as `YYYY-MM-DDTHH:MM:SS.mmmZ` (years past 9999 are clamped
 /// to 9999-12-31T23:59:59.999Z).
-pub fn format_rfc3339_ms(unix_ms: u64) -> String {
+pub(crate) fn format_rfc3339_ms(unix_ms: u64) -> String {
     const MAX_MS: u64 = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
     let ms = unix_ms.min(MAX_MS);
     let secs = ms / 1000;
@@ -123,11 +124,6 @@ impl EventFactory {
     /// `sourceEventId` of the event with this seq: `event_<runId>_<seq:03>`.
     pub fn source_event_id(&self, seq: u64) -> String {
         format!("event_{}_{seq:03}", self.run_id)
-    }
-
-    /// Number of events built so far.
-    pub fn emitted(&self) -> u64 {
-        self.next_seq.saturating_sub(1)
     }
 
     /// Build the next event. Field order: `schema, sourceEventId, sourceSeq,
@@ -209,9 +205,7 @@ impl CanonicalEvent {
     pub fn from_value(v: &Value) -> Result<Self, ModelError> {
         let obj = as_object(v)?;
         check_schema(obj, EVENT_SCHEMA)?;
-        let version = obj
-            .get("schemaVersion")
-            .ok_or_else(|| ModelError::missing("schemaVersion"))?;
+        let version = req(obj, "schemaVersion")?;
         if version.as_u64() != Some(1) {
             return Err(ModelError::unknown("schemaVersion", version));
         }
@@ -221,9 +215,7 @@ impl CanonicalEvent {
             return Err(ModelError::invalid("sourceSeq", "must be at least 1"));
         }
         let source_instance_id = req_id(obj, "sourceInstanceId")?.to_owned();
-        let kind = obj
-            .get("sourceKind")
-            .ok_or_else(|| ModelError::missing("sourceKind"))?;
+        let kind = req(obj, "sourceKind")?;
         let source_kind = match kind.as_str() {
             Some(k @ ("runner" | "control_plane")) => k.to_owned(),
             _ => return Err(ModelError::unknown("sourceKind", kind)),
@@ -233,16 +225,12 @@ impl CanonicalEvent {
         if let Some(s) = &normalized_session_id {
             check_id("normalizedSessionId", s)?;
         }
-        let et = obj
-            .get("eventType")
-            .ok_or_else(|| ModelError::missing("eventType"))?;
+        let et = req(obj, "eventType")?;
         let event_type = match et.as_str() {
             Some(t) if is_known_event_type(t) => t.to_owned(),
             _ => return Err(ModelError::unknown("eventType", et)),
         };
-        let pr = obj
-            .get("priority")
-            .ok_or_else(|| ModelError::missing("priority"))?;
+        let pr = req(obj, "priority")?;
         let priority = match pr.as_u64() {
             Some(p @ 0..=2) => p as u8,
             _ => return Err(ModelError::unknown("priority", pr)),

@@ -3,14 +3,14 @@
 use std::collections::{HashMap, VecDeque};
 
 /// Default [`CommandLedger`] entry bound.
-pub const DEFAULT_LEDGER_MAX_ENTRIES: usize = 1024;
+pub(crate) const DEFAULT_LEDGER_MAX_ENTRIES: usize = 1024;
 /// Default [`CommandLedger`] byte bound (1 MiB of ids plus canonical JSON).
-pub const DEFAULT_LEDGER_MAX_BYTES: usize = 1024 * 1024;
+pub(crate) const DEFAULT_LEDGER_MAX_BYTES: usize = 1024 * 1024;
 
 /// What the ledger says about a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum LedgerVerdict {
+pub(crate) enum LedgerVerdict {
     /// Unseen id with the expected `controllerSeq`: record and apply it.
     Fresh,
     /// Same id, same canonical JSON: answer `duplicate`, apply nothing.

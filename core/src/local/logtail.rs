@@ -4,9 +4,9 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 
 /// Default number of retained lines.
-pub const DEFAULT_LOG_MAX_LINES: usize = 200;
+pub(crate) const DEFAULT_LOG_MAX_LINES: usize = 200;
 /// Default number of retained bytes (16 KiB).
-pub const DEFAULT_LOG_MAX_BYTES: usize = 16 * 1024;
+pub(crate) const DEFAULT_LOG_MAX_BYTES: usize = 16 * 1024;
 
 /// The bounded log tail reported with `harness.exited`.
 ///

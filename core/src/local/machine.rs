@@ -22,41 +22,41 @@ use super::reconcile::{reconcile_terminal, Intent, ProcessExit};
 use crate::framing::{FramerConfig, FramingError, LineFramer, LineResult, DEFAULT_MAX_LINE_BYTES};
 
 /// Receipt detail of an applied command.
-pub const DETAIL_APPLIED: &str = "command applied";
+pub(crate) const DETAIL_APPLIED: &str = "command applied";
 /// Receipt detail of a duplicate.
-pub const DETAIL_DUPLICATE: &str = "equivalent command already applied";
+pub(crate) const DETAIL_DUPLICATE: &str = "equivalent command already applied";
 /// Receipt detail of a reused `commandId` with different content.
-pub const DETAIL_REUSED: &str = "commandId was reused with different data";
+pub(crate) const DETAIL_REUSED: &str = "commandId was reused with different data";
 /// Receipt detail of a `controllerSeq` gap.
-pub const DETAIL_NOT_CONTIGUOUS: &str = "controllerSeq is not contiguous";
+pub(crate) const DETAIL_NOT_CONTIGUOUS: &str = "controllerSeq is not contiguous";
 /// Receipt detail of a wrong command schema id.
-pub const DETAIL_UNSUPPORTED_SCHEMA: &str = "unsupported command schema";
+pub(crate) const DETAIL_UNSUPPORTED_SCHEMA: &str = "unsupported command schema";
 /// Receipt detail of any command received after the run finished.
-pub const DETAIL_EXPIRED: &str =
+pub(crate) const DETAIL_EXPIRED: &str =
     "This request expired because the local run already finished. Start a new run.";
 /// Message of the `duplicate_terminal_ignored` harness diagnostic.
-pub const DUPLICATE_TERMINAL_MESSAGE: &str =
+pub(crate) const DUPLICATE_TERMINAL_MESSAGE: &str =
     "Duplicate terminal event ignored; the first terminal event remains authoritative.";
 /// Message of the `duplicate_semantic_result_ignored` harness diagnostic.
-pub const DUPLICATE_RESULT_MESSAGE: &str =
+pub(crate) const DUPLICATE_RESULT_MESSAGE: &str =
     "Duplicate semantic result ignored; the first result remains authoritative.";
 /// Receipt detail of a second `turn.interrupt` / `turn.stop` while one is accepted and the
 /// harness has not yet reported the turn's end.
-pub const DETAIL_INTERRUPT_PENDING: &str = "an interrupt was already accepted for this turn";
+pub(crate) const DETAIL_INTERRUPT_PENDING: &str = "an interrupt was already accepted for this turn";
 /// Working directory reported in `workspace.ready` when neither the config nor the
 /// `run.prepare` payload declares one.
-pub const DEFAULT_WORKING_DIRECTORY: &str = ".";
+pub(crate) const DEFAULT_WORKING_DIRECTORY: &str = ".";
 
 /// Receipt detail of a command type the local runner does not implement (one of the 18
 /// it does not run, or a type outside them). The original runner's wording, kept for
 /// wire compatibility.
-pub fn detail_not_implemented(command_type: &str) -> String {
+pub(crate) fn detail_not_implemented(command_type: &str) -> String {
     format!("command {command_type} is not implemented in Phase 2")
 }
 /// Driver session id the fake harness reports in `session.started`.
-pub const FAKE_DRIVER_SESSION_ID: &str = "driver_phase2_fake";
+pub(crate) const FAKE_DRIVER_SESSION_ID: &str = "driver_phase2_fake";
 /// Transport named in `harness.starting` / `harness.ready`.
-pub const HARNESS_TRANSPORT: &str = "stdio_jsonl";
+pub(crate) const HARNESS_TRANSPORT: &str = "stdio_jsonl";
 
 /// Configuration of a [`LocalRun`]. Every bound has a documented default and a typed
 /// outcome when hit. Deserializable from a JSON object with these snake_case keys (all
@@ -542,11 +542,6 @@ impl LocalRun {
     /// before `run.prepare`).
     pub fn is_finished(&self) -> bool {
         matches!(self.phase, Phase::Finished)
-    }
-
-    /// Number of canonical events emitted.
-    pub fn events_emitted(&self) -> u64 {
-        self.events.emitted()
     }
 
     /// The command ledger.

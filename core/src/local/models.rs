@@ -7,28 +7,32 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::error::{ModelError, TypeName};
+use super::error::ModelError;
+use crate::fields::{
+    extra, object as as_object, opt_object, opt_str, req, req_array, req_nonempty_str, req_object,
+    req_str, req_u64,
+};
 
 /// Schema id of controller → runner commands (runner stdin JSONL).
-pub const COMMAND_SCHEMA: &str = "paperclip.prp.command.v1";
+pub(crate) const COMMAND_SCHEMA: &str = "paperclip.prp.command.v1";
 /// Schema id of the runner → controller stream envelope (runner stdout JSONL).
-pub const STREAM_SCHEMA: &str = "paperclip.runner.stream.v1";
+pub(crate) const STREAM_SCHEMA: &str = "paperclip.runner.stream.v1";
 /// Schema id of runner → harness commands (harness stdin JSONL).
-pub const HARNESS_COMMAND_SCHEMA: &str = "paperclip.fake_harness.command.v1";
+pub(crate) const HARNESS_COMMAND_SCHEMA: &str = "paperclip.fake_harness.command.v1";
 /// Schema id of harness → runner messages (harness stdout JSONL).
-pub const HARNESS_MESSAGE_SCHEMA: &str = "paperclip.fake_harness.message.v1";
+pub(crate) const HARNESS_MESSAGE_SCHEMA: &str = "paperclip.fake_harness.message.v1";
 /// Schema id of a fake-harness script file.
-pub const SCRIPT_SCHEMA: &str = "paperclip.fake_harness.script.v1";
+pub(crate) const SCRIPT_SCHEMA: &str = "paperclip.fake_harness.script.v1";
 /// Schema id of canonical events.
-pub const EVENT_SCHEMA: &str = "paperclip.prp.event.v1";
+pub(crate) const EVENT_SCHEMA: &str = "paperclip.prp.event.v1";
 /// Schema id of terminal objects (harness proposal and canonical `run.terminal` payload).
-pub const TERMINAL_SCHEMA: &str = "paperclip.prp.terminal.v1";
+pub(crate) const TERMINAL_SCHEMA: &str = "paperclip.prp.terminal.v1";
 /// Schema id of structured run results.
-pub const RESULT_SCHEMA: &str = "paperclip.run_result.v1";
+pub(crate) const RESULT_SCHEMA: &str = "paperclip.run_result.v1";
 /// Schema id of runtime (permission / input) requests.
-pub const RUNTIME_REQUEST_SCHEMA: &str = "paperclip.runtime_request.v1";
+pub(crate) const RUNTIME_REQUEST_SCHEMA: &str = "paperclip.runtime_request.v1";
 /// Longest `commandId` accepted (command schema `maxLength`).
-pub const MAX_COMMAND_ID_CHARS: usize = 160;
+pub(crate) const MAX_COMMAND_ID_CHARS: usize = 160;
 
 // ---------------------------------------------------------------------------------------
 // small readers
@@ -37,10 +41,6 @@ pub(crate) fn parse_json(text: &[u8]) -> Result<Value, ModelError> {
     crate::wire::parse_value(text).map_err(|e| ModelError::NotJson {
         message: e.to_string(),
     })
-}
-
-pub(crate) fn as_object(v: &Value) -> Result<&Map<String, Value>, ModelError> {
-    v.as_object().ok_or(ModelError::NotObject)
 }
 
 pub(crate) fn check_schema(
@@ -60,20 +60,6 @@ pub(crate) fn check_schema(
     }
 }
 
-pub(crate) fn req<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a Value, ModelError> {
-    obj.get(field).ok_or_else(|| ModelError::missing(field))
-}
-
-pub(crate) fn req_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a str, ModelError> {
-    match req(obj, field)? {
-        Value::String(s) => Ok(s),
-        other => Err(ModelError::invalid(
-            field,
-            format!("expected a string, found {}", TypeName(other)),
-        )),
-    }
-}
-
 pub(crate) fn req_id<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a str, ModelError> {
     let s = req_str(obj, field)?;
     check_id(field, s)?;
@@ -89,50 +75,6 @@ pub(crate) fn check_id(field: &str, s: &str) -> Result<(), ModelError> {
         ));
     }
     Ok(())
-}
-
-pub(crate) fn opt_str<'a>(
-    obj: &'a Map<String, Value>,
-    field: &str,
-) -> Result<Option<&'a str>, ModelError> {
-    match obj.get(field) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(ModelError::invalid(
-            field,
-            format!("expected a string, found {}", TypeName(other)),
-        )),
-    }
-}
-
-pub(crate) fn req_u64(obj: &Map<String, Value>, field: &str) -> Result<u64, ModelError> {
-    match req(obj, field)? {
-        Value::Number(n) if n.is_u64() => Ok(n.as_u64().unwrap_or_default()),
-        other => Err(ModelError::invalid(
-            field,
-            format!("expected a non-negative integer, found {other}"),
-        )),
-    }
-}
-
-pub(crate) fn req_object<'a>(
-    obj: &'a Map<String, Value>,
-    field: &str,
-) -> Result<&'a Map<String, Value>, ModelError> {
-    match req(obj, field)? {
-        Value::Object(m) => Ok(m),
-        other => Err(ModelError::invalid(
-            field,
-            format!("expected an object, found {}", TypeName(other)),
-        )),
-    }
-}
-
-fn extra_of(obj: &Map<String, Value>, declared: &[&str]) -> Map<String, Value> {
-    obj.iter()
-        .filter(|(k, _)| !declared.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 macro_rules! closed_enum {
@@ -372,16 +314,7 @@ impl CommandEnvelope {
         let payload = req_object(obj, "payload")?.clone();
         let controller_epoch = opt_str(obj, "controllerEpoch")?.map(str::to_owned);
         let deadline_at = opt_str(obj, "deadlineAt")?.map(str::to_owned);
-        let precondition = match obj.get("precondition") {
-            None => None,
-            Some(Value::Object(m)) => Some(m.clone()),
-            Some(other) => {
-                return Err(ModelError::invalid(
-                    "precondition",
-                    format!("expected an object, found {}", TypeName(other)),
-                ))
-            }
-        };
+        let precondition = opt_object(obj, "precondition")?.cloned();
         Ok(Self {
             command_id,
             controller_seq,
@@ -391,7 +324,7 @@ impl CommandEnvelope {
             controller_epoch,
             deadline_at,
             precondition,
-            extra: extra_of(obj, COMMAND_FIELDS),
+            extra: extra(obj, COMMAND_FIELDS),
         })
     }
 
@@ -597,7 +530,7 @@ impl HarnessCommand {
             command_id: req_id(obj, "commandId")?.to_owned(),
             command_type: parse_enum(obj, "type", CommandType::from_str)?,
             payload: req_object(obj, "payload")?.clone(),
-            extra: extra_of(obj, &["schema", "commandId", "type", "payload"]),
+            extra: extra(obj, &["schema", "commandId", "type", "payload"]),
         })
     }
 
@@ -663,7 +596,7 @@ impl HarnessMessage {
             message_seq: req_u64(obj, "messageSeq")?,
             message_type: parse_enum(obj, "type", HarnessMessageType::from_str)?,
             payload: req_object(obj, "payload")?.clone(),
-            extra: extra_of(obj, &["schema", "messageSeq", "type", "payload"]),
+            extra: extra(obj, &["schema", "messageSeq", "type", "payload"]),
         })
     }
 
@@ -771,10 +704,7 @@ impl Script {
     pub fn from_value(v: &Value) -> Result<Self, ModelError> {
         let obj = as_object(v)?;
         check_schema(obj, SCRIPT_SCHEMA)?;
-        let name = req_str(obj, "name")?;
-        if name.is_empty() {
-            return Err(ModelError::invalid("name", "must not be empty"));
-        }
+        let name = req_nonempty_str(obj, "name")?;
         let steps_v = req(obj, "steps")?
             .as_array()
             .ok_or_else(|| ModelError::invalid("steps", "expected an array"))?;
@@ -851,7 +781,7 @@ closed_enum! {
 /// Validate a `paperclip.prp.terminal.v1` object: schema id and the three closed enum
 /// fields (`turnTerminalState`, `runTerminalState`, `reportedWorkDisposition`); other
 /// fields are open.
-pub fn validate_terminal(v: &Value) -> Result<(), ModelError> {
+pub(crate) fn validate_terminal(v: &Value) -> Result<(), ModelError> {
     let obj = as_object(v)?;
     check_schema(obj, TERMINAL_SCHEMA)?;
     parse_enum(obj, "turnTerminalState", TurnTerminalState::from_str)?;
@@ -862,31 +792,13 @@ pub fn validate_terminal(v: &Value) -> Result<(), ModelError> {
 
 /// Check a harness terminal proposal: schema `paperclip.prp.terminal.v1` and all three
 /// enum fields valid. This is `proposalValid` of the reconciliation.
-pub fn terminal_proposal_is_valid(v: &Value) -> bool {
+pub(crate) fn terminal_proposal_is_valid(v: &Value) -> bool {
     validate_terminal(v).is_ok()
-}
-
-fn req_array<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a Vec<Value>, ModelError> {
-    match req(obj, field)? {
-        Value::Array(a) => Ok(a),
-        other => Err(ModelError::invalid(
-            field,
-            format!("expected an array, found {}", TypeName(other)),
-        )),
-    }
-}
-
-fn req_nonempty_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a str, ModelError> {
-    let s = req_str(obj, field)?;
-    if s.is_empty() {
-        return Err(ModelError::invalid(field, "must not be empty"));
-    }
-    Ok(s)
 }
 
 /// Validate a `paperclip.run_result.v1` object (required fields, closed enums, the
 /// `blocked → blocker` and `yielded → continuation` rules). Returns its disposition.
-pub fn validate_run_result(v: &Value) -> Result<WorkDisposition, ModelError> {
+pub(crate) fn validate_run_result(v: &Value) -> Result<WorkDisposition, ModelError> {
     let obj = as_object(v)?;
     check_schema(obj, RESULT_SCHEMA)?;
     let disposition = parse_enum(obj, "reportedWorkDisposition", WorkDisposition::from_str)?;
@@ -1039,7 +951,9 @@ closed_enum! {
 
 /// Validate a `paperclip.runtime_request.v1` object as the harness sends it
 /// (`requestKind: "runtime"`, `status: "pending"`). Returns `(requestId, type)`.
-pub fn validate_runtime_request(v: &Value) -> Result<(String, RuntimeRequestType), ModelError> {
+pub(crate) fn validate_runtime_request(
+    v: &Value,
+) -> Result<(String, RuntimeRequestType), ModelError> {
     let obj = as_object(v)?;
     check_schema(obj, RUNTIME_REQUEST_SCHEMA)?;
     let kind = req(obj, "requestKind")?;
@@ -1073,7 +987,7 @@ pub fn validate_runtime_request(v: &Value) -> Result<(String, RuntimeRequestType
 }
 
 /// Every `eventType` of `paperclip.prp.event.v1` (closed: anything else fails closed).
-pub const EVENT_TYPES: &[&str] = &[
+pub(crate) const EVENT_TYPES: &[&str] = &[
     "runner.connected",
     "runner.reconnected",
     "runner.disconnected",
@@ -1142,14 +1056,14 @@ pub const EVENT_TYPES: &[&str] = &[
 ];
 
 /// `true` when `event_type` is one of [`EVENT_TYPES`].
-pub fn is_known_event_type(event_type: &str) -> bool {
+pub(crate) fn is_known_event_type(event_type: &str) -> bool {
     EVENT_TYPES.contains(&event_type)
 }
 
 /// Event priority per the local runner: 0 for `run.result.proposed`, `run.terminal`,
 /// `turn.completed`, `turn.failed`, `turn.interrupted`, `harness.exited`; 2 for
 /// `item.delta`, `harness.diagnostic`, `runner.diagnostic`; 1 otherwise.
-pub fn event_priority(event_type: &str) -> u8 {
+pub(crate) fn event_priority(event_type: &str) -> u8 {
     match event_type {
         "run.result.proposed"
         | "run.terminal"

@@ -11,15 +11,15 @@ use super::models::{
 use crate::framing::{FramerConfig, LineFramer};
 
 /// `version` of the fake harness's `ready` message.
-pub const FAKE_HARNESS_VERSION: &str = "1.0.0";
+pub(crate) const FAKE_HARNESS_VERSION: &str = "1.0.0";
 /// Turn id used when `turn.start` carries none.
-pub const DEFAULT_TURN_ID: &str = "turn_phase2";
+pub(crate) const DEFAULT_TURN_ID: &str = "turn_phase2";
 /// Default bound on waiting for `session.open`, `turn.start` and an interrupt (the
 /// original's `HARNESS_COMMAND_TIMEOUT`, 10 s).
-pub const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 10_000;
+pub(crate) const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 10_000;
 /// Default bound on waiting for a `request.resolve` (the original's
 /// `INTERACTIVE_REQUEST_TIMEOUT`, 5 min).
-pub const DEFAULT_RESOLVE_TIMEOUT_MS: u64 = 300_000;
+pub(crate) const DEFAULT_RESOLVE_TIMEOUT_MS: u64 = 300_000;
 /// Exit code of the player when an awaited command did not arrive in time.
 pub(crate) const AWAIT_TIMEOUT_EXIT_CODE: i32 = 1;
 

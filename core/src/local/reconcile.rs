@@ -8,7 +8,7 @@ use super::models::{
 
 /// The operating-system fact about the harness process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcessExit {
+pub(crate) struct ProcessExit {
     /// Exit code, `None` when killed by a signal.
     pub exit_code: Option<i32>,
     /// Signal number that ended the process, if any.
@@ -17,12 +17,12 @@ pub struct ProcessExit {
 
 impl ProcessExit {
     /// `true` only for exit code 0 without a signal.
-    pub fn success(self) -> bool {
+    pub(crate) fn success(self) -> bool {
         self.exit_code == Some(0) && self.signal.is_none()
     }
 
     /// `{exitCode, success, signal}`.
-    pub fn to_value(self) -> Value {
+    pub(crate) fn to_value(self) -> Value {
         json!({"exitCode": self.exit_code, "success": self.success(), "signal": self.signal})
     }
 }
@@ -31,7 +31,7 @@ impl ProcessExit {
 /// the precedence when several are recorded ([`Intent::rank`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Intent {
+pub(crate) enum Intent {
     /// Nothing but the harness's own behaviour.
     Natural,
     /// An accepted `turn.interrupt` or `turn.stop`.
@@ -51,7 +51,7 @@ impl Intent {
     /// Precedence: a recorded intent is replaced only by one of strictly higher rank
     /// (protocol violation 4, cancelled 3, interrupted 2, controller closed and request
     /// expired 1, natural 0).
-    pub fn rank(self) -> u8 {
+    pub(crate) fn rank(self) -> u8 {
         match self {
             Intent::Natural => 0,
             Intent::ControllerClosed | Intent::RequestExpired => 1,
@@ -62,7 +62,7 @@ impl Intent {
     }
 
     /// The intent in force after `next` is recorded on top of `current`.
-    pub fn merge(current: Option<Intent>, next: Intent) -> Intent {
+    pub(crate) fn merge(current: Option<Intent>, next: Intent) -> Intent {
         match current {
             Some(c) if c.rank() >= next.rank() => c,
             _ => next,
@@ -72,7 +72,7 @@ impl Intent {
 
 /// The derived terminal states and the reason code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Derived {
+pub(crate) struct Derived {
     /// `turnTerminalState`.
     pub turn: TurnTerminalState,
     /// `runTerminalState`.
@@ -82,7 +82,7 @@ pub struct Derived {
 }
 
 /// Derive the canonical states from the runner's facts (see the [module table](self)).
-pub fn derive(intent: Intent, exit: Option<&ProcessExit>, result_observed: bool) -> Derived {
+pub(crate) fn derive(intent: Intent, exit: Option<&ProcessExit>, result_observed: bool) -> Derived {
     use RunTerminalState as R;
     use TurnTerminalState as T;
     let (turn, run, reason) = match intent {
@@ -113,7 +113,7 @@ fn disposition_of(v: Option<&Value>) -> Option<WorkDisposition> {
 /// `proposal` is the first harness terminal proposal (kept verbatim), `result` the first
 /// semantic result (`None` when none was observed), `exit` the process fact (`None` when
 /// no process ran).
-pub fn reconcile_terminal(
+pub(crate) fn reconcile_terminal(
     proposal: Option<&Value>,
     exit: Option<&ProcessExit>,
     result: Option<&Value>,
