@@ -14,8 +14,35 @@
 //! * [`framing`] — the bounded JSONL line framer used by every newline-delimited stream;
 //! * [`host`] — the connection host policy of WebSocket transports (token check, close
 //!   or abort, binary frames, idle-runner eviction) as sans-IO machines;
-//! * [`local`] — the local-runner protocol of seed 002 (commands, canonical events, supervision as actions, terminal reconciliation);
-//! * [`reducer`] — folds canonical local-runner events into a session snapshot.
+//! * [`sequencing`] — per-(task, attempt) streams of seed 000: stamping, dedupe, resume,
+//!   replay, acks, bounded windows, snapshots;
+//! * [`session`] — the hub and runner connection machines over the sequencing state:
+//!   hello with resume, replay, acks, keepalive and dead-peer detection;
+//! * [`local`] — the local-runner protocol of seed 002 (commands, canonical events,
+//!   supervision as actions, terminal reconciliation);
+//! * [`reducer`] — folds canonical local-runner events into a session snapshot;
+//! * [`contract`] — the harness-execution contract of seed 001: strict models, profile
+//!   resolution, the gateway lifecycle machine, evidence and redaction;
+//! * [`adapter`] — the harness-adapter seam of seed 000: `RoleSpec`, the subprocess turn
+//!   machine with its stop escalation, usage mapping;
+//! * [`config`] — the one reader of configuration objects (unknown keys refused, coded
+//!   errors).
+//!
+//! # One shape for every machine
+//!
+//! Every state machine ([`session::HubSession`], [`session::RunnerSession`],
+//! [`local::LocalRun`], [`contract::Gateway`], [`adapter::SubprocessSession`],
+//! [`host::SocketHost`], [`host::HubHost`], [`local::ScriptPlayer`]) has the same three
+//! calls, so every binding exposes one shape:
+//!
+//! * `handle_input(now_ms, input)` — something happened (bytes, a process exit, a timer);
+//!   `now_ms` is a monotonic clock of the host's choosing;
+//! * `poll_output()` — the next thing to do (`None` once drained): perform it, and report
+//!   its result as a new input;
+//! * `poll_timeout()` — the deadline at which to feed the machine's `Timeout` input
+//!   (`None`: no timer pending).
+//!
+//! Each machine documents its states and transitions as one table on its type.
 //!
 //! Every error type has a stable snake_case `code()`; conformance vectors in the
 //! repository's `conformance/` folder assert on those codes, and every binding runs
