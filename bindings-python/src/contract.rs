@@ -7,12 +7,9 @@ use pyo3::types::PyModule;
 use pyo3::types::{PyDict, PyList};
 use serde_json::{json, Value};
 use stapel_runner_protocol::contract::{
-    self, rein, safety, Catalog, ContractError, ExecutionEvidence, ExecutionRequest,
-    ExecutionSummary, Gateway, GatewayConfig, GatewayError, GatewayInput, GatewayResult,
-    HarnessProfile, IdentifierKind, Refusal, ReinDescriptor, ReinSession, SandboxHandle, ToolCall,
-    ToolResult,
+    self, rein, safety, Catalog, ContractError, Gateway, GatewayConfig, GatewayError, GatewayInput,
+    HarnessProfile, IdentifierKind, Refusal, ReinSession, SandboxHandle, SessionIds, ToolCall,
 };
-use stapel_runner_protocol::wire::UsageSplit;
 
 use crate::errors::errors_module;
 use crate::json::{py_to_value, value_to_py};
@@ -62,42 +59,16 @@ fn refusal(py: Python<'_>, r: &Refusal) -> PyErr {
     )
 }
 
-/// The contract-1.0 model names `parse_model` accepts.
-pub const MODELS: [&str; 9] = [
-    "ExecutionRequest",
-    "HarnessProfile",
-    "ReinDescriptor",
-    "SandboxHandle",
-    "ToolCall",
-    "ToolResult",
-    "ExecutionSummary",
-    "ExecutionEvidence",
-    "GatewayResult",
-];
+/// The core's `contract::MODEL_NAMES` (exported as `CONTRACT_MODELS`).
+pub const MODELS: [&str; 9] = contract::MODEL_NAMES;
 
-/// Parse a contract-1.0 model strictly and return its normalised JSON form. Raises
-/// `ContractError` (`code`, `model`, `field`); `ValueError` for an unknown model name.
+/// Parse a contract-1.0 model strictly and return its normalised JSON form (the core's
+/// `contract::parse_model`; the names are `CONTRACT_MODELS`). Raises `ContractError`
+/// (`code`, `model`, `field`; `unknown_model` for a name outside `CONTRACT_MODELS`).
 #[pyfunction]
 pub fn parse_model<'py>(name: &str, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = value.py();
-    let v = py_to_value(value)?;
-    let got = match name {
-        "ExecutionRequest" => ExecutionRequest::from_value(&v).map(|m| m.to_value()),
-        "HarnessProfile" => HarnessProfile::from_value(&v).map(|m| m.to_value()),
-        "ReinDescriptor" => ReinDescriptor::from_value(&v).map(|m| m.to_value()),
-        "SandboxHandle" => SandboxHandle::from_value(&v).map(|m| m.to_value()),
-        "ToolCall" => ToolCall::from_value(&v).map(|m| m.to_value()),
-        "ToolResult" => ToolResult::from_value(&v).map(|m| m.to_value()),
-        "ExecutionSummary" => ExecutionSummary::from_value(&v).map(|m| m.to_value()),
-        "ExecutionEvidence" => ExecutionEvidence::from_value(&v).map(|m| m.to_value()),
-        "GatewayResult" => GatewayResult::from_value(&v).map(|m| m.to_value()),
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown contract model {other:?}; known: {MODELS:?}"
-            )))
-        }
-    };
-    match got {
+    match contract::parse_model(name, &py_to_value(value)?) {
         Ok(v) => value_to_py(py, &v),
         Err(e) => Err(contract_error(py, &e)),
     }
@@ -284,13 +255,14 @@ impl PyReinSession {
         Ok(self.inner.tool_call_prompt(&call))
     }
 
-    /// Add one turn's token split (`{"cache_read", …}`); `ValueError` when it is not a
-    /// valid split.
+    /// Add one turn's token split (`{"cache_read", …}`, the core's
+    /// `ReinSession::record_turn_value`); `AdapterError` with code `invalid_usage` when it
+    /// is not a valid split (nothing is added).
     fn record_turn(&mut self, usage: &Bound<'_, PyAny>) -> PyResult<()> {
-        let usage: UsageSplit = serde_json::from_value(py_to_value(usage)?)
-            .map_err(|e| PyValueError::new_err(format!("invalid usage split: {e}")))?;
-        self.inner.record_turn(&usage);
-        Ok(())
+        let py = usage.py();
+        self.inner
+            .record_turn_value(&py_to_value(usage)?)
+            .map_err(|e| crate::errors::adapter_error(py, &e))
     }
 
     /// The summary `end_session` reports at `now_ms` (canonical JSON form).
@@ -333,6 +305,35 @@ pub fn rein_session_map<'py>(n: u64, sandbox: &Bound<'py, PyAny>) -> PyResult<Bo
     value_to_py(py, &Value::Object(map))
 }
 
+/// The session numbers of one rein (the core's `rein::SessionIds`): `open(sandbox)`
+/// takes the next number (1, 2, …) and returns that session's map.
+#[pyclass(module = "stapel_runner_protocol.contract", name = "ReinSessionIds")]
+#[derive(Default)]
+pub struct PySessionIds {
+    inner: SessionIds,
+}
+
+#[pymethods]
+impl PySessionIds {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// The next session's map in `sandbox`: `{"session_id": "s-<n>", "sandbox_id": …}`.
+    fn open<'py>(&mut self, sandbox: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = sandbox.py();
+        let sandbox = model_of(py, sandbox, SandboxHandle::from_value)?;
+        value_to_py(py, &json!(self.inner.open(&sandbox)))
+    }
+
+    /// The number the next session gets.
+    #[getter]
+    fn next_number(&self) -> u64 {
+        self.inner.next_number()
+    }
+}
+
 /// The successful tool result of a turn whose text is `text`.
 #[pyfunction]
 pub fn rein_tool_result<'py>(py: Python<'py>, text: String) -> PyResult<Bound<'py, PyAny>> {
@@ -359,6 +360,7 @@ pub fn rein_turn_error_result<'py>(
 /// When a registration fails.
 pub fn register_rein(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyReinSession>()?;
+    m.add_class::<PySessionIds>()?;
     m.add_function(wrap_pyfunction!(rein_role_spec, m)?)?;
     m.add_function(wrap_pyfunction!(rein_session_map, m)?)?;
     m.add_function(wrap_pyfunction!(rein_initial_prompt, m)?)?;

@@ -8,7 +8,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use stapel_runner_protocol::sequencing::{
     self as seq, Arrival, ConnectionState, Position, Replay, Role, SequencingConfig,
 };
-use stapel_runner_protocol::wire::{self, Message};
+use stapel_runner_protocol::wire::Message;
 
 use crate::errors::raise;
 use crate::fields::Native;
@@ -176,13 +176,17 @@ impl PyOutboxLog {
             .map(|f| (f.seq, f.frame.clone()))
             .collect()
     }
-    /// Kept messages with `seq > last_seq` (the replay tail), decoded from the kept frames.
+    /// Kept messages with `seq > last_seq` (the replay tail), decoded from the kept frames
+    /// (the core's `OutboxLog::since`). Raises `ProtocolStateError` (`undecodable_frame`)
+    /// when one of them no longer decodes (an internal invariant broke), never skipping it.
     fn since<'py>(&self, py: Python<'py>, last_seq: u64) -> PyResult<Bound<'py, PyList>> {
+        let msgs = self
+            .inner
+            .since(last_seq)
+            .map_err(|e| state_error(py, e.to_string(), e.code()))?;
         let list = PyList::empty(py);
-        for f in self.inner.kept().filter(|f| f.seq > last_seq) {
-            if let Ok(m) = wire::decode_str(&f.frame, false) {
-                list.append(message_to_py(py, m)?)?;
-            }
+        for m in msgs {
+            list.append(message_to_py(py, m)?)?;
         }
         Ok(list)
     }
@@ -615,21 +619,13 @@ impl PyConnectionState {
         self.inner.stream_counts()
     }
 
-    /// A read-only view of one task's streams (empty for an unknown task).
+    /// A read-only view of one task's streams (empty for an unknown task); an empty
+    /// task id raises `ProtocolStateError` (`missing_task_id`, the core's check).
     fn channel(&self, py: Python<'_>, task_id: &str) -> PyResult<PyTaskChannel> {
-        if task_id.is_empty() {
-            return Err(state_error(
-                py,
-                "a sequenced message must carry a task_id".into(),
-                "missing_task_id",
-            ));
-        }
         let inner = self
             .inner
-            .tasks()
-            .find(|(t, _)| *t == task_id)
-            .map(|(_, c)| c.clone())
-            .unwrap_or_default();
+            .channel(task_id)
+            .map_err(|e| state_error(py, e.to_string(), e.code()))?;
         Ok(PyTaskChannel {
             task_id: task_id.to_owned(),
             inner,

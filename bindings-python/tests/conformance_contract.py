@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional
 
 from conftest import json_equal
 from stapel_runner_protocol import _native, contract
-from stapel_runner_protocol.errors import ContractError, ResolutionRefused
+from stapel_runner_protocol.errors import AdapterError, ContractError, ResolutionRefused
 
 
 def _eq(what: str, got: Any, want: Any) -> None:
@@ -32,6 +32,7 @@ def run_contract(vector: Dict[str, Any]) -> None:
     cfg = vector.get("config", {})
     gateway: Optional[contract.GatewayMachine] = None
     rein: Optional[contract.ReinSession] = None
+    session_ids = _native.ReinSessionIds()
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
         value: Any = None
@@ -45,6 +46,8 @@ def run_contract(vector: Dict[str, Any]) -> None:
             except ContractError as e:
                 error = {"code": e.code, "model": e.model, "field": e.field}
             _outcome(i, value, error, expect)
+        elif "model_names" in inp:
+            _outcome(i, list(contract.CONTRACT_MODELS), None, expect)
         elif "resolve" in inp:
             try:
                 ok = contract.resolve(inp["resolve"], cfg.get("catalog", {}))
@@ -107,8 +110,13 @@ def run_contract(vector: Dict[str, Any]) -> None:
             _outcome(i, rein.tool_call_prompt(inp["rein_tool_call_prompt"]), None, expect)
         elif "rein_turn" in inp:
             assert rein is not None, f"step {i}: no rein_start"
-            rein.record_turn(inp["rein_turn"])
-            _outcome(i, None, None, expect)
+            try:
+                rein.record_turn(inp["rein_turn"])
+            except AdapterError as e:
+                error = {"code": e.code}
+            _outcome(i, None, error, expect)
+        elif "rein_open_session" in inp:
+            _outcome(i, session_ids.open(inp["rein_open_session"]), None, expect)
         elif "rein_tool_result" in inp:
             _outcome(i, _native.rein_tool_result(inp["rein_tool_result"]), None, expect)
         elif "rein_turn_error" in inp:

@@ -110,6 +110,25 @@ def run_sequencing(vector: Dict[str, Any]) -> None:
             _eq(f"step {i} frames", frames, expect["frames"])
         elif "forget_task" in inp:
             _eq(f"step {i} known", state.forget_task(inp["forget_task"]), expect["known"])
+        elif "channel" in inp:
+            try:
+                ch = state.channel(inp["channel"])
+                _eq(f"step {i} channel",
+                    {"outbound": len(ch.outbound), "inbound": len(ch.inbound),
+                     "last_received": ch.last_received}, expect["channel"])
+            except ProtocolStateError as e:
+                code = e.code
+            _error(i, code, expect)
+        elif "outbox_since" in inp:
+            p = inp["outbox_since"]
+            logs = state.channel(p["task_id"]).outbound
+            assert p.get("attempt") in logs, f"step {i}: no outbound stream {p}"
+            try:
+                msgs = logs[p.get("attempt")].since(p["seq"])
+                _eq(f"step {i} frames", [encode(m) for m in msgs], expect["frames"])
+            except ProtocolStateError as e:
+                code = e.code
+            _error(i, code, expect)
         elif "snapshot_roundtrip" in inp:
             data = state.snapshot()
             restored = ConnectionState.restore(data)

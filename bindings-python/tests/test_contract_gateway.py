@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from stapel_runner_protocol.contract import (
+    CONTRACT_MODELS,
     Catalog,
     ExecutionRequest,
     ExecutionSummary,
@@ -21,13 +22,15 @@ from stapel_runner_protocol.contract import (
     GatewayResult,
     HarnessProfile,
     Rein,
+    ReinSession,
     SandboxHandle,
     Sandboxer,
     SubprocessRein,
     ToolCall,
     ToolResult,
+    parse_model,
 )
-from stapel_runner_protocol.errors import ContractError
+from stapel_runner_protocol.errors import AdapterError, ContractError
 
 CATALOG: Catalog = {
     "profiles": [
@@ -342,6 +345,9 @@ HARNESS = textwrap.dedent(
             text = call["name"] + ":" + json.dumps(call["arguments"], sort_keys=True)
             if call["name"] == "env":
                 text = ",".join(sorted(os.environ))
+        elif prompt == "refuse":
+            print(json.dumps({"type": "error", "message": "no initial turn"}), flush=True)
+            continue
         else:
             text = "prompt:" + prompt
         print(json.dumps({"type": "result", "text": text,
@@ -425,3 +431,49 @@ def test_subprocess_rein_closes_children(harness: List[str]) -> None:
         rein.end_session(session)
     with pytest.raises(ValueError):
         SubprocessRein()
+
+
+PROFILE: HarnessProfile = {
+    "contract_version": "1.0", "profile_id": "p", "rein": "subprocess", "model": "m",
+    "sandbox_profile": "s", "tool_policy": {"allowed_tools": []}}
+
+
+def test_subprocess_rein_numbers_sessions_and_a_failed_initial_turn_fails_start(
+        harness: List[str]) -> None:
+    rein = SubprocessRein(harness)
+    first = rein.start_session(PROFILE, {}, {"sandbox_id": "sb-1"})
+    assert first == {"session_id": "s-1", "sandbox_id": "sb-1"}
+    # a harness error on the initial turn is not a result: start_session raises, and the
+    # session is closed and forgotten (its number is not reused)
+    with pytest.raises(AdapterError) as info:
+        rein.start_session(PROFILE, {"prompt": "refuse"}, {"sandbox_id": "sb-2"})
+    assert info.value.code == "harness_error"
+    with pytest.raises(KeyError):
+        rein.end_session({"session_id": "s-2", "sandbox_id": "sb-2"})
+    third = rein.start_session(PROFILE, {"prompt": "hi"}, {"sandbox_id": "sb-3"})
+    assert third == {"session_id": "s-3", "sandbox_id": "sb-3"}
+    assert rein.end_session(third)["tokens"] == {
+        "cache_read": 0, "cache_write": 0, "fresh_input": 10, "output": 5, "thinking": 0}
+    rein.close()
+
+
+def test_model_names_and_an_unknown_model_come_from_the_core() -> None:
+    assert list(CONTRACT_MODELS) == [
+        "ExecutionRequest", "HarnessProfile", "ReinDescriptor", "SandboxHandle", "ToolCall",
+        "ToolResult", "ExecutionSummary", "ExecutionEvidence", "GatewayResult"]
+    with pytest.raises(ContractError) as info:
+        parse_model("Nope", {})
+    assert (info.value.code, info.value.model, info.value.field) == ("unknown_model", "", "")
+    assert "Nope" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [{"cache_read": 2**60}, {"output": -1}, {"thinking": 2**53},
+                                 {"fresh_input": 1.5}])
+def test_rein_session_refuses_an_invalid_split_with_a_code(bad: Dict[str, Any]) -> None:
+    session = ReinSession(PROFILE, 0)
+    split = {"cache_read": 0, "cache_write": 0, "fresh_input": 0, "output": 0, "thinking": 0}
+    with pytest.raises(AdapterError) as info:
+        session.record_turn({**split, **bad})
+    assert info.value.code == "invalid_usage"
+    session.record_turn({**split, "output": 2**53 - 1})
+    assert session.summary(0)["tokens"] == {**split, "output": 2**53 - 1}

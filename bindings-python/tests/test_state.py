@@ -152,8 +152,10 @@ def test_views() -> None:
     assert ch.last_received == 0
     assert list(runner.channels) == ["T"]
     assert runner.channel("unknown").outbound == {}
-    with pytest.raises(ProtocolStateError):
+    with pytest.raises(ProtocolStateError) as info:
         runner.channel("")
+    assert info.value.code == "missing_task_id" and "task_id" in str(info.value)
+    assert out.since(1) == [] and out.since(99) == []
     assert runner.ack_positions() == []
     assert runner.skip_to("T", None, 2) == (1, 1)
     assert runner.ack_positions() == [{"task_id": "T", "seq": 2}]

@@ -26,7 +26,6 @@ The models' JSON shapes are ``TypedDict``s re-exported here (``ExecutionRequest`
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -37,6 +36,7 @@ from ._native import (
     CONTRACT_MODELS,
     GatewayMachine,
     ReinSession,
+    ReinSessionIds,
     is_credential_reference,
     is_sensitive_key,
     looks_like_credential,
@@ -44,7 +44,6 @@ from ._native import (
     parse_model,
     rein_initial_prompt,
     rein_role_spec,
-    rein_session_map,
     rein_tool_result,
     rein_turn_error_result,
     resolve,
@@ -379,8 +378,10 @@ class SubprocessRein(Rein):
 
     * ``start_session`` builds a :class:`~stapel_runner_protocol.adapters.RoleSpec` from
       the profile (``role`` = ``profile_id``, ``model``, the tool policy's
-      ``allowed_tools``) and opens a harness session; with an ``inputs["prompt"]`` it
-      runs that turn first.
+      ``allowed_tools``) and opens a harness session, numbered ``s-1``, ``s-2``, … per
+      rein (:class:`ReinSessionIds`, the core's numbering); with an ``inputs["prompt"]``
+      it runs that turn first, and a failed initial turn fails ``start_session`` (the
+      session is closed and forgotten, and the error propagates).
     * ``dispatch_tool`` runs one turn whose prompt is the tool call as compact JSON
       (``{"call_id", "name", "arguments"}``): the turn's text is the ``output``; a
       harness ``error`` line is an unsuccessful result (``ok: false``), any other fault
@@ -413,7 +414,7 @@ class SubprocessRein(Rein):
             adapter = SubprocessAdapter(command=list(command), env=env)
         self._adapter = adapter
         self._clock = clock
-        self._ids = itertools.count(1)
+        self._ids = ReinSessionIds()
         self._lock = threading.Lock()
         self._sessions: Dict[str, "_ReinSession"] = {}
 
@@ -433,7 +434,7 @@ class SubprocessRein(Rein):
         harness = self._adapter.open_session(role)
         state = _ReinSession(harness, ReinSession(profile, self._now()))
         with self._lock:
-            session = rein_session_map(next(self._ids), sandbox)
+            session = self._ids.open(sandbox)
             self._sessions[session["session_id"]] = state
         prompt = rein_initial_prompt(inputs)
         if prompt is not None:

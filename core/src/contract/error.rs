@@ -59,6 +59,17 @@ pub enum ContractError {
         /// Path of the metadata entry.
         field: String,
     },
+    /// [`parse_model`](super::parse_model) was given a name that is not one of
+    /// [`MODEL_NAMES`](super::MODEL_NAMES). Its [`model`](ContractError::model) and
+    /// [`field`](ContractError::field) are `""` (no model was being built). Code
+    /// `unknown_model`.
+    #[error("unknown contract model {name:?}; known: {known:?}")]
+    UnknownModel {
+        /// The name given.
+        name: String,
+        /// The names known (the table [`MODEL_NAMES`](super::MODEL_NAMES)).
+        known: &'static [&'static str],
+    },
 }
 
 impl ContractError {
@@ -70,10 +81,12 @@ impl ContractError {
             ContractError::MissingField { .. } => "missing_field",
             ContractError::InvalidField { .. } => "invalid_field",
             ContractError::SensitiveMetadata { .. } => "sensitive_metadata",
+            ContractError::UnknownModel { .. } => "unknown_model",
         }
     }
 
-    /// The path of the offending field (`""` for the model itself).
+    /// The path of the offending field (`""` for the model itself, and for
+    /// `unknown_model`).
     pub fn field(&self) -> &str {
         match self {
             ContractError::NotObject { field, .. }
@@ -81,10 +94,11 @@ impl ContractError {
             | ContractError::MissingField { field, .. }
             | ContractError::InvalidField { field, .. }
             | ContractError::SensitiveMetadata { field, .. } => field,
+            ContractError::UnknownModel { .. } => "",
         }
     }
 
-    /// The model that was being built.
+    /// The model that was being built (`""` for `unknown_model`).
     pub fn model(&self) -> &'static str {
         match self {
             ContractError::NotObject { model, .. }
@@ -92,6 +106,7 @@ impl ContractError {
             | ContractError::MissingField { model, .. }
             | ContractError::InvalidField { model, .. }
             | ContractError::SensitiveMetadata { model, .. } => model,
+            ContractError::UnknownModel { .. } => "",
         }
     }
 }

@@ -1,5 +1,7 @@
 //! The harness-execution contract of seed 001 (contract version `1.0`), sans-IO.
 //!
+//! * [`parse_model`] / [`MODEL_NAMES`] — any of those models by name (the table a
+//!   binding exposes), `unknown_model` for another name.
 //! * [`models`] — the strict contract-1.0 models: [`ExecutionRequest`],
 //!   [`HarnessProfile`], [`ReinDescriptor`], [`SandboxHandle`], [`ToolCall`],
 //!   [`ToolResult`], [`ExecutionSummary`]; plus [`ExecutionEvidence`] and
@@ -66,6 +68,7 @@ pub mod evidence;
 mod fields;
 mod gateway;
 pub mod models;
+mod named;
 pub mod rein;
 pub mod resolution;
 pub mod safety;
@@ -84,6 +87,7 @@ pub use models::{
     ExecutionRequest, ExecutionSummary, HarnessProfile, ReinDescriptor, SandboxHandle, StringMap,
     ToolCall, ToolEventVisibility, ToolPolicy, ToolResult, CONTRACT_VERSION,
 };
-pub use rein::{ReinSession, HARNESS_ERROR};
+pub use named::{parse_model, MODEL_NAMES};
+pub use rein::{ReinSession, SessionIds, HARNESS_ERROR};
 pub use resolution::{resolve, unsafe_reasons, Catalog, Refusal, RefusalKind, Resolved};
 pub use safety::{safe_identifier_as, IdentifierKind};

@@ -9,8 +9,17 @@
 //!   [`DEFAULT_SESSION`];
 //! * [`initial_prompt`] — the turn `start_session` runs first: the rein input `prompt`,
 //!   when present and not empty;
-//! * [`session_map`] — the session map `start_session` returns:
-//!   `{"session_id": "s-<n>", "sandbox_id": <the sandbox's id>}`;
+//! * [`session_map`] / [`SessionIds`] — the session map `start_session` returns:
+//!   `{"session_id": "s-<n>", "sandbox_id": <the sandbox's id>}`, where `n` counts the
+//!   rein's sessions from 1 ([`SessionIds`] hands the numbers out, one per
+//!   `start_session` call, in call order; a number is never reused, also when that
+//!   session's initial turn then failed);
+//! * a failed initial turn fails `start_session`: when [`initial_prompt`] gives a
+//!   prompt, `start_session` runs that turn before returning; if the turn fails in any
+//!   way (a `harness_error` included — unlike a tool-call turn, it is not a result) the
+//!   rein closes that session's child, forgets the session and raises, so the gateway
+//!   records a failed `start_session` (see the gateway's transition table) and asks for
+//!   no `end_session`;
 //! * [`ReinSession::tool_call_prompt`] — a tool call's turn prompt: compact JSON
 //!   `{"call_id","name","arguments"}` (`call_id` `null` when absent), UTF-8, no ASCII
 //!   escaping; each prompt counts one tool call;
@@ -18,7 +27,10 @@
 //!   successful result; a `harness_error` is an unsuccessful one (`ok: false`, `error` =
 //!   the harness's message); any other turn error is no result at all (the rein raises,
 //!   so the gateway records a failed dispatch);
-//! * [`ReinSession::record_turn`] / [`ReinSession::summary`] — the token split summed
+//! * [`ReinSession::record_turn`] / [`ReinSession::record_turn_value`] (a split in JSON
+//!   form, checked against the closed `UsageSplit` schema: `invalid_usage` for anything
+//!   else, e.g. a negative component or one above 2^53 − 1, and nothing is added) /
+//!   [`ReinSession::summary`] — the token split summed
 //!   over every turn of the session (including an initial prompt turn), and the summary
 //!   `end_session` reports: that split, the session's duration, the profile's model as
 //!   `resolved_model`, `tool_event_visibility: complete` and the number of tool calls.
@@ -31,7 +43,7 @@ use super::models::{
     ExecutionSummary, HarnessProfile, SandboxHandle, StringMap, ToolCall, ToolEventVisibility,
     ToolResult,
 };
-use crate::adapter::{RoleSpec, DEFAULT_SESSION};
+use crate::adapter::{AdapterError, RoleSpec, DEFAULT_SESSION};
 use crate::wire::{UsageSplit, MAX_SAFE_INTEGER};
 
 /// The adapter error code a harness uses to say "this turn failed" (the one turn error
@@ -72,6 +84,49 @@ pub fn session_map(n: u64, sandbox: &SandboxHandle) -> StringMap {
     m.insert("session_id".to_owned(), format!("s-{n}"));
     m.insert("sandbox_id".to_owned(), sandbox.sandbox_id.clone());
     m
+}
+
+/// The session numbers of one rein: hands out 1, 2, 3, … (one per `start_session`
+/// call) and builds each session's map (see the [module docs](self)).
+///
+/// ```
+/// use stapel_runner_protocol::contract::{SandboxHandle, SessionIds};
+///
+/// let mut ids = SessionIds::new();
+/// let first = ids.open(&SandboxHandle::new("sb-1"));
+/// assert_eq!(first["session_id"], "s-1");
+/// assert_eq!(ids.open(&SandboxHandle::new("sb-1"))["session_id"], "s-2");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionIds {
+    next: u64,
+}
+
+impl Default for SessionIds {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SessionIds {
+    /// A rein that has started no session yet (its first session is `s-1`).
+    pub const fn new() -> Self {
+        Self { next: 1 }
+    }
+
+    /// The number the next session gets.
+    pub const fn next_number(&self) -> u64 {
+        self.next
+    }
+
+    /// Take the next number and return that session's map in `sandbox`:
+    /// `{"session_id": "s-<n>", "sandbox_id": …}`. The count saturates at `u64::MAX`
+    /// (more sessions than one process can start).
+    pub fn open(&mut self, sandbox: &SandboxHandle) -> StringMap {
+        let n = self.next;
+        self.next = n.saturating_add(1);
+        session_map(n, sandbox)
+    }
 }
 
 /// The successful result of a tool-call turn whose text is `text`.
@@ -135,6 +190,23 @@ impl ReinSession {
         u.fresh_input = add(u.fresh_input, usage.fresh_input);
         u.output = add(u.output, usage.output);
         u.thinking = add(u.thinking, usage.thinking);
+    }
+
+    /// Add one completed turn's token split given in JSON form: exactly the five
+    /// components, each an integer in 0..=2^53 − 1 (the closed `UsageSplit` schema, the
+    /// same check as everywhere else a split is read).
+    ///
+    /// # Errors
+    /// `invalid_usage` (no line number) for anything else; nothing is added.
+    pub fn record_turn_value(&mut self, usage: &Value) -> Result<(), AdapterError> {
+        let split = UsageSplit::from_value(&crate::json::Value::from(usage)).map_err(|e| {
+            AdapterError::InvalidUsage {
+                line_number: None,
+                reason: e.to_string(),
+            }
+        })?;
+        self.record_turn(&split);
+        Ok(())
     }
 
     /// Tool calls counted so far.

@@ -18,11 +18,13 @@ pub enum SequencingError {
         /// The type passed in.
         message_type: MessageType,
     },
-    /// Local: the message has an empty `task_id`. Code `missing_task_id`.
-    #[error("{message_type} has no task_id")]
+    /// Local: the message has an empty `task_id`, or an empty task id was passed on its
+    /// own (e.g. to [`ConnectionState::channel`](super::ConnectionState::channel)). Code
+    /// `missing_task_id`.
+    #[error("{}", missing_task_id_text(message_type.as_ref()))]
     MissingTaskId {
-        /// The type passed in.
-        message_type: MessageType,
+        /// The type passed in (`None` when a task id was passed without a message).
+        message_type: Option<MessageType>,
     },
     /// Local: this role does not send this type (the hub sends `task.assign` and
     /// `task.cancel`, the runner `task.progress` and `task.report`). Code
@@ -113,6 +115,22 @@ pub enum SequencingError {
         /// The seq the dropped frame was kept under.
         seq: u64,
     },
+    /// Local (an internal invariant broke; never happens through the public API): a kept
+    /// frame asked for by [`OutboxLog::since`](super::OutboxLog::since) no longer decodes.
+    /// Nothing is skipped silently: the whole call fails. Code `undecodable_frame`.
+    #[error("kept frame {seq} does not decode")]
+    UndecodableFrame {
+        /// The seq the frame is kept under.
+        seq: u64,
+    },
+}
+
+/// The text of [`SequencingError::MissingTaskId`].
+fn missing_task_id_text(message_type: Option<&MessageType>) -> String {
+    match message_type {
+        Some(t) => format!("{t} has no task_id"),
+        None => "a sequenced message must carry a task_id; the task id is empty".to_owned(),
+    }
 }
 
 impl SequencingError {
@@ -130,6 +148,7 @@ impl SequencingError {
             SequencingError::TooManyStreams { .. } => "too_many_streams",
             SequencingError::SeqExhausted { .. } => "seq_exhausted",
             SequencingError::RestampFailed { .. } => "restamp_failed",
+            SequencingError::UndecodableFrame { .. } => "undecodable_frame",
         }
     }
 

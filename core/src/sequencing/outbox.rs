@@ -2,6 +2,9 @@
 
 use std::collections::VecDeque;
 
+use super::SequencingError;
+use crate::wire::{self, Message};
+
 /// One frame kept for replay: its seq and its exact encoded bytes (what was, or will
 /// be, transmitted).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +106,27 @@ impl OutboxLog {
     /// when nothing is kept.
     pub fn first_available(&self) -> u64 {
         self.kept.front().map_or(self.next_seq, |f| f.seq)
+    }
+
+    /// The replay tail: the kept frames with a seq above `last_seq`, ascending, decoded
+    /// from the kept bytes without validation (they were validated when emitted). A
+    /// `last_seq` at or above [`last_seq`](Self::last_seq) gives an empty list; frames
+    /// already trimmed (acknowledged) are not kept, so they are not in it.
+    ///
+    /// # Errors
+    /// `undecodable_frame` when one of those kept frames no longer decodes (an internal
+    /// invariant broke): the call fails as a whole instead of skipping the frame, the same
+    /// policy as re-stamping for a replay (`restamp_failed`) — a frame is never lost
+    /// silently.
+    pub fn since(&self, last_seq: u64) -> Result<Vec<Message>, SequencingError> {
+        self.kept
+            .iter()
+            .filter(|f| f.seq > last_seq)
+            .map(|f| {
+                wire::decode(f.frame.as_bytes(), false)
+                    .map_err(|_| SequencingError::UndecodableFrame { seq: f.seq })
+            })
+            .collect()
     }
 
     /// Bytes of the kept frames.

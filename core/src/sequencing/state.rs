@@ -508,8 +508,20 @@ impl ConnectionState {
     }
 
     /// The live channel of a task.
-    fn channel(&self, task_id: &str) -> Option<&TaskChannel> {
+    fn live_channel(&self, task_id: &str) -> Option<&TaskChannel> {
         self.tasks.get(task_id).and_then(TaskEntry::live)
+    }
+
+    /// A copy of every stream of one task: its outbound logs and inbound trackers
+    /// (empty for a task this state does not know, or has forgotten).
+    ///
+    /// # Errors
+    /// `missing_task_id` for an empty `task_id` (no sequenced message can name it).
+    pub fn channel(&self, task_id: &str) -> Result<TaskChannel, SequencingError> {
+        if task_id.is_empty() {
+            return Err(SequencingError::MissingTaskId { message_type: None });
+        }
+        Ok(self.live_channel(task_id).cloned().unwrap_or_default())
     }
 
     /// The live channel of a task, mutably.
@@ -596,7 +608,7 @@ impl ConnectionState {
     /// task's terminal frame (its report, or the last command) is acknowledged, the task
     /// can be [forgotten](Self::forget_task) safely.
     pub fn is_fully_acknowledged(&self, task_id: &str) -> bool {
-        self.channel(task_id)
+        self.live_channel(task_id)
             .is_none_or(|c| c.outbound.iter().all(|(_, log)| log.kept().len() == 0))
     }
 
@@ -703,7 +715,9 @@ impl ConnectionState {
             None => return Err(SequencingError::NotSequenced { message_type }),
         };
         if task_id.is_empty() {
-            return Err(SequencingError::MissingTaskId { message_type });
+            return Err(SequencingError::MissingTaskId {
+                message_type: Some(message_type),
+            });
         }
         let command = is_command(message_type);
         let hub_sends = self.role == Role::Hub;
@@ -840,7 +854,7 @@ impl ConnectionState {
         let msg = self.emit(msg)?;
         let frame = msg
             .task_id()
-            .and_then(|t| self.channel(t))
+            .and_then(|t| self.live_channel(t))
             .and_then(|c| {
                 let attempt = if is_command(msg.message_type()) {
                     None
@@ -1025,14 +1039,14 @@ impl ConnectionState {
 
     /// The last seq received contiguously on an inbound stream, if the stream exists.
     pub fn inbound_watermark(&self, task_id: &str, attempt: Option<u64>) -> Option<u64> {
-        self.channel(task_id)
+        self.live_channel(task_id)
             .and_then(|c| c.inb(attempt))
             .map(InboxTracker::watermark)
     }
 
     /// The outbound log of a stream, if it exists.
     pub fn outbound_log(&self, task_id: &str, attempt: Option<u64>) -> Option<&OutboxLog> {
-        self.channel(task_id).and_then(|c| c.out(attempt))
+        self.live_channel(task_id).and_then(|c| c.out(attempt))
     }
 
     /// Per task, the last seq received contiguously — what goes into `hello.resume`
@@ -1365,7 +1379,7 @@ impl ConnectionState {
     /// evicted, and an evicted task is unknown again (its frames would start a fresh
     /// stream). Returns `true` when the task was known.
     pub fn forget_task(&mut self, task_id: &str) -> bool {
-        if self.channel(task_id).is_none() {
+        if self.live_channel(task_id).is_none() {
             return false;
         }
         let Some(TaskEntry::Live(channel)) = self.tasks.shift_remove(task_id) else {
@@ -1475,6 +1489,32 @@ mod tests {
         log.kept_mut()[0].frame = "{not json".into();
         hub.recount();
         hub
+    }
+
+    #[test]
+    fn since_fails_on_a_kept_frame_that_does_not_decode_instead_of_skipping_it() {
+        let hub = hub_with_corrupt_frame();
+        let log = hub.outbound_log("T-1", None).unwrap();
+        let err = log.since(0).unwrap_err();
+        assert_eq!(err, SequencingError::UndecodableFrame { seq: 1 });
+        assert_eq!(err.code(), "undecodable_frame");
+        // Above the corrupt frame the tail decodes.
+        let tail = log.since(1).unwrap();
+        assert_eq!(tail.len(), 1);
+        assert_eq!(tail[0].seq(), Some(2));
+        assert!(log.since(2).unwrap().is_empty());
+    }
+
+    #[test]
+    fn channel_refuses_an_empty_task_id_and_copies_known_tasks() {
+        let mut hub = ConnectionState::new(Role::Hub);
+        let err = hub.channel("").unwrap_err();
+        assert_eq!(err.code(), "missing_task_id");
+        assert!(err.to_string().contains("must carry a task_id"));
+        assert_eq!(hub.channel("T-1").unwrap(), TaskChannel::default());
+        hub.emit(TaskCancel::new("T-1", "a").into()).unwrap();
+        let c = hub.channel("T-1").unwrap();
+        assert_eq!(c.outbound().count(), 1);
     }
 
     #[test]

@@ -3,28 +3,11 @@
 
 use serde_json::{json, Value};
 use stapel_runner_protocol::contract::{
-    self, rein, safety, Catalog, ContractError, ExecutionEvidence, ExecutionRequest,
-    ExecutionSummary, Gateway, GatewayConfig, GatewayInput, GatewayResult, HarnessProfile,
-    ReinDescriptor, ReinSession, SandboxHandle, ToolCall, ToolResult,
+    self, rein, safety, Catalog, ContractError, Gateway, GatewayConfig, GatewayInput,
+    HarnessProfile, ReinSession, SandboxHandle, SessionIds, ToolCall,
 };
-use stapel_runner_protocol::wire::UsageSplit;
 
 use crate::common::{same, steps};
-
-fn parse_model(name: &str, value: &Value) -> Result<Result<Value, ContractError>, String> {
-    Ok(match name {
-        "ExecutionRequest" => ExecutionRequest::from_value(value).map(|m| m.to_value()),
-        "HarnessProfile" => HarnessProfile::from_value(value).map(|m| m.to_value()),
-        "ReinDescriptor" => ReinDescriptor::from_value(value).map(|m| m.to_value()),
-        "SandboxHandle" => SandboxHandle::from_value(value).map(|m| m.to_value()),
-        "ToolCall" => ToolCall::from_value(value).map(|m| m.to_value()),
-        "ToolResult" => ToolResult::from_value(value).map(|m| m.to_value()),
-        "ExecutionSummary" => ExecutionSummary::from_value(value).map(|m| m.to_value()),
-        "ExecutionEvidence" => ExecutionEvidence::from_value(value).map(|m| m.to_value()),
-        "GatewayResult" => GatewayResult::from_value(value).map(|m| m.to_value()),
-        other => return Err(format!("unknown model {other:?}")),
-    })
-}
 
 /// Compare an error against `{"code", …}`: `code` always, every other given key too.
 fn check_error(i: usize, got: &Value, want: &Value) -> Result<(), String> {
@@ -54,6 +37,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
     let cfg = &vector["config"];
     let mut gateway: Option<Gateway> = None;
     let mut rein_session: Option<ReinSession> = None;
+    let mut session_ids = SessionIds::new();
     let catalog = || -> Result<Catalog, String> {
         Catalog::from_value(cfg.get("catalog").unwrap_or(&json!({})))
             .map_err(|e| format!("config.catalog is invalid: {e}"))
@@ -63,8 +47,10 @@ pub fn run(vector: &Value) -> Result<(), String> {
             let name = p["model"]
                 .as_str()
                 .ok_or(format!("step {i}: parse.model"))?;
-            let got = parse_model(name, &p["value"])?.map_err(|e| contract_error(&e));
+            let got = contract::parse_model(name, &p["value"]).map_err(|e| contract_error(&e));
             outcome(i, got, expect)?;
+        } else if input.get("model_names").is_some() {
+            outcome(i, Ok(json!(contract::MODEL_NAMES)), expect)?;
         } else if let Some(c) = input.get("parse_catalog") {
             let got = Catalog::from_value(c)
                 .map(|c| json!({"profiles": c.profiles.len(), "reins": c.reins.len()}))
@@ -180,13 +166,17 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 .ok_or(format!("step {i}: no rein_start"))?;
             outcome(i, Ok(json!(rs.tool_call_prompt(&call))), expect)?;
         } else if let Some(u) = input.get("rein_turn") {
-            let usage: UsageSplit =
-                serde_json::from_value(u.clone()).map_err(|e| format!("step {i}: {e}"))?;
             let rs = rein_session
                 .as_mut()
                 .ok_or(format!("step {i}: no rein_start"))?;
-            rs.record_turn(&usage);
-            outcome(i, Ok(Value::Null), expect)?;
+            let got = rs
+                .record_turn_value(u)
+                .map(|()| Value::Null)
+                .map_err(|e| json!({"code": e.code()}));
+            outcome(i, got, expect)?;
+        } else if let Some(s) = input.get("rein_open_session") {
+            let sandbox = SandboxHandle::from_value(s).map_err(|e| format!("step {i}: {e}"))?;
+            outcome(i, Ok(json!(session_ids.open(&sandbox))), expect)?;
         } else if let Some(t) = input.get("rein_tool_result") {
             let text = t.as_str().ok_or(format!("step {i}: rein_tool_result"))?;
             outcome(i, Ok(rein::tool_result_from_text(text).to_value()), expect)?;

@@ -190,6 +190,35 @@ pub fn run(vector: &Value) -> Result<(), String> {
         } else if let Some(v) = input.get("is_forgotten") {
             let t = v.as_str().ok_or(format!("step {i}: needs a task id"))?;
             same(i, "value", &json!(state.is_forgotten(t)), &expect["value"])?;
+        } else if let Some(v) = input.get("channel") {
+            let t = v
+                .as_str()
+                .ok_or(format!("step {i}: channel needs a task id"))?;
+            match state.channel(t) {
+                Ok(c) => {
+                    no_error(i, expect)?;
+                    let got = json!({
+                        "outbound": c.outbound().count(),
+                        "inbound": c.inbound().count(),
+                        "last_received": c.last_received(),
+                    });
+                    same(i, "channel", &got, &expect["channel"])?;
+                }
+                Err(e) => check_error(i, e.code(), expect)?,
+            }
+        } else if let Some(v) = input.get("outbox_since") {
+            let p = position(i, v)?;
+            let log = state
+                .outbound_log(&p.task_id, p.attempt)
+                .ok_or(format!("step {i}: no outbound stream {v}"))?;
+            match log.since(p.seq) {
+                Ok(msgs) => {
+                    no_error(i, expect)?;
+                    let got: Vec<String> = msgs.iter().map(wire::encode).collect();
+                    same(i, "frames", &json!(got), &expect["frames"])?;
+                }
+                Err(e) => check_error(i, e.code(), expect)?,
+            }
         } else if input.get("snapshot_roundtrip").is_some() {
             let bytes = state.snapshot();
             let restored = ConnectionState::restore(&bytes)
