@@ -57,8 +57,8 @@ def run_reducer(vector: Dict[str, Any]) -> None:
                 # A replay that rejects an event raises (the step's error); else the public
                 # replay is compared with the live fold.
                 strict = SessionReducer(config)
-                for e in events:
-                    strict.apply(e)
+                for event in events:
+                    strict.apply(event)
                 replayed = SessionReducer.replay(events, config)
                 assert json_equal(replayed, strict.snapshot()), f"step {i}: replay differs"
                 equals_live = json_equal(replayed, reducer.snapshot())
