@@ -10,18 +10,22 @@ use stapel_runner_protocol::host::{
 };
 
 use crate::errors::raise;
-use crate::json::py_to_value;
+use crate::json::{py_to_value, value_to_py};
 
 fn host_error(py: Python<'_>, e: &HostError) -> PyErr {
     raise(py, "ProtocolStateError", e.to_string(), e.code())
 }
 
+/// The core's `HostConfig` of a dict (`None`: the defaults). A refused config raises
+/// `ProtocolStateError` with the core's `code` (`unknown_key`, `wrong_type`,
+/// `out_of_range`, `not_an_object`) and the offending `key`.
 fn config_from(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<HostConfig> {
     let v = match config {
         Some(c) if !c.is_none() => py_to_value(c)?,
         _ => Value::Object(Default::default()),
     };
-    HostConfig::from_value(&v).map_err(|e| host_error(py, &e))
+    HostConfig::from_value(&v)
+        .map_err(|e| crate::session::config_error(py, Some("ProtocolStateError"), &e))
 }
 
 fn pair<'py>(
@@ -140,7 +144,8 @@ impl PySocketHost {
 
 #[pymethods]
 impl PySocketHost {
-    /// `config`: a dict of the core's `HostConfig` keys (`close_timeout_ms`, …).
+    /// `config`: a dict of the core's `HostConfig` keys (`close_timeout_ms`, …); a
+    /// refused one raises `ProtocolStateError` with the core's `code` and `key`.
     #[new]
     #[pyo3(signature = (config = None))]
     fn new(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
@@ -246,7 +251,8 @@ impl PyHubHost {
 
 #[pymethods]
 impl PyHubHost {
-    /// `config`: a dict of the core's `HostConfig` keys (`tokens`, `max_idle_runners`, …).
+    /// `config`: a dict of the core's `HostConfig` keys (`tokens`, `max_idle_runners`, …);
+    /// a refused one raises `ProtocolStateError` with the core's `code` and `key`.
     #[new]
     #[pyo3(signature = (config = None))]
     fn new(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
@@ -407,4 +413,17 @@ pub fn runner_is_idle(activity: Activity) -> bool {
 #[pyfunction]
 pub fn bearer_authorization(token: &str) -> Option<String> {
     auth::authorization_value(token)
+}
+
+/// The host config a dict reads as (`None`: the defaults), as the core describes it:
+/// every key with its value, `tokens` the number of table entries (`None` without a
+/// table). Raises `ProtocolStateError` (`code`, `key`) for a refused config, as
+/// `SocketHost` and `HubHost` do.
+#[pyfunction]
+#[pyo3(signature = (config = None))]
+pub fn host_config<'py>(
+    py: Python<'py>,
+    config: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    value_to_py(py, &config_from(py, config)?.to_value())
 }

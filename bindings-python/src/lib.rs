@@ -57,6 +57,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host::bearer_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(host::runner_is_idle, m)?)?;
     m.add_function(wrap_pyfunction!(host::bearer_authorization, m)?)?;
+    m.add_function(wrap_pyfunction!(host::host_config, m)?)?;
     m.add(
         "HOST_REPLACED_REASON",
         stapel_runner_protocol::host::REPLACED_REASON,

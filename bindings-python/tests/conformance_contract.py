@@ -128,3 +128,11 @@ def run_contract(vector: Dict[str, Any]) -> None:
             _outcome(i, rein.summary(int(inp.get("now_ms", 0))), None, expect)
         else:
             raise AssertionError(f"step {i}: unknown input {inp}")
+        # What the rein session counts after the step: the token split summed so far (the
+        # summary's tokens) and the tool calls counted so far.
+        if "usage" in expect or "tool_calls" in expect:
+            assert rein is not None, f"step {i}: usage and tool_calls need a rein_start"
+            if "usage" in expect:
+                _eq(f"step {i} usage", rein.summary(0)["tokens"], expect["usage"])
+            if "tool_calls" in expect:
+                _eq(f"step {i} tool_calls", rein.tool_calls, expect["tool_calls"])

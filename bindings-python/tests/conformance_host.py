@@ -7,14 +7,15 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from conftest import json_equal
 from stapel_runner_protocol import ProtocolStateError
-from stapel_runner_protocol._native import bearer_authorization
+from stapel_runner_protocol._native import bearer_authorization, host_config
 from stapel_runner_protocol.transport_ws import HubHost, SocketHost
 
 _INPUT_KEYS = {"now", "poll", "opened", "text", "binary", "binary_hex", "transmit",
                "session_close", "close", "failed", "socket_closed", "timeout", "request",
                "upgraded", "authenticated", "runner_added", "parse_config",
                "authorization_for"}
-_EXPECT_KEYS = {"outputs", "error", "timeout", "state", "runners", "pending", "value"}
+_EXPECT_KEYS = {"outputs", "error", "timeout", "state", "runners", "pending", "value",
+                "config", "config_error"}
 
 
 def _eq(what: str, got: Any, want: Any) -> None:
@@ -128,20 +129,37 @@ def run_host(vector: Dict[str, Any]) -> None:
                 expect["value"])
             continue
         assert "value" not in expect, f"step {i}: value is an authorization_for expectation"
+        if "parse_config" in inp:
+            # The parsed config as the core describes it, or the refusal's code and key
+            # (raised by the public SocketHost as by host_config); nothing is fed to the
+            # machine.
+            assert set(expect) <= {"config", "config_error"}, \
+                f"step {i}: {set(expect)} are not parse_config expectations"
+            try:
+                SocketHost(inp["parse_config"])
+                got = host_config(inp["parse_config"])
+            except ProtocolStateError as e:
+                assert "config_error" in expect, f"step {i}: unexpected config error {e.code}"
+                _eq(f"step {i} config_error", {"code": e.code, "key": getattr(e, "key", None)},
+                    expect["config_error"])
+                continue
+            assert "config" in expect, f"step {i}: parse_config succeeded, expected {expect}"
+            _eq(f"step {i} config", got, expect["config"])
+            continue
+        assert "config" not in expect and "config_error" not in expect, \
+            f"step {i}: config and config_error are parse_config expectations"
         now = inp.get("now", now)
         poll = inp.get("poll", True)
         error: Optional[str] = None
         outputs: List[Dict[str, Any]] = []
         try:
-            if "parse_config" in inp:
-                SocketHost(inp["parse_config"])
-            elif isinstance(machine, SocketHost):
+            if isinstance(machine, SocketHost):
                 _feed_socket(machine, now, inp)
             else:
                 _feed_hub(machine, now, inp)
         except ProtocolStateError as e:
             error = e.code
-        if poll and "parse_config" not in inp:
+        if poll:
             if isinstance(machine, SocketHost):
                 outputs = [_socket_output(k, v) for k, v in machine.drain_outputs()]
             else:

@@ -149,3 +149,5 @@ def run_sequencing(vector: Dict[str, Any]) -> None:
         if "streams" in expect:
             out, inb = state.stream_counts()
             _eq(f"step {i} streams", {"outbound": out, "inbound": inb}, expect["streams"])
+        if "confirmed" in expect:
+            _eq(f"step {i} confirmed", state.is_confirmed, expect["confirmed"])

@@ -197,6 +197,10 @@ def test_vector(path: Path) -> None:
     area = vector.get("area")
     assert area == rel.split("/")[0], f"area {area!r} does not match the folder"
     assert vector.get("steps"), "vector has no steps"
+    # Every step checks something (conformance/README.md, "Vector format").
+    for i, step in enumerate(vector["steps"]):
+        expect = step.get("expect")
+        assert isinstance(expect, dict) and expect, f"step {i}: `expect` is missing or empty"
     runner = RUNNERS.get(area)
     if runner is None:
         CONFORMANCE["unsupported"].append(rel)

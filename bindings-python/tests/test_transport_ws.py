@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -698,3 +698,37 @@ def test_a_cancelled_hub_runner_serve_stops_its_driver() -> None:
         assert await asyncio.wait_for(runner.recv(), 5) == ("disconnected", None)
 
     asyncio.run(main())
+
+
+def test_host_config_follows_the_one_config_policy() -> None:
+    """A refused host config raises ProtocolStateError with the core's config code and
+    the offending key (never a token); a HubServer's bad bound surfaces the same way,
+    and a bad event queue bound is a ValueError, as before."""
+    from stapel_runner_protocol import ProtocolStateError
+    from stapel_runner_protocol._native import HubHost, SocketHost, host_config
+    from stapel_runner_protocol.transport_ws import HubServer, _queue_bound
+
+    cases: List[Tuple[Dict[str, Any], str, str]] = [
+        ({"close_timeout": 5}, "unknown_key", "close_timeout"),
+        ({"max_queued_events": 0}, "out_of_range", "max_queued_events"),
+        ({"close_timeout_ms": -1}, "out_of_range", "close_timeout_ms"),
+        ({"max_idle_runners": "3"}, "wrong_type", "max_idle_runners"),
+        ({"tokens": {"secret-token": 1}}, "wrong_type", "tokens"),
+    ]
+    for config, code, key in cases:
+        for make in (SocketHost, HubHost, host_config):
+            with pytest.raises(ProtocolStateError) as info:
+                make(config)
+            assert (info.value.code, getattr(info.value, "key", None)) == (code, key)
+            assert "secret-token" not in str(info.value)
+    with pytest.raises(ProtocolStateError) as info:
+        HubServer(tokens={"t": "R"}, max_idle_runners=-1)
+    assert (info.value.code, getattr(info.value, "key", None)) == ("out_of_range",
+                                                                   "max_idle_runners")
+    with pytest.raises(ValueError, match="max_queued_events"):
+        _queue_bound(0)
+    assert _queue_bound(1) == 1
+    assert host_config({"tokens": {"a": "R", "b": "R"}})["tokens"] == 2
+    assert host_config() == {"close_timeout_ms": 2000, "max_idle_runners": 1024,
+                             "max_pending_connections": 1024, "max_queued_events": 1024,
+                             "tokens": None}

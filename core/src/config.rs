@@ -2,7 +2,8 @@
 //! crate ([`SessionConfig`](crate::session::SessionConfig),
 //! [`SequencingConfig`](crate::sequencing::SequencingConfig),
 //! [`LocalConfig`](crate::local::LocalConfig),
-//! [`ReducerConfig`](crate::reducer::ReducerConfig)):
+//! [`ReducerConfig`](crate::reducer::ReducerConfig),
+//! [`HostConfig`](crate::host::HostConfig)):
 //!
 //! * a configuration is a JSON object (else `not_an_object`);
 //! * every key is optional: an absent key keeps its documented default;

@@ -217,3 +217,123 @@ proptest! {
         }
     }
 }
+
+/// A value for one host config key: what the model reads it as.
+#[derive(Debug, Clone)]
+enum CfgValue {
+    Int(i64),
+    Float,
+    Text,
+    Null,
+    Table(Vec<(String, String)>),
+    BadTable,
+}
+
+impl CfgValue {
+    fn json(&self) -> serde_json::Value {
+        match self {
+            CfgValue::Int(n) => serde_json::json!(n),
+            CfgValue::Float => serde_json::json!(1.5),
+            CfgValue::Text => serde_json::json!("5"),
+            CfgValue::Null => serde_json::Value::Null,
+            CfgValue::Table(pairs) => serde_json::Value::Object(
+                pairs
+                    .iter()
+                    .map(|(t, r)| (t.clone(), serde_json::json!(r)))
+                    .collect(),
+            ),
+            CfgValue::BadTable => serde_json::json!({"secret": 1}),
+        }
+    }
+}
+
+fn cfg_value() -> impl Strategy<Value = CfgValue> {
+    prop_oneof![
+        (-2i64..4).prop_map(CfgValue::Int),
+        Just(CfgValue::Float),
+        Just(CfgValue::Text),
+        Just(CfgValue::Null),
+        prop::collection::vec(("[a-c]{1,2}", "[A-C]"), 0..3).prop_map(CfgValue::Table),
+        Just(CfgValue::BadTable),
+    ]
+}
+
+/// The one config policy, written from conformance/README.md for the host keys: the
+/// first unknown key (object order) is refused; else every bad value is a candidate
+/// refusal (the policy does not order them); else the config with the given values over
+/// the defaults, `tokens` described by its entry count.
+fn model_config(
+    entries: &[(String, CfgValue)],
+) -> Result<serde_json::Value, Vec<(&'static str, String)>> {
+    const KEYS: [&str; 5] = [
+        "close_timeout_ms",
+        "max_idle_runners",
+        "max_pending_connections",
+        "max_queued_events",
+        "tokens",
+    ];
+    if let Some((k, _)) = entries.iter().find(|(k, _)| !KEYS.contains(&k.as_str())) {
+        return Err(vec![("unknown_key", k.clone())]);
+    }
+    let mut out = serde_json::json!({
+        "close_timeout_ms": 2000, "max_idle_runners": 1024,
+        "max_pending_connections": 1024, "max_queued_events": 1024, "tokens": null,
+    });
+    let mut bad = Vec::new();
+    for (k, v) in entries {
+        let min = if k.starts_with("max_p") || k.starts_with("max_q") {
+            1
+        } else {
+            0
+        };
+        match (k.as_str(), v) {
+            ("tokens", CfgValue::Null) => out["tokens"] = serde_json::Value::Null,
+            ("tokens", CfgValue::Table(pairs)) => {
+                let distinct: std::collections::BTreeSet<&String> =
+                    pairs.iter().map(|(t, _)| t).collect();
+                out["tokens"] = serde_json::json!(distinct.len());
+            }
+            ("tokens", _) => bad.push(("wrong_type", k.clone())),
+            (_, CfgValue::Int(n)) if *n >= min => out[k.as_str()] = serde_json::json!(n),
+            (_, CfgValue::Int(_)) => bad.push(("out_of_range", k.clone())),
+            _ => bad.push(("wrong_type", k.clone())),
+        }
+    }
+    if bad.is_empty() {
+        Ok(out)
+    } else {
+        Err(bad)
+    }
+}
+
+proptest! {
+    #[test]
+    fn host_config_follows_the_one_config_policy(
+        entries in prop::collection::btree_map(
+            prop_oneof![
+                Just("close_timeout_ms".to_owned()),
+                Just("max_idle_runners".to_owned()),
+                Just("max_pending_connections".to_owned()),
+                Just("max_queued_events".to_owned()),
+                Just("tokens".to_owned()),
+                Just("close_timeout".to_owned()),
+                Just("machine".to_owned()),
+            ],
+            cfg_value(),
+            0..5,
+        ),
+    ) {
+        let entries: Vec<(String, CfgValue)> = entries.into_iter().collect();
+        let object: serde_json::Map<String, serde_json::Value> =
+            entries.iter().map(|(k, v)| (k.clone(), v.json())).collect();
+        let got = HostConfig::from_value(&serde_json::Value::Object(object));
+        match (got, model_config(&entries)) {
+            (Ok(c), Ok(want)) => prop_assert_eq!(c.to_value(), want),
+            (Err(e), Err(candidates)) => prop_assert!(
+                candidates.contains(&(e.code(), e.key().to_owned())),
+                "got {} {:?}, want one of {:?}", e.code(), e.key(), candidates
+            ),
+            (got, want) => prop_assert!(false, "got {:?}, want {:?}", got.map(|c| c.to_value()), want),
+        }
+    }
+}

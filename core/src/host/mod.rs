@@ -29,7 +29,9 @@ pub use auth::{Refusal, TokenTable};
 pub use hub::{HubHost, HubInput, HubOutput, RunnerActivity};
 pub use socket::{InboundFrame, SocketHost, SocketInput, SocketOutput, SocketState};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use crate::config::{ConfigError, ConfigReader};
 
 /// Default bound of a close handshake with a live peer before the TCP connection is
 /// aborted: 2 s.
@@ -62,29 +64,12 @@ pub const PEER_TIMEOUT: &str = "peer_timeout";
 /// two of them the code). Longer reasons are cut at a character boundary.
 pub const MAX_CLOSE_REASON_BYTES: usize = 123;
 
-/// An error of the host machines: local misuse (the transport broke the call order) or
-/// a bad configuration. Stable snake_case [`code`](HostError::code)s.
+/// An error of the host machines: local misuse (the transport broke the call order).
+/// Stable snake_case [`code`](HostError::code)s. A bad configuration is the crate's
+/// [`ConfigError`] ([`HostConfig::from_value`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum HostError {
-    /// The config is not a JSON object. Code `config_not_object`.
-    #[error("the host config must be a JSON object")]
-    ConfigNotObject,
-    /// The config has a key this version does not know. Code `unknown_config_key`.
-    #[error("unknown host config key {key:?}")]
-    UnknownConfigKey {
-        /// The key.
-        key: String,
-    },
-    /// A config key has a value of the wrong type or range. Code
-    /// `invalid_config_value`.
-    #[error("invalid host config value for {key:?}: expected {expected}")]
-    InvalidConfigValue {
-        /// The key.
-        key: String,
-        /// What the key takes.
-        expected: &'static str,
-    },
     /// A socket input other than `Opened`, `Close`, `Failed`, `SocketClosed` or
     /// `Timeout` before `Opened`. Code `not_opened`.
     #[error("the socket was not opened yet")]
@@ -119,9 +104,6 @@ impl HostError {
     /// Stable snake_case code of this error.
     pub fn code(&self) -> &'static str {
         match self {
-            HostError::ConfigNotObject => "config_not_object",
-            HostError::UnknownConfigKey { .. } => "unknown_config_key",
-            HostError::InvalidConfigValue { .. } => "invalid_config_value",
             HostError::NotOpened => "not_opened",
             HostError::AlreadyOpened => "already_opened",
             HostError::InvalidCloseCode { .. } => "invalid_close_code",
@@ -179,69 +161,83 @@ impl Default for HostConfig {
     }
 }
 
-fn unsigned(key: &str, value: &Value, min: u64) -> Result<u64, HostError> {
-    value
-        .as_u64()
-        .filter(|n| *n >= min)
-        .ok_or_else(|| HostError::InvalidConfigValue {
-            key: key.to_owned(),
-            expected: if min == 0 {
-                "a non-negative integer"
-            } else {
-                "a positive integer"
+impl HostConfig {
+    /// The keys [`from_value`](Self::from_value) reads.
+    pub const KEYS: [&'static str; 5] = [
+        "close_timeout_ms",
+        "max_idle_runners",
+        "max_pending_connections",
+        "max_queued_events",
+        "tokens",
+    ];
+
+    /// Defaults overridden by the keys present in `value` (see [`KEYS`](Self::KEYS)),
+    /// read by the crate's one config reader ([`crate::config`]): a non-object is
+    /// `not_an_object`, a key not in [`KEYS`](Self::KEYS) `unknown_key`, a value of the
+    /// wrong JSON type `wrong_type` (`tokens` must be `null` or an object whose values
+    /// are runner id strings; the error names the key `tokens`, never a token), a
+    /// number the field cannot hold `out_of_range` (negative; `0` for
+    /// `max_pending_connections` and `max_queued_events`, which are at least 1).
+    ///
+    /// # Errors
+    /// [`ConfigError`].
+    pub fn from_value(value: &Value) -> Result<Self, ConfigError> {
+        let r = ConfigReader::new(value, &Self::KEYS)?;
+        let d = Self::default();
+        Ok(Self {
+            close_timeout_ms: r.u64("close_timeout_ms")?.unwrap_or(d.close_timeout_ms),
+            max_idle_runners: r.usize("max_idle_runners")?.unwrap_or(d.max_idle_runners),
+            max_pending_connections: positive(&r, "max_pending_connections")?
+                .unwrap_or(d.max_pending_connections),
+            max_queued_events: positive(&r, "max_queued_events")?.unwrap_or(d.max_queued_events),
+            tokens: match r.get("tokens") {
+                None | Some(Value::Null) => d.tokens,
+                Some(Value::Object(map)) => Some(token_table(&r, map)?),
+                Some(_) => return Err(tokens_type(&r)),
             },
         })
-}
-
-fn size(key: &str, value: &Value, min: u64) -> Result<usize, HostError> {
-    usize::try_from(unsigned(key, value, min)?).map_err(|_| HostError::InvalidConfigValue {
-        key: key.to_owned(),
-        expected: "an integer that fits the platform's size",
-    })
-}
-
-impl HostConfig {
-    /// Read a config from a JSON object with the keys named on the fields (all
-    /// optional). An unknown key is [`HostError::UnknownConfigKey`], a value of the
-    /// wrong type or range [`HostError::InvalidConfigValue`].
-    pub fn from_value(value: &Value) -> Result<Self, HostError> {
-        let object = value.as_object().ok_or(HostError::ConfigNotObject)?;
-        let mut config = Self::default();
-        for (key, v) in object {
-            match key.as_str() {
-                "close_timeout_ms" => config.close_timeout_ms = unsigned(key, v, 0)?,
-                "max_idle_runners" => config.max_idle_runners = size(key, v, 0)?,
-                "max_pending_connections" => config.max_pending_connections = size(key, v, 1)?,
-                "max_queued_events" => config.max_queued_events = size(key, v, 1)?,
-                "tokens" => {
-                    config.tokens = match v {
-                        Value::Null => None,
-                        Value::Object(map) => {
-                            let mut pairs = Vec::with_capacity(map.len());
-                            for (token, runner_id) in map {
-                                let runner_id = runner_id.as_str().ok_or_else(|| {
-                                    HostError::InvalidConfigValue {
-                                        key: key.clone(),
-                                        expected: "an object of token → runner id strings",
-                                    }
-                                })?;
-                                pairs.push((token.clone(), runner_id.to_owned()));
-                            }
-                            Some(TokenTable::new(pairs))
-                        }
-                        _ => {
-                            return Err(HostError::InvalidConfigValue {
-                                key: key.clone(),
-                                expected: "an object of token → runner id strings",
-                            })
-                        }
-                    }
-                }
-                _ => return Err(HostError::UnknownConfigKey { key: key.clone() }),
-            }
-        }
-        Ok(config)
     }
+
+    /// The config as a JSON object of its keys, for a host to log or a test to compare:
+    /// `tokens` is the number of table entries (`null` without a table); the tokens
+    /// themselves never leave the table.
+    pub fn to_value(&self) -> Value {
+        serde_json::json!({
+            "close_timeout_ms": self.close_timeout_ms,
+            "max_idle_runners": self.max_idle_runners,
+            "max_pending_connections": self.max_pending_connections,
+            "max_queued_events": self.max_queued_events,
+            "tokens": self.tokens.as_ref().map(TokenTable::len),
+        })
+    }
+}
+
+/// A size of at least 1: `out_of_range` for 0.
+fn positive(r: &ConfigReader<'_>, key: &str) -> Result<Option<usize>, ConfigError> {
+    match r.usize(key)? {
+        Some(0) => Err(ConfigError::OutOfRange {
+            key: r.path(key),
+            expected: "positive integer",
+        }),
+        n => Ok(n),
+    }
+}
+
+fn tokens_type(r: &ConfigReader<'_>) -> ConfigError {
+    ConfigError::WrongType {
+        key: r.path("tokens"),
+        expected: "null or an object of token → runner id strings",
+    }
+}
+
+fn token_table(r: &ConfigReader<'_>, map: &Map<String, Value>) -> Result<TokenTable, ConfigError> {
+    let mut pairs = Vec::with_capacity(map.len());
+    for (token, runner_id) in map {
+        // The error names `tokens`, not `tokens.<token>`: a token is a secret.
+        let runner_id = runner_id.as_str().ok_or_else(|| tokens_type(r))?;
+        pairs.push((token.clone(), runner_id.to_owned()));
+    }
+    Ok(TokenTable::new(pairs))
 }
 
 /// Cut `reason` to at most [`MAX_CLOSE_REASON_BYTES`] at a character boundary.
@@ -272,17 +268,38 @@ mod tests {
         let c =
             HostConfig::from_value(&json!({"close_timeout_ms": 5, "tokens": {"t": "R"}})).unwrap();
         assert_eq!(c.close_timeout_ms, 5);
-        assert_eq!(c.tokens.unwrap().lookup("t"), Some("R"));
-        let e = HostConfig::from_value(&json!({"nope": 1})).unwrap_err();
-        assert_eq!(e.code(), "unknown_config_key");
-        let e = HostConfig::from_value(&json!({"max_queued_events": 0})).unwrap_err();
-        assert_eq!(e.code(), "invalid_config_value");
-        let e = HostConfig::from_value(&json!({"tokens": {"t": 1}})).unwrap_err();
-        assert_eq!(e.code(), "invalid_config_value");
+        assert_eq!(c.tokens.as_ref().unwrap().lookup("t"), Some("R"));
+        assert_eq!(c.to_value()["tokens"], json!(1));
         assert_eq!(
-            HostConfig::from_value(&json!([])).unwrap_err().code(),
-            "config_not_object"
+            HostConfig::from_value(&json!({})).unwrap(),
+            HostConfig::default()
         );
+        let err = |v| {
+            let e = HostConfig::from_value(&v).unwrap_err();
+            (e.code(), e.key().to_owned())
+        };
+        assert_eq!(err(json!({"nope": 1})), ("unknown_key", "nope".into()));
+        assert_eq!(
+            err(json!({"max_queued_events": 0})),
+            ("out_of_range", "max_queued_events".into())
+        );
+        assert_eq!(
+            err(json!({"close_timeout_ms": -1})),
+            ("out_of_range", "close_timeout_ms".into())
+        );
+        assert_eq!(
+            err(json!({"max_idle_runners": 1.5})),
+            ("wrong_type", "max_idle_runners".into())
+        );
+        assert_eq!(
+            err(json!({"tokens": {"t": 1}})),
+            ("wrong_type", "tokens".into())
+        );
+        assert_eq!(
+            err(json!({"tokens": ["t"]})),
+            ("wrong_type", "tokens".into())
+        );
+        assert_eq!(err(json!([])), ("not_an_object", String::new()));
     }
 
     #[test]

@@ -194,6 +194,20 @@ pub fn run(vector: &Value) -> Result<(), String> {
         } else {
             return Err(format!("step {i}: unknown input {input}"));
         }
+        // What the rein session counts after the step: the token split summed so far and
+        // the tool calls counted so far.
+        if expect.get("usage").is_some() || expect.get("tool_calls").is_some() {
+            let rs = rein_session
+                .as_ref()
+                .ok_or(format!("step {i}: usage and tool_calls need a rein_start"))?;
+            if let Some(want) = expect.get("usage") {
+                let got = serde_json::to_value(rs.usage()).map_err(|e| e.to_string())?;
+                same(i, "usage", &got, want)?;
+            }
+            if let Some(want) = expect.get("tool_calls") {
+                same(i, "tool_calls", &json!(rs.tool_calls()), want)?;
+            }
+        }
     }
     Ok(())
 }

@@ -29,7 +29,15 @@ const INPUT_KEYS: &[&str] = &[
     "authorization_for",
 ];
 const EXPECT_KEYS: &[&str] = &[
-    "outputs", "error", "timeout", "state", "runners", "pending", "value",
+    "outputs",
+    "error",
+    "timeout",
+    "state",
+    "runners",
+    "pending",
+    "value",
+    "config",
+    "config_error",
 ];
 
 enum Machine {
@@ -216,7 +224,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
         .and_then(|m| m.as_str().map(str::to_owned))
         .ok_or("config.machine must be \"socket\" or \"hub\"")?;
     let config = HostConfig::from_value(&Value::Object(config_value))
-        .map_err(|e| format!("config: {}", e.code()))?;
+        .map_err(|e| format!("config refused: {} (key {:?})", e.code(), e.key()))?;
     let mut m = match machine.as_str() {
         "socket" => Machine::Socket(SocketHost::new(&config)),
         "hub" => Machine::Hub(HubHost::new(&config)),
@@ -252,33 +260,66 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 "step {i}: value is an authorization_for expectation"
             ));
         }
-        let (error, outputs) = if let Some(cfg) = input.get("parse_config") {
-            (
-                HostConfig::from_value(cfg).err().map(|e| e.code()),
-                Vec::new(),
-            )
-        } else {
-            match &mut m {
-                Machine::Socket(s) => {
-                    let error = s.handle_input(now, socket_input(input)?).err();
-                    let mut out = Vec::new();
-                    if poll {
-                        while let Some(o) = s.poll_output() {
-                            out.push(socket_output(o));
-                        }
-                    }
-                    (error.map(|e| e.code()), out)
+        if let Some(cfg) = input.get("parse_config") {
+            // The parsed config as the core describes it, or the refusal's code and key;
+            // nothing is fed to the machine.
+            match HostConfig::from_value(cfg) {
+                Ok(c) => {
+                    let want = expect.get("config").ok_or(format!(
+                        "step {i}: parse_config succeeded, expected {expect}"
+                    ))?;
+                    same(i, "config", &c.to_value(), want)?;
                 }
-                Machine::Hub(h) => {
-                    let error = h.handle_input(now, hub_input(input)?).err();
-                    let mut out = Vec::new();
-                    if poll {
-                        while let Some(o) = h.poll_output() {
-                            out.push(hub_output(o));
-                        }
-                    }
-                    (error.map(|e| e.code()), out)
+                Err(e) => {
+                    let want = expect.get("config_error").ok_or(format!(
+                        "step {i}: unexpected config error {} (key {:?})",
+                        e.code(),
+                        e.key()
+                    ))?;
+                    same(
+                        i,
+                        "config_error",
+                        &json!({"code": e.code(), "key": e.key()}),
+                        want,
+                    )?;
                 }
+            }
+            if let Some(k) = expect
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, _)| k)
+                .find(|k| *k != "config" && *k != "config_error")
+            {
+                return Err(format!("step {i}: {k} is not a parse_config expectation"));
+            }
+            continue;
+        }
+        for k in ["config", "config_error"] {
+            if expect.get(k).is_some() {
+                return Err(format!("step {i}: {k} is a parse_config expectation"));
+            }
+        }
+        let (error, outputs) = match &mut m {
+            Machine::Socket(s) => {
+                let error = s.handle_input(now, socket_input(input)?).err();
+                let mut out = Vec::new();
+                if poll {
+                    while let Some(o) = s.poll_output() {
+                        out.push(socket_output(o));
+                    }
+                }
+                (error.map(|e| e.code()), out)
+            }
+            Machine::Hub(h) => {
+                let error = h.handle_input(now, hub_input(input)?).err();
+                let mut out = Vec::new();
+                if poll {
+                    while let Some(o) = h.poll_output() {
+                        out.push(hub_output(o));
+                    }
+                }
+                (error.map(|e| e.code()), out)
             }
         };
         same(

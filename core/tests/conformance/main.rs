@@ -1,6 +1,7 @@
 //! Runs every conformance vector in `conformance/vectors/` through the core's public API
 //! and prints `conformance[rust]: N vectors passed`. A vector that cannot be run (unknown
-//! area, malformed step) counts as a failure, never as a skip.
+//! area, malformed step, a step whose `expect` is missing or empty) counts as a failure,
+//! never as a skip.
 //!
 //! Usage: `cargo test -p stapel-runner-protocol --test conformance` (optionally followed by
 //! `-- FILTER` to run only vectors whose path contains FILTER).
@@ -83,6 +84,14 @@ fn main() {
                 }
                 if v["steps"].as_array().is_none_or(Vec::is_empty) {
                     return Err("vector has no steps".into());
+                }
+                // Every step checks something (conformance/README.md, "Vector format").
+                if let Some(i) = v["steps"].as_array().into_iter().flatten().position(|s| {
+                    s.get("expect")
+                        .and_then(Value::as_object)
+                        .is_none_or(serde_json::Map::is_empty)
+                }) {
+                    return Err(format!("step {i}: `expect` is missing or empty"));
                 }
                 run_vector(&area, &v)
             });

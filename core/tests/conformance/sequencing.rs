@@ -246,6 +246,9 @@ pub fn run(vector: &Value) -> Result<(), String> {
             let (out, inb) = state.stream_counts();
             same(i, "streams", &json!({"outbound": out, "inbound": inb}), o)?;
         }
+        if let Some(c) = expect.get("confirmed") {
+            same(i, "confirmed", &json!(state.is_confirmed()), c)?;
+        }
     }
     Ok(())
 }
