@@ -9,8 +9,8 @@ use stapel_runner_protocol::adapter::usage::{
     usage_detail_keys, ANTHROPIC_USAGE_KEYS, OPENAI_USAGE_KEYS,
 };
 use stapel_runner_protocol::adapter::{
-    self, AgentOptions, RoleSpec, SpawnSpec, SubprocessConfig, SubprocessInput, SubprocessOutput,
-    SubprocessSession, TurnResult,
+    self, AdapterError, AgentOptions, AgentTurn, RoleSpec, SpawnSpec, SubprocessConfig,
+    SubprocessInput, SubprocessOutput, SubprocessSession, TurnResult,
 };
 use stapel_runner_protocol::wire::UsageSplit;
 
@@ -195,15 +195,97 @@ pub fn role_spec_to_dict<'py>(
 }
 
 /// The agent-SDK session options (the core's `AgentOptions`) of a role given in its JSON
-/// form (`RoleSpec.to_dict()`), as a dict with only the options that are set. Raises
+/// form (`RoleSpec.to_dict()`) and its explicit inline `system_prompt` (the core's
+/// `RoleSpec::set_system_prompt`: it takes precedence over `extra["system_prompt"]`;
+/// `None` means none), as a dict with only the options that are set. Raises
 /// `AdapterError` `invalid_invocation` for a malformed role.
 #[pyfunction]
-pub fn agent_options<'py>(role_spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub fn agent_options<'py>(
+    role_spec: &Bound<'py, PyAny>,
+    system_prompt: Option<String>,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = role_spec.py();
     let map = py_to_map(role_spec)?;
     let role = map.get("role").and_then(Value::as_str);
-    let spec = RoleSpec::from_invocation(&map, role).map_err(|e| adapter_error(py, &e))?;
+    let mut spec = RoleSpec::from_invocation(&map, role).map_err(|e| adapter_error(py, &e))?;
+    spec.set_system_prompt(system_prompt);
     value_to_py(py, &AgentOptions::from_role(&spec).to_value())
+}
+
+/// The inline system prompt of a role's `extra` keys (the core's
+/// `RoleSpec::system_prompt`: `extra["system_prompt"]` when it is a string, else `None`).
+#[pyfunction]
+pub fn role_spec_system_prompt(extra: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    Ok(adapter::inline_system_prompt(&py_to_map(extra)?).map(str::to_owned))
+}
+
+/// Fold an agent-SDK turn (the core's `AgentTurn`): `text_blocks` are every text block
+/// of every response message, in order; `usage` is the result message's usage (a dict
+/// or an SDK usage object; `None` when there is no result message or it has no usage,
+/// which is zero usage). Returns `(text, usage)` with the usage as a
+/// `stapel_taskspecs.UsageSplit`; raises `AdapterError` `invalid_usage`.
+#[pyfunction]
+#[pyo3(signature = (text_blocks, usage = None))]
+pub fn agent_turn<'py>(
+    py: Python<'py>,
+    text_blocks: Vec<String>,
+    usage: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(String, Bound<'py, PyAny>)> {
+    let mut turn = AgentTurn::new();
+    for block in &text_blocks {
+        turn.text_block(block);
+    }
+    turn.result(match usage {
+        Some(u) if !u.is_none() => Some(usage_json(u, &ANTHROPIC_USAGE_KEYS)?),
+        _ => None,
+    });
+    let r = turn.finish().map_err(|e| adapter_error(py, &e))?;
+    Ok((r.text, usage_to_py(py, r.usage)?))
+}
+
+/// The core's `AdapterError` for a fault the host met in its own I/O
+/// (`AdapterError::host_fault`: `spawn_failed`, `stdin_closed`, `adapter_unavailable`,
+/// `connect_failed`, `turn_failed`) with the host's `message`, as an exception instance
+/// to raise: `AdapterUnavailableError` for `adapter_unavailable`, `AdapterError`
+/// otherwise. `ValueError` for another code.
+#[pyfunction]
+pub fn host_adapter_error<'py>(
+    py: Python<'py>,
+    code: &str,
+    message: String,
+) -> PyResult<Bound<'py, PyAny>> {
+    let e = AdapterError::host_fault(code, message).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("{code:?} is not a host fault code"))
+    })?;
+    let obj = adapter_error_object(py, &e)?;
+    if matches!(e, AdapterError::AdapterUnavailable { .. }) {
+        let cls = py
+            .import("stapel_runner_protocol.errors")?
+            .getattr("AdapterUnavailableError")?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("code", e.code())?;
+        kwargs.set_item("line_number", e.line_number())?;
+        kwargs.set_item("details", obj.getattr("details")?)?;
+        return cls.call((e.to_string(),), Some(&kwargs));
+    }
+    Ok(obj)
+}
+
+/// Add the adapter seam's defaults and its newer functions to the native module:
+/// `DEFAULT_ROLE`, `DEFAULT_SESSION`, `DEFAULT_GRACE_MS`, `DEFAULT_TURN_MAX_LINE_BYTES`
+/// (the core's constants), `agent_turn`, `host_adapter_error`, `role_spec_system_prompt`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("DEFAULT_ROLE", adapter::DEFAULT_ROLE)?;
+    m.add("DEFAULT_SESSION", adapter::DEFAULT_SESSION)?;
+    m.add("DEFAULT_GRACE_MS", adapter::DEFAULT_GRACE_MS)?;
+    m.add(
+        "DEFAULT_TURN_MAX_LINE_BYTES",
+        adapter::DEFAULT_TURN_MAX_LINE_BYTES,
+    )?;
+    m.add_function(wrap_pyfunction!(agent_turn, m)?)?;
+    m.add_function(wrap_pyfunction!(host_adapter_error, m)?)?;
+    m.add_function(wrap_pyfunction!(role_spec_system_prompt, m)?)?;
+    Ok(())
 }
 
 /// Parse `{"text": str, "usage": UsageSplit}` strictly (the core's `TurnResult`); returns
@@ -216,10 +298,6 @@ pub fn turn_result_from_value<'py>(
     let r = TurnResult::from_value(&py_to_value(value)?).map_err(|e| adapter_error(py, &e))?;
     Ok((r.text, usage_to_py(py, r.usage)?))
 }
-
-// The Python signature spells the core's defaults as literals (stubtest compares them).
-const _: () = assert!(adapter::DEFAULT_GRACE_MS == 2000);
-const _: () = assert!(adapter::DEFAULT_TURN_MAX_LINE_BYTES == 1048576);
 
 static TURN_RESULT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
@@ -292,7 +370,8 @@ fn output_to_py<'py>(py: Python<'py>, o: SubprocessOutput) -> PyResult<Option<Bo
 #[pymethods]
 impl PySubprocessTurnMachine {
     #[new]
-    #[pyo3(signature = (max_line_bytes = 1048576, *, grace_ms = 2000, attached = true,
+    #[pyo3(signature = (max_line_bytes = adapter::DEFAULT_TURN_MAX_LINE_BYTES, *,
+                        grace_ms = adapter::DEFAULT_GRACE_MS, attached = true,
                         process_group = false))]
     fn new(
         py: Python<'_>,

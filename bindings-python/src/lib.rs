@@ -96,6 +96,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(adapter::turn_result_from_value, m)?)?;
     m.add_function(wrap_pyfunction!(adapter::agent_options, m)?)?;
     m.add_class::<adapter::PySubprocessTurnMachine>()?;
+    adapter::register(m)?;
     m.add(
         "SCHEMA_VERSION",
         stapel_runner_protocol::wire::SCHEMA_VERSION,

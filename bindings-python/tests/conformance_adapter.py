@@ -3,6 +3,7 @@ machine, through the public Python API."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
 
@@ -15,8 +16,9 @@ from stapel_runner_protocol import (
     usage_from_mapping,
     usage_from_openai,
 )
+from stapel_runner_protocol import _native
 from stapel_runner_protocol.adapters import SubprocessTurnMachine
-from stapel_runner_protocol.agent_sdk_adapter import agent_options
+from stapel_runner_protocol.agent_sdk_adapter import agent_options, turn_text, turn_usage
 
 USAGE = {"anthropic": usage_from_anthropic, "openai": usage_from_openai,
          "mapping": usage_from_mapping}
@@ -50,6 +52,19 @@ def _usage(spec: Dict[str, Any]) -> Any:
     return USAGE[spec["shape"]](value)
 
 
+def _agent_messages(spec: Dict[str, Any]) -> List[Any]:
+    """SDK-shaped messages: one assistant message per text block, then (when given) a
+    result message carrying the usage."""
+    messages: List[Any] = [
+        SimpleNamespace(content=[SimpleNamespace(type="text", text=t)])
+        for t in spec["text_blocks"]
+    ]
+    if "result" in spec:
+        messages.append(SimpleNamespace(total_cost_usd=0.0,
+                                        usage=spec["result"].get("usage")))
+    return messages
+
+
 def _output_json(kind: str, value: Any) -> Dict[str, Any]:
     if kind == "spawn":
         return {"type": "spawn", "request": value}
@@ -74,24 +89,45 @@ def run_adapter(vector: Dict[str, Any]) -> None:
     config = vector.get("config", {})
     start = config.get("start", "attached")
     assert start in ("attached", "new"), f"unknown config.start {start!r}"
-    machine = SubprocessTurnMachine(config.get("max_line_bytes", 1048576),
-                                    grace_ms=config.get("grace_ms", 2000),
-                                    attached=start == "attached",
+    # Absent config keys are left to the binding's defaults (the core's constants).
+    sizes = {k: config[k] for k in ("max_line_bytes", "grace_ms") if k in config}
+    machine = SubprocessTurnMachine(**sizes, attached=start == "attached",
                                     process_group=config.get("process_group", False))
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
         value: Any = None
         err: Optional[AdapterError] = None
-        if any(k in inp for k in ("role_spec", "agent_options", "usage", "turn_result")):
+        if any(k in inp for k in ("role_spec", "agent_options", "usage", "turn_result",
+                                  "agent_turn", "host_fault")):
             try:
                 if "agent_options" in inp:
                     r = inp["agent_options"]
-                    value = agent_options(RoleSpec.from_invocation(r["invocation"],
-                                                                   role=r.get("role", "coder")))
+                    spec = RoleSpec.from_invocation(r["invocation"],
+                                                    role=r.get("role", _native.DEFAULT_ROLE))
+                    if "system_prompt" in r:
+                        spec = dataclasses.replace(spec, system_prompt=r["system_prompt"])
+                    value = agent_options(spec)
                 elif "role_spec" in inp:
                     r = inp["role_spec"]
-                    value = RoleSpec.from_invocation(r["invocation"],
-                                                     role=r.get("role", "coder")).to_dict()
+                    spec = RoleSpec.from_invocation(r["invocation"],
+                                                    role=r.get("role", _native.DEFAULT_ROLE))
+                    if "system_prompt" in expect:
+                        _eq(f"step {i} system_prompt", spec.system_prompt,
+                            expect["system_prompt"])
+                    value = spec.to_dict()
+                elif "agent_turn" in inp:
+                    messages = _agent_messages(inp["agent_turn"])
+                    value = {"text": turn_text(messages),
+                             "usage": turn_usage(messages).to_dict()}
+                elif "host_fault" in inp:
+                    f = inp["host_fault"]
+                    try:
+                        built = _native.host_adapter_error(f["code"], f["message"])
+                    except ValueError:
+                        value = None
+                    else:
+                        assert built.code == f["code"], f"step {i}: built {built.code}"
+                        raise built
                 elif "usage" in inp:
                     split = _usage(inp["usage"])
                     if "total_tokens" in expect:

@@ -86,3 +86,24 @@ def test_turn_result_checks_usage() -> None:
     assert [(v.location, v.rule) for v in info.value.violations] == [("output", "minimum")]
     with pytest.raises(KeyError):
         t["raw"]
+
+
+def test_defaults_are_the_cores() -> None:
+    """The Python-visible defaults are the core's constants (unchanged values)."""
+    import inspect
+
+    from stapel_runner_protocol import _native
+    from stapel_runner_protocol.subprocess_adapter import (
+        DEFAULT_GRACE_S,
+        SubprocessAdapter,
+    )
+
+    assert (_native.DEFAULT_ROLE, _native.DEFAULT_SESSION) == ("coder", "per-task")
+    assert (_native.DEFAULT_GRACE_MS, _native.DEFAULT_TURN_MAX_LINE_BYTES) == (2000, 1048576)
+    spec = RoleSpec()
+    assert (spec.role, spec.session) == ("coder", "per-task")
+    assert RoleSpec.from_invocation({}).role == "coder"
+    assert DEFAULT_GRACE_S == 2.0
+    params = inspect.signature(SubprocessAdapter.__init__).parameters
+    assert params["max_line_bytes"].default == 1048576
+    assert params["grace_s"].default == 2.0

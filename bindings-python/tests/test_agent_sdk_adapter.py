@@ -123,3 +123,51 @@ def test_agent_options_come_from_the_core() -> None:
                                    "max_turns": 3}
     assert agent_options(RoleSpec(system_prompt="direct")) == {"system_prompt": "direct"}
     assert agent_options(RoleSpec(extra={"system_prompt": "stale"})) == {}
+
+
+def test_host_faults_are_core_errors() -> None:
+    """connect/turn failures carry the core's code, message and JSON form; the missing
+    backend is an AdapterUnavailableError built by the core too."""
+    from stapel_runner_protocol import _native
+
+    adapter = AgentSdkAdapter(client_factory=lambda role: FakeClient(role, fail_connect=True))
+    with pytest.raises(AdapterError) as info:
+        adapter.open_session(RoleSpec())
+    assert info.value.details == {"code": "connect_failed", "line_number": None,
+                                  "message": str(info.value.__cause__)}
+    assert str(info.value.__cause__) in str(info.value)
+
+    unavailable = _native.host_adapter_error("adapter_unavailable", "install it")
+    assert isinstance(unavailable, AdapterUnavailableError)
+    assert (unavailable.code, str(unavailable)) == ("adapter_unavailable", "install it")
+    turn = _native.host_adapter_error("turn_failed", "reset")
+    assert type(turn) is AdapterError and turn.details["message"] == "reset"
+    with pytest.raises(ValueError):
+        _native.host_adapter_error("harness_error", "not a host fault")
+
+
+def test_turn_failure_is_turn_failed() -> None:
+    class Exploding(FakeClient):
+        async def query(self, prompt: str) -> None:
+            raise RuntimeError("stream reset")
+
+    session = AgentSdkAdapter(client_factory=lambda role: Exploding(role)).open_session(
+        RoleSpec())
+    with pytest.raises(AdapterError) as info:
+        session.turn("x")
+    assert info.value.code == "turn_failed"
+    assert info.value.details["message"] == "stream reset"
+    session.close()
+
+
+def test_turn_fold_through_the_core() -> None:
+    """Text blocks join with no separator; the result's usage is mapped; a result
+    without usage is zero usage."""
+    messages = [AssistantMessage([TextBlock("a"), TextBlock("")]),
+                AssistantMessage([TextBlock("b")]),
+                ResultMessage(usage={"input_tokens": 4, "output_tokens": 2})]
+    assert turn_text(messages) == "ab"
+    assert turn_usage(messages).to_dict() == {"cache_read": 0, "cache_write": 0,
+                                              "fresh_input": 4, "output": 2, "thinking": 0}
+    no_usage = ResultMessage(usage=None)  # type: ignore[arg-type]
+    assert turn_usage([no_usage]).total_tokens == 0

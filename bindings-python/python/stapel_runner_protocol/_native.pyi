@@ -85,6 +85,13 @@ __all__ = [
     "role_spec_to_dict",
     "turn_result_from_value",
     "agent_options",
+    "agent_turn",
+    "host_adapter_error",
+    "role_spec_system_prompt",
+    "DEFAULT_ROLE",
+    "DEFAULT_SESSION",
+    "DEFAULT_GRACE_MS",
+    "DEFAULT_TURN_MAX_LINE_BYTES",
     "SubprocessTurnMachine",
     "SessionMachine",
     "HubSession",
@@ -546,7 +553,17 @@ def role_spec_from_invocation(
     invocation: Optional[Mapping[str, Any]], role: Optional[str] = None
 ) -> RoleSpecDict: ...
 def turn_result_from_value(value: Any) -> Tuple[str, stapel_taskspecs.UsageSplit]: ...
-def agent_options(role_spec: Mapping[str, Any]) -> Dict[str, Any]: ...
+def agent_options(role_spec: Mapping[str, Any], system_prompt: Optional[str]) -> Dict[str, Any]: ...
+def agent_turn(
+    text_blocks: Sequence[str], usage: Any = None
+) -> Tuple[str, stapel_taskspecs.UsageSplit]: ...
+def host_adapter_error(code: str, message: str) -> AdapterError: ...
+def role_spec_system_prompt(extra: Mapping[str, Any]) -> Optional[str]: ...
+
+DEFAULT_ROLE: str
+DEFAULT_SESSION: str
+DEFAULT_GRACE_MS: int
+DEFAULT_TURN_MAX_LINE_BYTES: int
 
 _TurnOutput: TypeAlias = Union[
     Tuple[Literal["spawn"], Dict[str, Any]],
@@ -565,9 +582,9 @@ _TurnOutput: TypeAlias = Union[
 class SubprocessTurnMachine:
     def __new__(
         cls,
-        max_line_bytes: int = 1048576,
+        max_line_bytes: int = ...,  # DEFAULT_TURN_MAX_LINE_BYTES
         *,
-        grace_ms: int = 2000,
+        grace_ms: int = ...,  # DEFAULT_GRACE_MS
         attached: bool = True,
         process_group: bool = False,
     ) -> Self: ...

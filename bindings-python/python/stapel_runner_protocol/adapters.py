@@ -59,10 +59,10 @@ class RoleSpec:
     ``extra["system_prompt"]`` string (for reference/testing harnesses only).
     """
 
-    role: str = "coder"
+    role: str = _native.DEFAULT_ROLE
     backend: Optional[str] = None
     model: Optional[str] = None
-    session: str = "per-task"
+    session: str = _native.DEFAULT_SESSION
     system_prompt: Optional[str] = None
     system_prompt_ref: Optional[str] = None
     allowed_tools: List[str] = field(default_factory=list)
@@ -72,7 +72,7 @@ class RoleSpec:
 
     @classmethod
     def from_invocation(
-        cls, invocation: Optional[Mapping[str, Any]], *, role: str = "coder"
+        cls, invocation: Optional[Mapping[str, Any]], *, role: str = _native.DEFAULT_ROLE
     ) -> "RoleSpec":
         """Build from a ``task.assign`` invocation (the core's rules: ``null`` fields are
         absent, wrong types raise :class:`~stapel_runner_protocol.errors.AdapterError`
@@ -81,13 +81,12 @@ class RoleSpec:
             dict(invocation) if invocation is not None else None, role
         )
         extra: Dict[str, Any] = data["extra"]
-        prompt = extra.get("system_prompt")
         return cls(
             role=data["role"],
             backend=data["backend"],
             model=data["model"],
             session=data["session"],
-            system_prompt=prompt if isinstance(prompt, str) else None,
+            system_prompt=_native.role_spec_system_prompt(extra),
             system_prompt_ref=data["system_prompt_ref"],
             allowed_tools=list(data["allowed_tools"]),
             llm_base_url=data["llm_base_url"],

@@ -8,9 +8,9 @@ wire a custom client: any object with the async methods ``connect()``,
 ``query(prompt)``, ``receive_response()`` (an async iterator of messages) and
 ``disconnect()`` — the shape of ``claude_agent_sdk.ClaudeSDKClient``.
 
-A turn's text is the concatenation of the text blocks of the assistant messages; its
-usage is the final result message's usage, mapped by the Rust core
-(:func:`~stapel_runner_protocol.usage.usage_from_anthropic`). The SDK is async; each
+A turn's text blocks and its final result message's usage are folded by the Rust core
+(``AgentTurn``: the text is every text block joined in order; no result usage is zero
+usage); recognising the SDK's message and block objects stays here. The SDK is async; each
 session drives its client on a private event loop in a background thread, so
 :meth:`AgentSdkSession.turn` is an ordinary blocking call.
 """
@@ -23,8 +23,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from . import _native
 from .adapters import HarnessAdapter, RoleSpec, Session, TurnResult, _require_taskspecs
-from .errors import AdapterError, AdapterUnavailableError
-from .usage import usage_from_anthropic
+from .errors import AdapterError
 
 __all__ = [
     "AgentSdkAdapter",
@@ -51,25 +50,39 @@ def _is_final(message: Any) -> bool:
     return type(message).__name__ == "ResultMessage" or hasattr(message, "total_cost_usd")
 
 
-def turn_text(messages: List[Any]) -> str:
-    """The text of a turn: every text block of every message, in order."""
-    parts: List[str] = []
+def _text_blocks(messages: List[Any]) -> List[str]:
+    """Every text block of every message, in order (SDK objects: ``content`` blocks
+    with a string ``text``)."""
+    return [
+        text
+        for message in messages
+        for block in getattr(message, "content", None) or []
+        for text in [getattr(block, "text", None)]
+        if isinstance(text, str)
+    ]
+
+
+def _result_usage(messages: List[Any]) -> Any:
+    """The usage of the first result message, or ``None`` (no result message, or one
+    without usage)."""
     for message in messages:
-        for block in getattr(message, "content", None) or []:
-            text = getattr(block, "text", None)
-            if isinstance(text, str):
-                parts.append(text)
-    return "".join(parts)
+        if _is_final(message):
+            return getattr(message, "usage", None)
+    return None
+
+
+def turn_text(messages: List[Any]) -> str:
+    """The text of a turn: every text block of every message, in order (the core's
+    ``AgentTurn`` fold)."""
+    text: str = _native.agent_turn(_text_blocks(messages))[0]
+    return text
 
 
 def turn_usage(messages: List[Any]) -> Any:
     """The usage of a turn as a ``stapel_taskspecs.UsageSplit``: the final result
-    message's usage (Anthropic-shaped), all zeros when there is none."""
-    for message in messages:
-        if _is_final(message):
-            usage = getattr(message, "usage", None)
-            return usage_from_anthropic(usage if usage is not None else {})
-    return usage_from_anthropic({})
+    message's usage (Anthropic-shaped), all zeros when there is none (the core's
+    ``AgentTurn`` fold)."""
+    return _native.agent_turn([], _result_usage(messages))[1]
 
 
 def agent_options(role_spec: RoleSpec) -> Dict[str, Any]:
@@ -77,12 +90,8 @@ def agent_options(role_spec: RoleSpec) -> Dict[str, Any]:
     (``AgentOptions``): ``model`` (when set), ``allowed_tools`` (when any),
     ``system_prompt`` (the role's inline prompt), ``env`` (``ANTHROPIC_BASE_URL`` = the
     LLM gateway URL, when set) and the budget's ``max_turns`` / ``max_budget_usd``."""
-    data = role_spec.to_dict()
-    # The dataclass field is the Python mirror of the inline prompt: it is the one used.
-    data.pop("system_prompt", None)
-    if role_spec.system_prompt is not None:
-        data["system_prompt"] = role_spec.system_prompt
-    return _native.agent_options(data)
+    # The dataclass field is the explicit inline prompt (the core gives it precedence).
+    return _native.agent_options(role_spec.to_dict(), role_spec.system_prompt)
 
 
 def build_agent_options(role_spec: RoleSpec) -> Any:
@@ -92,7 +101,7 @@ def build_agent_options(role_spec: RoleSpec) -> Any:
             ClaudeAgentOptions,
         )
     except ImportError as exc:
-        raise AdapterUnavailableError(_MISSING, code="adapter_unavailable") from exc
+        raise _native.host_adapter_error("adapter_unavailable", _MISSING) from exc
     return ClaudeAgentOptions(**agent_options(role_spec))
 
 
@@ -102,7 +111,7 @@ def _sdk_client(role_spec: RoleSpec) -> Any:
             ClaudeSDKClient,
         )
     except ImportError as exc:
-        raise AdapterUnavailableError(_MISSING, code="adapter_unavailable") from exc
+        raise _native.host_adapter_error("adapter_unavailable", _MISSING) from exc
     return ClaudeSDKClient(options=build_agent_options(role_spec))
 
 
@@ -138,8 +147,7 @@ class AgentSdkSession(Session):
         except Exception as exc:
             self._closed = True
             self._loop.stop()
-            raise AdapterError(f"cannot connect the agent-sdk session: {exc}",
-                               code="connect_failed") from exc
+            raise _native.host_adapter_error("connect_failed", str(exc)) from exc
 
     @property
     def closed(self) -> bool:
@@ -160,8 +168,9 @@ class AgentSdkSession(Session):
         except AdapterError:
             raise
         except Exception as exc:
-            raise AdapterError(f"agent-sdk turn failed: {exc}", code="turn_failed") from exc
-        return TurnResult(text=turn_text(messages), usage=turn_usage(messages), raw=messages)
+            raise _native.host_adapter_error("turn_failed", str(exc)) from exc
+        text, usage = _native.agent_turn(_text_blocks(messages), _result_usage(messages))
+        return TurnResult(text=text, usage=usage, raw=messages)
 
     async def _exchange(self, prompt: str) -> List[Any]:
         await self._client.query(prompt)

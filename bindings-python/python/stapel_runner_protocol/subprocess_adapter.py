@@ -30,7 +30,7 @@ import subprocess
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._native import SubprocessTurnMachine
+from ._native import DEFAULT_GRACE_MS, DEFAULT_TURN_MAX_LINE_BYTES, SubprocessTurnMachine
 from .adapters import HarnessAdapter, RoleSpec, Session, TurnResult, _require_taskspecs
 from .errors import AdapterError
 
@@ -39,8 +39,9 @@ __all__ = ["SubprocessAdapter", "SubprocessSession", "SpawnFn", "DEFAULT_GRACE_S
 #: A spawned child: see the module docs for the attributes used.
 SpawnFn = Callable[[RoleSpec], Any]
 
-#: Seconds ``close()`` waits after closing stdin, and again after SIGTERM.
-DEFAULT_GRACE_S = 2.0
+#: Seconds ``close()`` waits after closing stdin, and again after SIGTERM (the core's
+#: ``DEFAULT_GRACE_MS``).
+DEFAULT_GRACE_S = DEFAULT_GRACE_MS / 1000
 
 #: Bytes read from the child's stdout per read.
 _READ_CHUNK = 64 * 1024
@@ -81,7 +82,7 @@ class SubprocessSession(Session):
         process: Any,
         *,
         on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
-        max_line_bytes: int = 1024 * 1024,
+        max_line_bytes: int = DEFAULT_TURN_MAX_LINE_BYTES,
         grace_s: float = DEFAULT_GRACE_S,
         _machine: Optional[SubprocessTurnMachine] = None,
     ) -> None:
@@ -263,7 +264,7 @@ class SubprocessAdapter(HarnessAdapter):
         spawn: Optional[SpawnFn] = None,
         on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
         env: Optional[Mapping[str, str]] = None,
-        max_line_bytes: int = 1024 * 1024,
+        max_line_bytes: int = DEFAULT_TURN_MAX_LINE_BYTES,
         grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
         _require_taskspecs("SubprocessAdapter")

@@ -80,6 +80,7 @@ from typing import (
 )
 
 from ._native import (
+    host_adapter_error,
     HOST_CLOSE_TIMEOUT_MS,
     HOST_MAX_IDLE_RUNNERS,
     HOST_MAX_QUEUED_EVENTS,
@@ -137,7 +138,7 @@ def _websockets_connect() -> Callable[..., Any]:
     try:
         from websockets.asyncio.client import connect
     except ImportError as exc:
-        raise AdapterUnavailableError(_MISSING_WEBSOCKETS, code="adapter_unavailable") from exc
+        raise host_adapter_error("adapter_unavailable", _MISSING_WEBSOCKETS) from exc
     return connect
 
 
@@ -145,7 +146,7 @@ def _websockets_serve() -> Callable[..., Any]:
     try:
         from websockets.asyncio.server import serve
     except ImportError as exc:
-        raise AdapterUnavailableError(_MISSING_WEBSOCKETS, code="adapter_unavailable") from exc
+        raise host_adapter_error("adapter_unavailable", _MISSING_WEBSOCKETS) from exc
     return serve
 
 

@@ -2,8 +2,12 @@
 
 use serde_json::{json, Map, Value};
 
+use super::error::AdapterError;
 use super::role::RoleSpec;
 use super::subprocess::LLM_BASE_URL_ENV;
+use super::turn::TurnResult;
+use super::usage::usage_from_anthropic;
+use crate::wire::UsageSplit;
 
 /// The `budget` keys an agent-SDK session takes over, in order.
 pub const AGENT_BUDGET_KEYS: [&str; 2] = ["max_turns", "max_budget_usd"];
@@ -14,8 +18,8 @@ pub const AGENT_BUDGET_KEYS: [&str; 2] = ["max_turns", "max_budget_usd"];
 ///
 /// * `model` — the role's model, when non-empty;
 /// * `allowed_tools` — the role's tools, when there are any;
-/// * `system_prompt` — an inline `system_prompt` string from the invocation's extra keys
-///   (for reference and test harnesses; production roles name a `system_prompt_ref`);
+/// * `system_prompt` — the role's inline prompt, [`RoleSpec::system_prompt`] (for
+///   reference and test harnesses; production roles name a `system_prompt_ref`);
 /// * `env` — [`LLM_BASE_URL_ENV`] = the role's `llm_base_url`, when non-empty;
 /// * `max_turns`, `max_budget_usd` — taken over as given from a `budget` object that has
 ///   them ([`AGENT_BUDGET_KEYS`]); another budget shape sets neither.
@@ -47,11 +51,7 @@ impl AgentOptions {
         Self {
             model: non_empty(&spec.model),
             allowed_tools: spec.allowed_tools.clone(),
-            system_prompt: spec
-                .extra
-                .get("system_prompt")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            system_prompt: spec.system_prompt().map(str::to_owned),
             env: non_empty(&spec.llm_base_url)
                 .map(|url| vec![(LLM_BASE_URL_ENV.to_owned(), url)])
                 .unwrap_or_default(),
@@ -91,5 +91,66 @@ impl AgentOptions {
             }
         }
         Value::Object(m)
+    }
+}
+
+/// The fold of one agent-SDK turn into a [`TurnResult`].
+///
+/// The host reads its SDK's response messages (recognising their shapes is I/O and stays
+/// in the host) and feeds the fold what they carry, in order:
+///
+/// * [`text_block`](Self::text_block) for every text block of every message — the turn's
+///   text is all of them joined in order, with no separator;
+/// * [`result`](Self::result) for the final result message, with its usage when it has
+///   one — Anthropic-shaped, mapped by [`usage_from_anthropic`]. Only the first result
+///   counts (the SDK ends a response with it).
+///
+/// [`finish`](Self::finish) builds the result. A turn without a result message, or whose
+/// result carries no usage, has zero usage: that is not an error.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentTurn {
+    text: String,
+    result: AgentResult,
+}
+
+/// Whether the fold saw the result message, and its usage.
+#[derive(Debug, Clone, Default, PartialEq)]
+enum AgentResult {
+    /// No result message yet.
+    #[default]
+    Pending,
+    /// The result message, with its usage when it had one.
+    Seen(Option<Value>),
+}
+
+impl AgentTurn {
+    /// An empty turn.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Append a text block.
+    pub fn text_block(&mut self, text: &str) {
+        self.text.push_str(text);
+    }
+
+    /// The result message, with its usage (`None`: the message has no usage). Only the
+    /// first call counts.
+    pub fn result(&mut self, usage: Option<Value>) {
+        if self.result == AgentResult::Pending {
+            self.result = AgentResult::Seen(usage.filter(|u| !u.is_null()));
+        }
+    }
+
+    /// The turn's result.
+    ///
+    /// # Errors
+    /// `invalid_usage` when the result's usage cannot be mapped.
+    pub fn finish(self) -> Result<TurnResult, AdapterError> {
+        let usage = match &self.result {
+            AgentResult::Seen(Some(u)) => usage_from_anthropic(u)?,
+            AgentResult::Seen(None) | AgentResult::Pending => UsageSplit::default(),
+        };
+        Ok(TurnResult::new(self.text, usage))
     }
 }

@@ -107,6 +107,29 @@ pub enum AdapterError {
         /// The host's error text (not stable).
         message: String,
     },
+    /// The adapter's backend is not available to the host: an optional dependency it
+    /// needs (an agent SDK, a WebSocket library) is not installed. Nothing was started.
+    /// Code `adapter_unavailable`.
+    #[error("{message}")]
+    AdapterUnavailable {
+        /// The host's explanation, e.g. how to install the dependency (not stable).
+        message: String,
+    },
+    /// The host could not open the harness session (an SDK client's connect failed).
+    /// No session exists. Code `connect_failed`.
+    #[error("cannot connect the harness session: {message}")]
+    ConnectFailed {
+        /// The host's error text (not stable).
+        message: String,
+    },
+    /// A turn failed in the host's harness I/O (the SDK raised while sending the prompt
+    /// or reading the response) — not a harness-reported `harness_error`. Code
+    /// `turn_failed`.
+    #[error("harness turn failed: {message}")]
+    TurnFailed {
+        /// The host's error text (not stable).
+        message: String,
+    },
     /// Local misuse: a turn was started before the child runs (no `Spawned` yet). Code
     /// `not_spawned`.
     #[error("the harness child is not running yet")]
@@ -142,6 +165,9 @@ impl AdapterError {
             AdapterError::NoCommand => "no_command",
             AdapterError::SpawnFailed { .. } => "spawn_failed",
             AdapterError::StdinClosed { .. } => "stdin_closed",
+            AdapterError::AdapterUnavailable { .. } => "adapter_unavailable",
+            AdapterError::ConnectFailed { .. } => "connect_failed",
+            AdapterError::TurnFailed { .. } => "turn_failed",
             AdapterError::NotSpawned => "not_spawned",
             AdapterError::TurnInProgress => "turn_in_progress",
             AdapterError::SessionClosed => "session_closed",
@@ -176,8 +202,9 @@ impl AdapterError {
     }
 
     /// JSON form: `{"code", "line_number"}` (`line_number` is `null` when not about a
-    /// line), plus `"message"` for `harness_error`, `spawn_failed` and `stdin_closed`,
-    /// and `"field"` for `invalid_invocation`.
+    /// line), plus `"message"` for `harness_error` and the [host faults](Self::HOST_CODES)
+    /// (`spawn_failed`, `stdin_closed`, `adapter_unavailable`, `connect_failed`,
+    /// `turn_failed`), and `"field"` for `invalid_invocation`.
     pub fn to_value(&self) -> Value {
         let mut m = Map::new();
         m.insert("code".into(), json!(self.code()));
@@ -185,7 +212,10 @@ impl AdapterError {
         match self {
             AdapterError::HarnessError { message, .. }
             | AdapterError::SpawnFailed { message }
-            | AdapterError::StdinClosed { message } => {
+            | AdapterError::StdinClosed { message }
+            | AdapterError::AdapterUnavailable { message }
+            | AdapterError::ConnectFailed { message }
+            | AdapterError::TurnFailed { message } => {
                 m.insert("message".into(), json!(message));
             }
             AdapterError::InvalidInvocation { field, .. } => {
@@ -194,6 +224,34 @@ impl AdapterError {
             _ => {}
         }
         Value::Object(m)
+    }
+
+    /// The codes of the faults a host reports from its own I/O, each carrying only the
+    /// host's message (see [`host_fault`](Self::host_fault)).
+    pub const HOST_CODES: [&'static str; 5] = [
+        "spawn_failed",
+        "stdin_closed",
+        "adapter_unavailable",
+        "connect_failed",
+        "turn_failed",
+    ];
+
+    /// The error for a fault the host met in its own I/O, by code: `spawn_failed`,
+    /// `stdin_closed`, `adapter_unavailable` (an optional backend dependency is
+    /// missing), `connect_failed` (opening the harness session failed) or `turn_failed`
+    /// (the harness I/O failed during a turn), with the host's `message`. A binding
+    /// builds these errors here instead of spelling codes of its own; `None` for any
+    /// other code (the core's own errors carry more than a message).
+    pub fn host_fault(code: &str, message: impl Into<String>) -> Option<Self> {
+        let message = message.into();
+        Some(match code {
+            "spawn_failed" => AdapterError::SpawnFailed { message },
+            "stdin_closed" => AdapterError::StdinClosed { message },
+            "adapter_unavailable" => AdapterError::AdapterUnavailable { message },
+            "connect_failed" => AdapterError::ConnectFailed { message },
+            "turn_failed" => AdapterError::TurnFailed { message },
+            _ => return None,
+        })
     }
 
     pub(crate) fn with_line(self, n: u64) -> Self {

@@ -11,6 +11,8 @@
 //!   keys kept in `extra` (an invocation `role` must agree with the assign's role);
 //! * [`AgentOptions::from_role`] — the options of an agent-SDK session (model, tools,
 //!   inline system prompt, the gateway URL as `ANTHROPIC_BASE_URL`, budget limits);
+//! * [`AgentTurn`] — the fold of an agent-SDK turn: text blocks joined in order, the
+//!   result message's usage (zero without one);
 //! * [`TurnResult`] — `{text, usage}` whose usage is always a valid five-component
 //!   [`UsageSplit`](crate::wire::UsageSplit);
 //! * [`SubprocessSession`] — the subprocess session machine: the child's spawn request
@@ -22,7 +24,8 @@
 //!   arithmetic and its sources documented, the keys a host reads from SDK usage objects,
 //!   and the separately reported thinking count.
 //!
-//! Every error is an [`AdapterError`] with a stable `code()`.
+//! Every error is an [`AdapterError`] with a stable `code()`, the faults a host meets in
+//! its own I/O included ([`AdapterError::host_fault`]).
 
 mod agent;
 mod error;
@@ -31,9 +34,12 @@ mod subprocess;
 mod turn;
 pub mod usage;
 
-pub use agent::{AgentOptions, AGENT_BUDGET_KEYS};
+pub use agent::{AgentOptions, AgentTurn, AGENT_BUDGET_KEYS};
 pub use error::AdapterError;
-pub use role::{RoleSpec, DEFAULT_ROLE, DEFAULT_SESSION, INVOCATION_FIELDS};
+pub use role::{
+    inline_system_prompt, RoleSpec, DEFAULT_ROLE, DEFAULT_SESSION, INLINE_SYSTEM_PROMPT,
+    INVOCATION_FIELDS,
+};
 pub use subprocess::{
     SignalTarget, SpawnRequest, SpawnSpec, StopSignal, SubprocessConfig, SubprocessInput,
     SubprocessOutput, SubprocessSession, SubprocessState, DEFAULT_GRACE_MS,

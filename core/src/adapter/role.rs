@@ -11,6 +11,15 @@ pub const DEFAULT_ROLE: &str = role::CODER;
 /// Default [`RoleSpec::session`]: one harness session per task.
 pub const DEFAULT_SESSION: &str = "per-task";
 
+/// The `extra` key of an inline system prompt (see [`RoleSpec::system_prompt`]).
+pub const INLINE_SYSTEM_PROMPT: &str = "system_prompt";
+
+/// The inline system prompt of a role's extra keys: `extra["system_prompt"]` when it is
+/// a string (see [`RoleSpec::system_prompt`]).
+pub fn inline_system_prompt(extra: &Map<String, Value>) -> Option<&str> {
+    extra.get(INLINE_SYSTEM_PROMPT).and_then(Value::as_str)
+}
+
 /// The invocation fields seed 000 names, in order.
 pub const INVOCATION_FIELDS: [&str; 7] = [
     "backend",
@@ -128,6 +137,31 @@ impl RoleSpec {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         })
+    }
+
+    /// The inline system prompt: `extra["system_prompt"]` when it is a string, else
+    /// `None` (any other value there is kept in `extra` but is no prompt). Seed 000 names
+    /// only `system_prompt_ref`; an inline prompt is for reference and test harnesses.
+    pub fn system_prompt(&self) -> Option<&str> {
+        inline_system_prompt(&self.extra)
+    }
+
+    /// Set the inline system prompt explicitly; the explicit value takes precedence over
+    /// whatever the invocation carried: `Some(p)` makes `p` the prompt (replacing the
+    /// `extra` value in place, or appending it), `None` removes any inline prompt (a
+    /// non-string `extra["system_prompt"]` included). A binding whose role type has its
+    /// own `system_prompt` field applies it with this before deriving
+    /// [`AgentOptions`](super::AgentOptions).
+    pub fn set_system_prompt(&mut self, prompt: Option<String>) {
+        match prompt {
+            Some(p) => {
+                self.extra
+                    .insert(INLINE_SYSTEM_PROMPT.to_owned(), Value::String(p));
+            }
+            None => {
+                self.extra.shift_remove(INLINE_SYSTEM_PROMPT);
+            }
+        }
     }
 
     /// JSON form: `role`, then the invocation fields in seed order (absent optional

@@ -7,8 +7,8 @@ use stapel_runner_protocol::adapter::usage::{
 };
 use stapel_runner_protocol::adapter::{
     usage_from_anthropic, usage_from_anthropic_with_thinking, usage_from_mapping,
-    usage_from_openai, AdapterError, AgentOptions, RoleSpec, SpawnSpec, SubprocessConfig,
-    SubprocessInput, SubprocessSession, TurnResult,
+    usage_from_openai, AdapterError, AgentOptions, AgentTurn, RoleSpec, SpawnSpec,
+    SubprocessConfig, SubprocessInput, SubprocessSession, TurnResult,
 };
 
 use crate::common::{bytes_of, same, steps};
@@ -116,16 +116,56 @@ pub fn run(vector: &Value) -> Result<(), String> {
             let inv = r["invocation"].as_object().ok_or(format!(
                 "step {i}: agent_options.invocation must be an object"
             ))?;
-            let got = RoleSpec::from_invocation(inv, r.get("role").and_then(Value::as_str))
-                .map(|s| AgentOptions::from_role(&s).to_value());
+            let got = RoleSpec::from_invocation(inv, r.get("role").and_then(Value::as_str)).map(
+                |mut s| {
+                    if let Some(p) = r.get("system_prompt") {
+                        s.set_system_prompt(p.as_str().map(str::to_owned));
+                    }
+                    AgentOptions::from_role(&s).to_value()
+                },
+            );
+            outcome(i, got, expect)?;
+        } else if let Some(t) = input.get("agent_turn") {
+            let blocks = t["text_blocks"]
+                .as_array()
+                .ok_or(format!("step {i}: agent_turn.text_blocks must be an array"))?;
+            let mut turn = AgentTurn::new();
+            for b in blocks {
+                turn.text_block(
+                    b.as_str()
+                        .ok_or(format!("step {i}: text blocks are strings"))?,
+                );
+            }
+            if let Some(result) = t.get("result") {
+                turn.result(result.get("usage").cloned());
+            }
+            outcome(i, turn.finish().map(|r| r.to_value()), expect)?;
+        } else if let Some(f) = input.get("host_fault") {
+            let code = f["code"]
+                .as_str()
+                .ok_or(format!("step {i}: host_fault.code"))?;
+            let message = f["message"]
+                .as_str()
+                .ok_or(format!("step {i}: host_fault.message"))?;
+            let got = match AdapterError::host_fault(code, message) {
+                Some(e) => {
+                    if e.code() != code {
+                        return Err(format!("step {i}: host_fault({code}) built {}", e.code()));
+                    }
+                    Err(e)
+                }
+                None => Ok(Value::Null),
+            };
             outcome(i, got, expect)?;
         } else if let Some(r) = input.get("role_spec") {
             let inv = r["invocation"]
                 .as_object()
                 .ok_or(format!("step {i}: role_spec.invocation must be an object"))?;
-            let got = RoleSpec::from_invocation(inv, r.get("role").and_then(Value::as_str))
-                .map(|s| s.to_value());
-            outcome(i, got, expect)?;
+            let spec = RoleSpec::from_invocation(inv, r.get("role").and_then(Value::as_str));
+            if let (Ok(spec), Some(want)) = (&spec, expect.get("system_prompt")) {
+                same(i, "system_prompt", &json!(spec.system_prompt()), want)?;
+            }
+            outcome(i, spec.map(|s| s.to_value()), expect)?;
         } else if let Some(u) = input.get("usage") {
             let object = u.get("as_object").and_then(Value::as_bool) == Some(true);
             let thinking = u.get("thinking").and_then(Value::as_u64);
