@@ -132,6 +132,17 @@ pub enum FramingError {
 }
 
 impl FramingError {
+    /// The codes of the two remote line errors ([`LineTooLong`](Self::LineTooLong),
+    /// [`InvalidUtf8`](Self::InvalidUtf8)): the codes a line error a binding exposes can
+    /// carry.
+    pub const LINE_CODES: [&'static str; 2] = ["line_too_long", "invalid_utf8"];
+
+    /// The line error code equal to `code`, as the `'static` string of
+    /// [`LINE_CODES`](Self::LINE_CODES); `None` for any other string.
+    pub fn line_code(code: &str) -> Option<&'static str> {
+        Self::LINE_CODES.into_iter().find(|c| *c == code)
+    }
+
     /// Stable snake_case code of this error, asserted by conformance vectors.
     pub fn code(&self) -> &'static str {
         match self {
