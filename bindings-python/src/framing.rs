@@ -47,9 +47,8 @@ impl PyLineError {
     #[new]
     #[pyo3(signature = (code, line_number, message = ""))]
     fn new(code: &str, line_number: u64, message: &str) -> PyResult<Self> {
-        let code = FramingError::line_code(code).ok_or_else(|| {
-            PyTypeError::new_err(format!("unknown line error code {code:?}"))
-        })?;
+        let code = FramingError::line_code(code)
+            .ok_or_else(|| PyTypeError::new_err(format!("unknown line error code {code:?}")))?;
         Ok(Self {
             code,
             line_number,

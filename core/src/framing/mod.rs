@@ -442,6 +442,27 @@ mod tests {
     }
 
     #[test]
+    fn line_codes_are_the_codes_of_the_line_errors() {
+        let long = FramingError::LineTooLong {
+            max_line_bytes: 1,
+            line_number: 1,
+        };
+        let utf8 = FramingError::InvalidUtf8 {
+            line_number: 1,
+            valid_up_to: 0,
+        };
+        assert_eq!(FramingError::LINE_CODES, [long.code(), utf8.code()]);
+        assert_eq!(
+            FramingError::line_code("invalid_utf8"),
+            Some("invalid_utf8")
+        );
+        assert_eq!(
+            FramingError::line_code(FramingError::PushAfterFinish.code()),
+            None
+        );
+    }
+
+    #[test]
     fn oversized_line_yields_one_error_then_recovers() {
         let mut f = LineFramer::new(FramerConfig::with_max_line_bytes(64));
         let mut input = vec![b'x'; 4096];

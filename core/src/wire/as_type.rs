@@ -162,3 +162,83 @@ pub fn try_encode(msg: &Message) -> Result<String, DecodeError> {
     check_depth(msg)?;
     Ok(encode(msg))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{decode_str, Ping, TaskProgress};
+
+    fn nested(depth: usize) -> Value {
+        let mut v = Value::Array(Vec::new());
+        for _ in 1..depth {
+            v = Value::Array(vec![v]);
+        }
+        v
+    }
+
+    /// Oracle: the decoder. Whatever `try_encode` returns decodes, and whatever it refuses
+    /// the decoder refuses too, for nesting in `extra` and in `payload` around the limit.
+    #[test]
+    fn try_encode_agrees_with_the_decoder() {
+        for depth in 120..132 {
+            let mut ping = Ping::new(None);
+            ping.extra.insert("x", nested(depth));
+            let mut progress = TaskProgress::new("T", "state", Object::new());
+            progress.payload.insert("x", nested(depth));
+            for msg in [Message::Ping(ping), Message::TaskProgress(progress)] {
+                let text = encode(&msg);
+                match (try_encode(&msg), decode_str(&text, false)) {
+                    (Ok(frame), Ok(back)) => {
+                        assert_eq!(frame, text);
+                        assert_eq!(back, msg);
+                    }
+                    (Err(e), Err(d)) => assert_eq!((e.code(), d.code()), ("not_json", "not_json")),
+                    (e, d) => panic!("depth {depth}: try_encode {e:?}, decode {d:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn check_as_reports_another_type_and_keeps_the_other_violations() {
+        let frame =
+            r#"{"schema_version":1,"type":"task.cancel","task_id":"T","reason":"r","seq":1}"#;
+        let Ok(Value::Object(o)) = crate::wire::parse_value(frame.as_bytes()).map(Value::from)
+        else {
+            panic!("test frame");
+        };
+        assert!(check_as(Value::Object(o.clone()), MessageType::TaskCancel).is_ok());
+        let e = check_as(Value::Object(o), MessageType::TaskProgress).unwrap_err();
+        let at: Vec<_> = e
+            .violations()
+            .iter()
+            .map(|v| (v.location.as_str(), v.rule))
+            .collect();
+        assert_eq!(
+            at,
+            [
+                ("kind", Rule::Required),
+                ("payload", Rule::Required),
+                ("type", Rule::Const)
+            ]
+        );
+        let cancel = decode_str(frame, true).unwrap();
+        assert!(check_message_as(&cancel, MessageType::TaskCancel).is_ok());
+        assert_eq!(
+            check_message_as(&cancel, MessageType::TaskProgress)
+                .unwrap_err()
+                .code(),
+            "schema_violation"
+        );
+    }
+
+    #[test]
+    fn manifest_names_every_type_once() {
+        for t in MessageType::ALL {
+            assert_eq!(SCHEMA_FILES.iter().filter(|(s, _)| *s == t).count(), 1);
+            assert!(t.schema_file().ends_with(".v1.json"));
+        }
+        assert!(is_sequenced_name("task.progress") && !is_sequenced_name("ping"));
+        assert!(!is_sequenced_name("nope"));
+    }
+}

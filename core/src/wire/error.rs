@@ -139,10 +139,7 @@ impl DecodeError {
     /// frame, and [`try_encode`](super::try_encode) refuses to make one. Code `not_json`.
     pub fn too_deep() -> Self {
         DecodeError::NotJson {
-            message: format!(
-                "nested deeper than {} levels",
-                crate::json::MAX_DEPTH
-            ),
+            message: format!("nested deeper than {} levels", crate::json::MAX_DEPTH),
         }
     }
 
