@@ -3,10 +3,14 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
-use stapel_runner_protocol::framing::{FramerConfig, LineFramer, LineResult};
+use stapel_runner_protocol::framing::{FramerConfig, FramingError, LineFramer, LineResult};
 
 use crate::errors::raise;
 use crate::json::type_name;
+
+// `LineFramer(max_line_bytes=65536)`: the literal `help()` shows, which must be the
+// core's default.
+const _: () = assert!(stapel_runner_protocol::framing::DEFAULT_MAX_LINE_BYTES == 65536);
 
 /// Run `f` over the bytes of `data` (`bytes`, `bytearray`, or a `str` as UTF-8).
 fn with_bytes<R>(data: &Bound<'_, PyAny>, what: &str, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
@@ -43,15 +47,8 @@ impl PyLineError {
     #[new]
     #[pyo3(signature = (code, line_number, message = ""))]
     fn new(code: &str, line_number: u64, message: &str) -> PyResult<Self> {
-        let code = match code {
-            "line_too_long" => "line_too_long",
-            "invalid_utf8" => "invalid_utf8",
-            other => {
-                return Err(PyTypeError::new_err(format!(
-                    "unknown line error code {other:?}"
-                )))
-            }
-        };
+        let code = FramingError::line_code(code)
+            .ok_or_else(|| PyTypeError::new_err(format!("unknown line error code {code:?}")))?;
         Ok(Self {
             code,
             line_number,

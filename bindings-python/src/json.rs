@@ -17,8 +17,10 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number};
 use stapel_runner_protocol::json::{walk, CompactString, Object, Sink, Value, WalkError};
 
-/// Deepest nesting accepted when converting Python objects to JSON (as the core's parser).
-pub const MAX_DEPTH: usize = 128;
+/// Deepest nesting accepted when converting Python objects to JSON: the core's limit
+/// (`json::MAX_DEPTH`), which also stops reference cycles. The core checks the nesting of
+/// a whole frame itself (`wire::try_encode`, `wire::from_object`).
+pub const MAX_DEPTH: usize = stapel_runner_protocol::json::MAX_DEPTH;
 
 /// A `serde_json` value as a new Python object.
 pub fn value_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {

@@ -87,6 +87,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(wire::iter_errors, m)?)?;
     m.add_function(wrap_pyfunction!(wire::message_types, m)?)?;
     m.add_function(wrap_pyfunction!(wire::is_sequenced, m)?)?;
+    m.add_function(wrap_pyfunction!(wire::schema_files, m)?)?;
     m.add_function(wrap_pyfunction!(adapter::usage_from_anthropic, m)?)?;
     m.add_function(wrap_pyfunction!(adapter::usage_from_openai, m)?)?;
     m.add_function(wrap_pyfunction!(adapter::usage_from_mapping, m)?)?;

@@ -16,6 +16,10 @@ use crate::errors::{decode_error, schema_error};
 use crate::fields::{Field, Plain, Property, Slot};
 use crate::json::{number_to_py, object_to_py, py_to_object, type_name};
 
+// The constructors' defaults (`schema_version=1`, `protocol_version=1`) are the seed's
+// Python signature, spelled as literals so `help()` shows them; they must be the core's.
+const _: () = assert!(wire::SCHEMA_VERSION == 1 && wire::PROTOCOL_VERSION == 1);
+
 type Obj = Slot<Object>;
 
 /// The error the core reports for fields of the wrong shape (e.g. `capabilities = [1]`):

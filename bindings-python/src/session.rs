@@ -16,6 +16,10 @@ use crate::json::{py_to_value, type_name};
 use crate::messages::{message_from_py, message_to_py, set_seq};
 use crate::sequencing::PyConnectionState;
 
+// The sessions' `validate=True`: the literal `help()` shows, which must be the core's
+// default.
+const _: () = assert!(stapel_runner_protocol::session::DEFAULT_VALIDATE);
+
 /// Either session machine, through the core's shared trait.
 type DynMachine = Box<dyn Machine + Send + Sync>;
 

@@ -4,7 +4,6 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
-use stapel_runner_protocol::json::Value;
 use stapel_runner_protocol::wire::{self, DecodeError, Decoded, MessageType};
 
 use crate::errors::{decode_error, raise};
@@ -15,7 +14,8 @@ use crate::messages::{message_from_py, message_to_py, progress_from_view, with_m
 /// the core's deterministic, byte-stable encoding.
 #[pyfunction]
 pub fn encode(message: &Bound<'_, PyAny>) -> PyResult<String> {
-    with_message(message, |m| (wire::encode(&m), m))
+    with_message(message, |m| (wire::try_encode(&m), m))?
+        .map_err(|e| decode_error(message.py(), &e))
 }
 
 /// Decode one frame (`str`, `bytes`, `bytearray` or an already-parsed `dict`) into its
@@ -52,12 +52,7 @@ pub fn decode<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bound<
 
 /// The error for a `str` frame with lone surrogates (it has no UTF-8 form).
 pub fn not_utf8(py: Python<'_>) -> PyErr {
-    raise(
-        py,
-        "RunnerProtocolError",
-        "frame is not JSON: the str is not encodable as UTF-8".into(),
-        "not_json",
-    )
+    decode_error(py, &DecodeError::not_unicode())
 }
 
 /// Decode a frame's bytes with the core's choice of path (`wire::decode_view`).
@@ -102,28 +97,17 @@ fn message_type(py: Python<'_>, name: &str) -> PyResult<MessageType> {
     })
 }
 
-/// Check `instance` (a dict, or a message object) against the rules of message `name`.
+/// Check `instance` (a dict, or a message object) against the rules of message `name`
+/// (the core's `wire::check_as` / `wire::check_message_as`).
 fn check(instance: &Bound<'_, PyAny>, name: &str) -> PyResult<Result<(), DecodeError>> {
     let py = instance.py();
     let mt = message_type(py, name)?;
     if instance.cast::<PyDict>().is_err() {
         if let Ok(m) = message_from_py(instance) {
-            if m.message_type() != mt {
-                return Ok(Err(DecodeError::UnknownType {
-                    type_name: Some(m.message_type().as_str().into()),
-                }));
-            }
-            return Ok(m.validate().map_err(DecodeError::from));
+            return Ok(wire::check_message_as(&m, mt));
         }
     }
-    let object = match py_to_jvalue(instance)? {
-        Value::Object(mut m) => {
-            m.insert("type", mt.as_str());
-            m
-        }
-        other => return Ok(wire::from_value(other, true).map(|_| ())),
-    };
-    Ok(wire::from_object(object, true).map(|_| ()))
+    Ok(wire::check_as(py_to_jvalue(instance)?, mt).map(|_| ()))
 }
 
 /// One human-readable line per violation of message `name`'s rules (`"location: message
@@ -159,11 +143,21 @@ pub fn message_types() -> Vec<&'static str> {
     MessageType::ALL.map(MessageType::as_str).to_vec()
 }
 
+/// The schema manifest, `(wire type, schema file name)` in the seed's order (the core's
+/// `wire::SCHEMA_FILES`).
+#[pyfunction]
+pub fn schema_files() -> Vec<(&'static str, &'static str)> {
+    wire::SCHEMA_FILES
+        .iter()
+        .map(|(t, f)| (t.as_str(), *f))
+        .collect()
+}
+
 /// Whether a message (object or wire type name) belongs to a per-task sequence.
 #[pyfunction]
 pub fn is_sequenced(message: &Bound<'_, PyAny>) -> PyResult<bool> {
     if let Ok(s) = message.cast::<PyString>() {
-        return Ok(MessageType::from_wire(&s.to_cow()?).is_some_and(MessageType::is_sequenced));
+        return Ok(wire::is_sequenced_name(&s.to_cow()?));
     }
     if message.cast::<PyDict>().is_ok() {
         return Ok(false);

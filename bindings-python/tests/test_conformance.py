@@ -30,6 +30,7 @@ from stapel_runner_protocol import (
     SchemaValidationError,
     decode,
     encode,
+    validation,
 )
 
 ROOT = conformance_dir() / "vectors"
@@ -64,22 +65,48 @@ def _error_json(e: RunnerProtocolError) -> Dict[str, Any]:
     }
 
 
+def _nested(depth: int) -> List[Any]:
+    """``depth`` nested empty lists (``[]`` is one level)."""
+    value: List[Any] = []
+    for _ in range(1, depth):
+        value = [value]
+    return value
+
+
+def _with_nest(inp: Dict[str, Any], obj: Any) -> Any:
+    """``obj`` with the ``nest`` input's generated value added (vector files cannot nest
+    deeply themselves)."""
+    if "nest" in inp and isinstance(obj, dict):
+        obj = dict(obj)
+        obj[inp["nest"]["key"]] = _nested(int(inp["nest"]["depth"]))
+    return obj
+
+
 def run_wire(vector: Dict[str, Any]) -> None:
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
         validate = bool(inp.get("validate", False))
         raw = _text_or_hex(inp, "decode")
+        msg: Any = None
         try:
             if raw is not None:
                 msg = decode(raw, validate=validate)
+            elif "decode_utf16_hex" in inp:
+                # UTF-16 code units (big-endian), which can hold a lone surrogate.
+                text = bytes.fromhex(inp["decode_utf16_hex"]).decode("utf-16-be", "surrogatepass")
+                msg = decode(text, validate=validate)
+            elif "check" in inp:
+                validation.validate(inp["check"], inp["as"])
             elif "encode" in inp:
-                msg = decode(inp["encode"], validate=validate)
+                msg = decode(_with_nest(inp, inp["encode"]), validate=validate)
             elif "build" in inp:
                 # Declared fields first, then unknown fields set through `extra`.
                 msg = decode(inp["build"]["fields"], validate=validate)
-                msg.extra = dict(inp["build"]["extra"])
+                msg.extra = dict(_with_nest(inp, inp["build"]["extra"]))
             else:
                 raise AssertionError(f"step {i}: unknown input {inp}")
+            # Every message a step produces is encoded (encode refuses what decode would).
+            encoded = encode(msg) if msg is not None else None
         except RunnerProtocolError as e:
             assert "error" in expect, f"step {i}: unexpected error {e.code}: {e}"
             got = _error_json(e)
@@ -88,14 +115,21 @@ def run_wire(vector: Dict[str, Any]) -> None:
                 _check(f"step {i} violations", got["violations"], expect["error"]["violations"])
             if "lines" in expect["error"]:
                 _check(f"step {i} lines", got["lines"], expect["error"]["lines"])
+            if "text" in expect["error"]:
+                _check(f"step {i} text", str(e), expect["error"]["text"])
             continue
-        assert "error" not in expect, f"step {i}: expected {expect['error']}, decoded {encode(msg)}"
+        assert "error" not in expect, f"step {i}: expected {expect['error']}, got {encoded}"
+        if msg is None:
+            # A `check` step: only its type is known on success.
+            if "type" in expect:
+                _check(f"step {i} type", inp["as"], expect["type"])
+            continue
         if "type" in expect:
             _check(f"step {i} type", msg.ARTIFACT, expect["type"])
         if "message" in expect:
             _check(f"step {i} message", msg.to_dict(), expect["message"])
         if "encoded" in expect:
-            assert encode(msg) == expect["encoded"], f"step {i} encoded: {encode(msg)}"
+            assert encoded == expect["encoded"], f"step {i} encoded: {encoded}"
 
 
 # --- area framing ----------------------------------------------------------------------

@@ -323,3 +323,78 @@ def test_object_keys_are_reused_and_collisions_stay_correct() -> None:
     b = decode('{"type":"task.progress","payload":{"usage_key":2}}')
     assert isinstance(a, TaskProgress) and isinstance(b, TaskProgress)
     assert next(iter(a.payload)) is next(iter(b.payload))
+
+
+# --- rules the core decides (issue 12) --------------------------------------------------
+
+
+def test_is_valid_refuses_an_instance_of_another_type() -> None:
+    # Written as a user of the published 0.1.1 writes it: the instance names its own type.
+    from stapel_runner_protocol import validation
+
+    instance = {
+        "schema_version": 1,
+        "type": "task.assign",
+        "task_id": "T-1",
+        "seq": 1,
+        "kind": "state",
+        "attempt": 0,
+        "payload": {},
+    }
+    assert validation.is_valid(instance, "task.assign") is False
+    assert validation.is_valid(instance, "task.progress") is False
+    assert validation.iter_errors(instance, "task.progress") == [
+        'type: must be "task.progress" to be checked as that type (const)'
+    ]
+    with pytest.raises(SchemaValidationError) as e:
+        validation.validate(instance, "task.progress")
+    assert [(v.location, v.rule) for v in e.value.violations] == [("type", "const")]
+    # Its own type, or none at all, is fine.
+    assert validation.is_valid(dict(instance, type="task.progress"), "task.progress")
+    del instance["type"]
+    assert validation.is_valid(instance, "task.progress")
+    # A message object of another type is refused the same way.
+    cancel = TaskCancel(task_id="T-1", reason="r", seq=1)
+    assert validation.is_valid(cancel, "task.cancel")
+    assert not validation.is_valid(cancel, "task.progress")
+    assert "type: must be \"task.progress\" to be checked as that type (const)" in (
+        validation.iter_errors(cancel, "task.progress")
+    )
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(1, depth):
+        value = [value]
+    return value
+
+
+def test_encode_refuses_what_decode_refuses() -> None:
+    # A frame nests at most 127 levels, its own object the first.
+    ok = Ping(extra={"x": _nested(126)})
+    assert decode(encode(ok)) == ok
+    for message in (
+        Ping(extra={"x": _nested(127)}),
+        TaskProgress(task_id="T", kind="state", payload={"x": _nested(126)}),
+    ):
+        with pytest.raises(RunnerProtocolError) as e:
+            encode(message)
+        assert e.value.code == "not_json"
+        with pytest.raises(RunnerProtocolError) as d:
+            decode(json.dumps(message.to_dict(), separators=(",", ":")))
+        assert d.value.code == "not_json"
+
+
+def test_lone_surrogate_text_has_the_core_message() -> None:
+    with pytest.raises(RunnerProtocolError) as e:
+        decode('{"type":"ping","nonce":"\ud800"}')
+    assert e.value.code == "not_json"
+    assert str(e.value) == "frame is not JSON: the text is not valid Unicode (it has no UTF-8 form)"
+
+
+def test_schema_files_come_from_the_core_and_ship() -> None:
+    from stapel_runner_protocol import validation
+
+    assert list(SCHEMA_FILES) == message_types()
+    for name in message_types():
+        assert validation.load_schema(name)["properties"]["type"]["const"] == name

@@ -213,7 +213,7 @@ err("not_json_trailing", "Trailing data after the object is not JSON", '{"schema
 err("not_json_invalid_utf8", "Bytes that are not UTF-8 are not JSON", None, "not_json",
     hex_input="7b2274797065223a2270" + "ff" + "6e67227d")
 err("not_json_empty", "An empty frame is not JSON", "", "not_json")
-err("not_json_deep_nesting", "Nesting deeper than the parser's recursion limit (128) is rejected, not a stack overflow",
+err("not_json_deep_nesting", "Nesting deeper than the decoder reads (127 levels, json::MAX_DEPTH) is rejected, not a stack overflow",
     '{"schema_version":1,"type":"ping","x":' + "[" * 200 + "]" * 200 + "}", "not_json")
 err("not_object_array", "A JSON array is not a frame", "[1,2]", "not_object")
 err("not_object_string", "A JSON string is not a frame", '"hello"', "not_object")
@@ -456,3 +456,52 @@ frame_case("bounded_queue_chunking_independent", "With a one-line queue and 20-b
 frame_case("default_ready_lines_1024", "The default queue bound is 1024 lines", [
     {"input": {"push": "x\n" * 1030, "drain": False}, "expect": {"output": [], "accepted": 2048, "ready": 1024}},
     {"input": {"pull": True}, "expect": {"output": lines(*["x"] * 1024), "ready": 0}}])
+
+
+# ------------------------------------------------------- wire: rules the core owns (issue 12)
+
+PROGRESS = {"schema_version": 1, "type": "task.progress", "task_id": "T-1", "seq": 1, "kind": "state",
+            "attempt": 0, "payload": {"state": "running"}}
+TYPE_CONST = 'type: must be "task.progress" to be checked as that type (const)'
+write("wire", "check_as_other_type", "Checking an object whose own type is another message's as task.progress is a const violation at type, even when every other field fits task.progress; the rest of the object is still checked as task.progress", [
+    {"input": {"check": dict(PROGRESS, type="task.assign"), "as": "task.progress"},
+     "expect": {"error": {"code": "schema_violation", "violations": [{"location": "type", "rule": "const"}], "lines": [TYPE_CONST]}}},
+    {"input": {"check": dict(PROGRESS, type=7, seq=-1), "as": "task.progress"},
+     "expect": {"error": {"code": "schema_violation", "violations": [{"location": "seq", "rule": "minimum"}, {"location": "type", "rule": "const"}]}}},
+    {"input": {"check": {"schema_version": 1, "type": "task.cancel", "task_id": "T-1", "reason": "r", "seq": 1}, "as": "task.progress"},
+     "expect": {"error": {"code": "schema_violation", "violations": [{"location": "kind", "rule": "required"}, {"location": "payload", "rule": "required"}, {"location": "type", "rule": "const"}]}}}])
+write("wire", "check_as_non_object", "Checking a value that is not a JSON object as a message type is not_object", [
+    {"input": {"check": [PROGRESS], "as": "task.progress"}, "expect": {"error": {"code": "not_object"}}},
+    {"input": {"check": "task.progress", "as": "task.progress"}, "expect": {"error": {"code": "not_object"}}},
+    {"input": {"check": None, "as": "ping"}, "expect": {"error": {"code": "not_object"}}}])
+write("wire", "check_as_valid", "A valid object checked as its own type passes; an absent type is taken to be the type checked; schema_version must still be present and 1", [
+    {"input": {"check": PROGRESS, "as": "task.progress"}, "expect": {"type": "task.progress"}},
+    {"input": {"check": {k: v for k, v in PROGRESS.items() if k != "type"}, "as": "task.progress"}, "expect": {"type": "task.progress"}},
+    {"input": {"check": {"schema_version": 1}, "as": "ping"}, "expect": {"type": "ping"}},
+    {"input": {"check": {"type": "ping"}, "as": "ping"},
+     "expect": {"error": {"code": "schema_violation", "violations": [{"location": "schema_version", "rule": "required"}]}}},
+    {"input": {"check": {"schema_version": 2, "type": "ping"}, "as": "ping"},
+     "expect": {"error": {"code": "schema_violation", "violations": [{"location": "schema_version", "rule": "const"}]}}}])
+
+DEEPEST = '{"schema_version":1,"type":"ping","x":' + "[" * 126 + "]" * 126 + "}"
+TOO_DEEP = "frame is not JSON: nested deeper than 127 levels"
+write("wire", "encode_depth_limit", "A frame nests at most 127 levels of arrays and objects, its own object the first (json::MAX_DEPTH, the decoder's limit). The deepest encodable message round-trips; one level deeper is refused when built from an object and when encoded, with the decoder's error, so no binding sends a frame the decoder refuses. `nest` generates the deep value (a vector file cannot nest that deep itself)", [
+    {"input": {"build": {"fields": {"type": "ping"}, "extra": {}}, "nest": {"key": "x", "depth": 126}}, "expect": {"type": "ping", "encoded": DEEPEST}},
+    {"input": {"decode": DEEPEST, "validate": True}, "expect": {"type": "ping", "encoded": DEEPEST}},
+    {"input": {"build": {"fields": {"type": "ping"}, "extra": {}}, "nest": {"key": "x", "depth": 127}}, "expect": {"error": {"code": "not_json", "text": TOO_DEEP}}},
+    {"input": {"encode": {"schema_version": 1, "type": "ping"}, "nest": {"key": "x", "depth": 127}}, "expect": {"error": {"code": "not_json", "text": TOO_DEEP}}},
+    {"input": {"decode": '{"schema_version":1,"type":"ping","x":' + "[" * 127 + "]" * 127 + "}"}, "expect": {"error": {"code": "not_json"}}}])
+
+
+def utf16_hex(text, lone=None):
+    units = [ord(c) for c in text]
+    if lone is not None:
+        units.insert(len(text) - 2, lone)
+    return "".join("%04x" % u for u in units)
+
+
+PING_NONCE = '{"schema_version":1,"type":"ping","nonce":"é"}'
+write("wire", "not_json_lone_surrogate_text", "A text frame holding a lone surrogate (a code unit no UTF-8 text can hold; possible in UTF-16 and Python strings) is not_json, with the core's message", [
+    {"input": {"decode_utf16_hex": utf16_hex('{"schema_version":1,"type":"ping","nonce":""}', 0xD800)},
+     "expect": {"error": {"code": "not_json", "text": "frame is not JSON: the text is not valid Unicode (it has no UTF-8 form)"}}},
+    {"input": {"decode_utf16_hex": utf16_hex(PING_NONCE)}, "expect": {"type": "ping", "encoded": PING_NONCE}}])

@@ -2,7 +2,8 @@
 
 ``validate(instance, name)`` raises :class:`~stapel_runner_protocol.errors.SchemaValidationError`
 listing every violation; ``iter_errors`` returns one line per violation; ``is_valid`` a
-bool. ``instance`` is a dict (its ``type`` is taken to be ``name``) or a message object.
+bool. ``instance`` is a dict or a message object; its ``type``, when present, must be
+``name`` (an absent ``type`` is taken to be ``name``).
 The JSON Schemas the rules correspond to ship with the package (``load_schema``).
 """
 
@@ -18,6 +19,7 @@ from ._native import (
     is_valid,
     iter_errors,
     message_types,
+    schema_files,
     validate,
 )
 from .errors import UnknownMessageError
@@ -35,16 +37,9 @@ __all__ = [
 
 _SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
-#: wire message ``type`` -> schema file name (in the package's ``schemas/`` folder).
-SCHEMA_FILES: Dict[str, str] = {
-    "hello": "hello.v1.json",
-    "task.assign": "task_assign.v1.json",
-    "task.progress": "task_progress.v1.json",
-    "task.report": "task_report.v1.json",
-    "task.cancel": "task_cancel.v1.json",
-    "ping": "ping.v1.json",
-    "pong": "pong.v1.json",
-}
+#: wire message ``type`` -> schema file name (in the package's ``schemas/`` folder): the
+#: core's manifest.
+SCHEMA_FILES: Dict[str, str] = dict(schema_files())
 
 
 def load_schema(name: str) -> Dict[str, Any]:

@@ -132,6 +132,17 @@ pub enum FramingError {
 }
 
 impl FramingError {
+    /// The codes of the two remote line errors ([`LineTooLong`](Self::LineTooLong),
+    /// [`InvalidUtf8`](Self::InvalidUtf8)): the codes a line error a binding exposes can
+    /// carry.
+    pub const LINE_CODES: [&'static str; 2] = ["line_too_long", "invalid_utf8"];
+
+    /// The line error code equal to `code`, as the `'static` string of
+    /// [`LINE_CODES`](Self::LINE_CODES); `None` for any other string.
+    pub fn line_code(code: &str) -> Option<&'static str> {
+        Self::LINE_CODES.into_iter().find(|c| *c == code)
+    }
+
     /// Stable snake_case code of this error, asserted by conformance vectors.
     pub fn code(&self) -> &'static str {
         match self {
@@ -428,6 +439,27 @@ mod tests {
 
     fn drain(f: &mut LineFramer) -> Vec<LineResult> {
         std::iter::from_fn(|| f.poll_line()).collect()
+    }
+
+    #[test]
+    fn line_codes_are_the_codes_of_the_line_errors() {
+        let long = FramingError::LineTooLong {
+            max_line_bytes: 1,
+            line_number: 1,
+        };
+        let utf8 = FramingError::InvalidUtf8 {
+            line_number: 1,
+            valid_up_to: 0,
+        };
+        assert_eq!(FramingError::LINE_CODES, [long.code(), utf8.code()]);
+        assert_eq!(
+            FramingError::line_code("invalid_utf8"),
+            Some("invalid_utf8")
+        );
+        assert_eq!(
+            FramingError::line_code(FramingError::PushAfterFinish.code()),
+            None
+        );
     }
 
     #[test]

@@ -76,6 +76,9 @@ use crate::framing::FramerConfig;
 use crate::sequencing::{ConnectionState, EmitError, Resync, SequencingConfig};
 use crate::wire::{Hello, Message};
 
+/// Whether a session checks every schema rule of the frames it receives, by default.
+pub const DEFAULT_VALIDATE: bool = true;
+
 /// Default keepalive ping interval: 15 s.
 pub const DEFAULT_PING_INTERVAL_MS: u64 = 15_000;
 /// Default dead-peer timeout: 45 s without any inbound bytes.
@@ -148,7 +151,7 @@ impl Default for SessionConfig {
         Self {
             sequencing: SequencingConfig::default(),
             framer: FramerConfig::default(),
-            validate: true,
+            validate: DEFAULT_VALIDATE,
             ping_interval_ms: DEFAULT_PING_INTERVAL_MS,
             peer_timeout_ms: DEFAULT_PEER_TIMEOUT_MS,
             ack_every_frames: DEFAULT_ACK_EVERY_FRAMES,

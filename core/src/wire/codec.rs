@@ -49,9 +49,13 @@ pub fn decode_str(frame: &str, validate: bool) -> Result<Message, DecodeError> {
 /// Build a message from an already-parsed JSON object (the bindings' `from_dict`), with
 /// the same rules as [`decode`].
 ///
+/// An object nesting deeper than [`MAX_DEPTH`](crate::json::MAX_DEPTH) levels (itself
+/// the first) is refused as the decoder refuses its text ([`DecodeError::too_deep`]).
+///
 /// # Errors
 /// As [`decode`], minus the parse errors.
 pub fn from_object(object: Object, validate: bool) -> Result<Message, DecodeError> {
+    super::as_type::check_object_depth(&object)?;
     from_members(
         object
             .into_iter()

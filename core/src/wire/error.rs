@@ -134,6 +134,23 @@ fn join(v: &[Violation]) -> String {
 }
 
 impl DecodeError {
+    /// The error for a frame nesting arrays and objects deeper than
+    /// [`json::MAX_DEPTH`](crate::json::MAX_DEPTH) levels: the decoder refuses such a
+    /// frame, and [`try_encode`](super::try_encode) refuses to make one. Code `not_json`.
+    pub fn too_deep() -> Self {
+        DecodeError::NotJson {
+            message: format!("nested deeper than {} levels", crate::json::MAX_DEPTH),
+        }
+    }
+
+    /// The error for a text frame that is not valid Unicode (a binding's string holding a
+    /// lone surrogate has no UTF-8 form). Code `not_json`.
+    pub fn not_unicode() -> Self {
+        DecodeError::NotJson {
+            message: "the text is not valid Unicode (it has no UTF-8 form)".into(),
+        }
+    }
+
     /// Stable snake_case code of this error.
     pub fn code(&self) -> &'static str {
         match self {

@@ -44,6 +44,7 @@
 //!   [`capability`]); a closed enum would leak routing policy into the schema.
 
 mod artifacts;
+mod as_type;
 mod check;
 mod codec;
 mod error;
@@ -53,6 +54,9 @@ mod messages;
 
 pub use artifacts::{
     Budget, ControlOutcome, Criterion, TaskReport, TaskSpec, UsageSplit, USAGE_COMPONENTS,
+};
+pub use as_type::{
+    check_as, check_depth, check_message_as, is_sequenced_name, try_encode, SCHEMA_FILES,
 };
 pub use codec::{decode, decode_str, encode, encode_into, from_object, from_value, to_object};
 pub use error::{DecodeError, Rule, SchemaError, Violation};
