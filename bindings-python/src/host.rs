@@ -71,7 +71,7 @@ fn hub_output<'py>(py: Python<'py>, o: HubOutput) -> PyResult<Bound<'py, PyTuple
         HubOutput::Authenticate { conn, token } => pair(
             py,
             "authenticate",
-            (conn, token).into_pyobject(py)?.into_any(),
+            (conn, token.into_string()).into_pyobject(py)?.into_any(),
         ),
         HubOutput::Accept { conn, runner_id } => pair(
             py,

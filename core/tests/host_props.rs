@@ -124,19 +124,25 @@ proptest! {
 
     /// Eviction against a plain model: a Vec in creation order; on each addition, drop
     /// registered runners the host no longer lists, then the oldest idle ones beyond
-    /// the bound, never the new one.
+    /// the bound other than the new one. The host may drop a handle by itself (no
+    /// input) and re-create it later while the registry still holds the runner, so the
+    /// runner just added can be among the oldest.
     #[test]
     fn eviction_follows_the_model(
         max_idle in 0usize..4,
-        ops in prop::collection::vec((0u8..8, prop::collection::vec(any::<bool>(), 8)), 1..30),
+        ops in prop::collection::vec((0u8..8, prop::collection::vec(any::<bool>(), 8), any::<bool>()), 1..30),
     ) {
         let config = HostConfig::from_value(&serde_json::json!({"tokens": {}, "max_idle_runners": max_idle})).unwrap();
         let mut hub = HubHost::new(&config);
         let mut model: Vec<String> = Vec::new();
         let mut host: Vec<String> = Vec::new(); // the host's handles
-        for (id, busy) in ops {
+        for (id, busy, drop) in ops {
             let id = format!("r{id}");
             if host.contains(&id) {
+                if drop {
+                    // the host drops the handle without telling the hub
+                    host.retain(|r| *r != id);
+                }
                 continue; // the host adds a handle only once
             }
             host.push(id.clone());
@@ -159,15 +165,20 @@ proptest! {
             }
             // the model
             model.retain(|r| host.contains(r));
-            model.push(id.clone());
+            if !model.contains(&id) {
+                model.push(id.clone());
+            }
             let idle: Vec<String> = model.iter().filter(|r| idle_of(r)).cloned().collect();
             let excess = idle.len().saturating_sub(max_idle);
-            let want: Vec<String> = idle.into_iter().take(excess).filter(|r| *r != id).collect();
+            let want: Vec<String> = idle.into_iter().filter(|r| *r != id).take(excess).collect();
             model.retain(|r| !want.contains(r));
             prop_assert_eq!(&evicted, &want);
             host.retain(|r| !evicted.contains(r));
             prop_assert_eq!(hub.runners().collect::<Vec<_>>(), model.iter().map(String::as_str).collect::<Vec<_>>());
             prop_assert!(!evicted.contains(&id));
+            // the bound holds after every addition (the new runner may be the one over it)
+            let idle_left = model.iter().filter(|r| idle_of(r)).count();
+            prop_assert!(idle_left <= max_idle.max(usize::from(idle_of(&id))));
         }
     }
 

@@ -21,7 +21,8 @@
 use std::fmt;
 
 /// Why an upgrade request was refused. Stable snake_case [`code`](Refusal::code)s, in
-/// the order the checks run (see the module docs).
+/// the order the checks run (see the module docs), then the one refusal that is no
+/// check ([`Refusal::PendingEvicted`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Refusal {
@@ -36,6 +37,11 @@ pub enum Refusal {
     /// The token is not known (the table has no such token, or the host's authenticator
     /// refused it). Code `unknown_token`.
     UnknownToken,
+    /// Not a header check: the connection was still waiting for the host's authenticator
+    /// when [`HostConfig::max_pending_connections`](super::HostConfig::max_pending_connections)
+    /// newer connections needed its place, so it was refused at once (see
+    /// [`HubHost`](super::HubHost)). Code `pending_evicted`.
+    PendingEvicted,
 }
 
 impl Refusal {
@@ -47,6 +53,7 @@ impl Refusal {
             Refusal::NotBearer => "not_bearer",
             Refusal::EmptyToken => "empty_token",
             Refusal::UnknownToken => "unknown_token",
+            Refusal::PendingEvicted => "pending_evicted",
         }
     }
 }
@@ -90,6 +97,68 @@ pub fn bearer_token(value: &str) -> Result<&str, Refusal> {
         return Err(Refusal::EmptyToken);
     }
     Ok(token)
+}
+
+/// A presented bearer token (a secret). Its [`Debug`](fmt::Debug) prints
+/// `BearerToken(<redacted>)`, never the token, so logging a hub input, output or machine
+/// with `{:?}` leaks nothing; equality compares in constant time. The authenticator gets
+/// the value from [`as_str`](Self::as_str) or [`into_string`](Self::into_string).
+#[derive(Clone, Eq)]
+pub struct BearerToken(String);
+
+impl BearerToken {
+    /// Wrap a token.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+
+    /// The token itself (hand it to the authenticator only).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The token itself, by value.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl PartialEq for BearerToken {
+    fn eq(&self, other: &Self) -> bool {
+        constant_time_eq(self.0.as_bytes(), other.0.as_bytes())
+    }
+}
+
+impl fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BearerToken(")?;
+        f.write_str(REDACTED)?;
+        f.write_str(")")
+    }
+}
+
+/// What [`Debug`](fmt::Debug) prints instead of a secret.
+pub const REDACTED: &str = "<redacted>";
+
+/// Header name/value pairs whose [`Debug`](fmt::Debug) prints the value of every
+/// `Authorization` header (names compare ASCII-case-insensitively) as `<redacted>`;
+/// other headers are printed as they are.
+pub struct RedactedHeaders<'a, N, V>(pub &'a [(N, V)]);
+
+impl<N: AsRef<str>, V: AsRef<str>> fmt::Debug for RedactedHeaders<'_, N, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, value)| {
+                let name = name.as_ref();
+                let value = if name.eq_ignore_ascii_case("authorization") {
+                    REDACTED
+                } else {
+                    value.as_ref()
+                };
+                (name, value)
+            }))
+            .finish()
+    }
 }
 
 /// Rules 1–3 over the request's headers: the presented bearer token.

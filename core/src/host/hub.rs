@@ -4,14 +4,17 @@ use std::collections::{HashMap, VecDeque};
 
 use indexmap::IndexMap;
 
-use super::auth::{bearer_from_headers, Refusal, TokenTable};
+use super::auth::{bearer_from_headers, BearerToken, RedactedHeaders, Refusal, TokenTable};
 use super::{
     HostConfig, HostError, CLOSE_POLICY_VIOLATION, STATUS_UNAUTHORIZED, UNAUTHORIZED_BODY,
     UNAUTHORIZED_REASON,
 };
 
 /// What the host reports to the hub machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its [`Debug`](std::fmt::Debug) prints the value of every `Authorization` header as
+/// `<redacted>` (the bearer token is a secret).
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HubInput {
     /// An upgrade request arrived (before the WebSocket opens). `conn` is the host's id
@@ -53,6 +56,37 @@ pub enum HubInput {
     Timeout,
 }
 
+impl std::fmt::Debug for HubInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HubInput::Request { conn, headers } => f
+                .debug_struct("Request")
+                .field("conn", conn)
+                .field("headers", &RedactedHeaders(headers))
+                .finish(),
+            HubInput::Upgraded { conn, headers } => f
+                .debug_struct("Upgraded")
+                .field("conn", conn)
+                .field("headers", &RedactedHeaders(headers))
+                .finish(),
+            HubInput::Authenticated { conn, runner_id } => f
+                .debug_struct("Authenticated")
+                .field("conn", conn)
+                .field("runner_id", runner_id)
+                .finish(),
+            HubInput::RunnerAdded {
+                runner_id,
+                activity,
+            } => f
+                .debug_struct("RunnerAdded")
+                .field("runner_id", runner_id)
+                .field("activity", activity)
+                .finish(),
+            HubInput::Timeout => f.write_str("Timeout"),
+        }
+    }
+}
+
 /// What one runner handle of the host is doing, for the eviction decision.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunnerActivity {
@@ -83,7 +117,8 @@ impl RunnerActivity {
     }
 }
 
-/// What the host must do, in order.
+/// What the host must do, in order. (Its `Debug` never prints a token: see
+/// [`BearerToken`].)
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HubOutput {
@@ -92,8 +127,9 @@ pub enum HubOutput {
     Authenticate {
         /// Connection id.
         conn: u64,
-        /// The presented bearer token.
-        token: String,
+        /// The presented bearer token (its `Debug` is redacted; the authenticator reads
+        /// [`BearerToken::as_str`]).
+        token: BearerToken,
     },
     /// Let the upgrade of `conn` proceed; it will serve `runner_id`.
     Accept {
@@ -160,7 +196,8 @@ struct RunnerRecord {
 }
 
 /// The hub's connection policy: who may connect, as which runner, and which runner
-/// handles are kept.
+/// handles are kept. Its `Debug` (like its inputs' and outputs') never prints a bearer
+/// token or an `Authorization` value.
 ///
 /// # Call order
 ///
@@ -187,15 +224,25 @@ struct RunnerRecord {
 /// | pending | `Request` | error `connection_pending` | unchanged |
 /// | `Authenticating` | `Upgraded` | error `connection_pending` | unchanged |
 /// | not `Authenticating` | `Authenticated` | error `unknown_connection` | unchanged |
+/// | any pending | a newer connection needs its place (below) | `Reject`/`Refuse{pending_evicted}` if `Authenticating` | unknown |
 ///
-/// At most [`HostConfig::max_pending_connections`] connections are pending; beyond
-/// that the oldest is forgotten (its socket, if it comes, is checked again).
+/// At most [`HostConfig::max_pending_connections`] connections are pending; a new one
+/// beyond that makes room by dropping the oldest pending connection, whatever its state,
+/// and no pending connection is dropped without its verdict:
+///
+/// | dropped entry | outputs (before the new connection's) | later |
+/// |---|---|---|
+/// | `Accepted{r}` | — (its `Accept` was given) | its `Upgraded` is checked again from its headers, as an unchecked socket |
+/// | `Authenticating{false}` | `Reject{401, pending_evicted}` | its `Authenticated` is error `unknown_connection` (the host drops the answer) |
+/// | `Authenticating{true}` | `Refuse{1008, pending_evicted}` | its `Authenticated` is error `unknown_connection` (the host drops the answer) |
 ///
 /// Runner registry, in creation order: `Attach` of a runner not in it adds it; a
-/// `RunnerAdded` of a runner not in it adds it, and then, among the registered runners
-/// the host lists as idle ([`RunnerActivity::is_idle`]; a registered runner the host
-/// no longer lists is forgotten), the oldest `idle − max_idle_runners` are evicted —
-/// never the one just added. `announce` is `true` for the first `Attach` of a runner
+/// `RunnerAdded` of a runner not in it adds it (one already in it keeps its place), and
+/// then, with `idle` the registered runners the host lists as idle
+/// ([`RunnerActivity::is_idle`]; a registered runner the host no longer lists is
+/// forgotten; the runner just added counts unless listed as busy), the oldest
+/// `idle − max_idle_runners` of them other than the runner just added are evicted —
+/// never the runner just added, wherever it stands in the order. `announce` is `true` for the first `Attach` of a runner
 /// since it was added (and again after it was evicted).
 #[derive(Debug, Clone)]
 pub struct HubHost {
@@ -297,7 +344,7 @@ impl HubHost {
                 None => self.refuse(conn, Refusal::UnknownToken, upgraded),
             },
             None => {
-                let token = token.to_owned();
+                let token = BearerToken::new(token);
                 self.remember(conn, Pending::Authenticating { upgraded });
                 self.outputs
                     .push_back(HubOutput::Authenticate { conn, token });
@@ -305,10 +352,17 @@ impl HubHost {
         }
     }
 
+    /// Remember `conn` as pending, first dropping the oldest pending connections beyond
+    /// the bound; one still awaiting the authenticator gets its refusal now (see the
+    /// type docs), so every connection gets exactly one verdict.
     fn remember(&mut self, conn: u64, pending: Pending) {
         while self.pending.len() >= self.max_pending_connections {
-            if self.pending.shift_remove_index(0).is_none() {
-                break;
+            match self.pending.shift_remove_index(0) {
+                Some((old, Pending::Authenticating { upgraded })) => {
+                    self.refuse(old, Refusal::PendingEvicted, upgraded);
+                }
+                Some((_, Pending::Accepted { .. })) => {}
+                None => break,
             }
         }
         self.pending.insert(conn, pending);
@@ -376,24 +430,21 @@ impl HubHost {
                 .insert(runner_id.clone(), RunnerRecord { arrived: false });
         }
         // The new handle counts (it is idle unless the host says otherwise) but is
-        // never evicted.
-        let idle: Vec<String> = self
+        // never evicted: the excess is taken from the other idle runners, oldest first
+        // (the new one may be among the oldest when it was registered before).
+        let is_idle = |id: &str| idle_by_id.get(id).copied().unwrap_or(id == runner_id);
+        let idle_count = self.runners.keys().filter(|id| is_idle(id)).count();
+        let excess = idle_count.saturating_sub(self.max_idle_runners);
+        let evicted: Vec<String> = self
             .runners
             .keys()
-            .filter(|id| {
-                idle_by_id
-                    .get(id.as_str())
-                    .copied()
-                    .unwrap_or(**id == runner_id)
-            })
+            .filter(|id| **id != runner_id && is_idle(id))
+            .take(excess)
             .cloned()
             .collect();
-        let excess = idle.len().saturating_sub(self.max_idle_runners);
-        for id in idle.into_iter().take(excess) {
-            if id != runner_id {
-                self.runners.shift_remove(&id);
-                self.outputs.push_back(HubOutput::Evict { runner_id: id });
-            }
+        for id in evicted {
+            self.runners.shift_remove(&id);
+            self.outputs.push_back(HubOutput::Evict { runner_id: id });
         }
     }
 

@@ -25,7 +25,7 @@ pub mod auth;
 mod hub;
 mod socket;
 
-pub use auth::{Refusal, TokenTable};
+pub use auth::{BearerToken, Refusal, TokenTable};
 pub use hub::{HubHost, HubInput, HubOutput, RunnerActivity};
 pub use socket::{InboundFrame, SocketHost, SocketInput, SocketOutput, SocketState};
 
@@ -39,7 +39,9 @@ pub const DEFAULT_CLOSE_TIMEOUT_MS: u64 = 2_000;
 /// Default number of disconnected, fully idle runners a hub keeps.
 pub const DEFAULT_MAX_IDLE_RUNNERS: usize = 1024;
 /// Default number of upgrade requests a hub remembers between the token check and the
-/// upgraded socket (the oldest is forgotten first; its socket is then checked again).
+/// upgraded socket (the oldest is dropped first: an accepted one's socket is then
+/// checked again, one still awaiting the authenticator is refused with
+/// [`Refusal::PendingEvicted`]; see [`HubHost`]).
 pub const DEFAULT_MAX_PENDING_CONNECTIONS: usize = 1024;
 /// Default bound of a connection's application event queue. The queue is the host's
 /// (its reader stops reading frames while the queue is full: backpressure down to TCP);
@@ -125,7 +127,7 @@ pub struct HostConfig {
     /// Default [`DEFAULT_MAX_IDLE_RUNNERS`]. Key `max_idle_runners`.
     pub max_idle_runners: usize,
     /// Upgrade requests a hub remembers between the token check and the upgraded socket
-    /// (at least 1). Default [`DEFAULT_MAX_PENDING_CONNECTIONS`]. Key
+    /// (at least 1; beyond it the oldest is dropped, see [`HubHost`]). Default [`DEFAULT_MAX_PENDING_CONNECTIONS`]. Key
     /// `max_pending_connections`.
     pub max_pending_connections: usize,
     /// Bound of each connection's application event queue (at least 1). Default

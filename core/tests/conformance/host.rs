@@ -65,7 +65,7 @@ fn socket_output(o: SocketOutput) -> Value {
 fn hub_output(o: HubOutput) -> Value {
     match o {
         HubOutput::Authenticate { conn, token } => {
-            json!({"authenticate": {"conn": conn, "token": token}})
+            json!({"authenticate": {"conn": conn, "token": token.as_str()}})
         }
         HubOutput::Accept { conn, runner_id } => {
             json!({"accept": {"conn": conn, "runner_id": runner_id}})
