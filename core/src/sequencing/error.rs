@@ -85,6 +85,14 @@ pub enum SequencingError {
         /// The bound.
         max: usize,
     },
+    /// Local: the message nests its open objects deeper than the wire allows
+    /// ([`json::MAX_DEPTH`](crate::json::MAX_DEPTH) for the whole frame), so a peer could
+    /// never decode its frame. Code `nested_too_deep`.
+    #[error("the message nests deeper than the {max} levels a frame may have")]
+    NestedTooDeep {
+        /// The frame's depth limit.
+        max: usize,
+    },
     /// The stream table is full (`max_streams` in that direction). Local when emitting
     /// (forget finished tasks), remote when receiving (the peer opened too many streams).
     /// Code `too_many_streams`.
@@ -145,6 +153,7 @@ impl SequencingError {
             SequencingError::BeyondWindow { .. } => "beyond_window",
             SequencingError::Backpressure { .. } => "backpressure",
             SequencingError::FrameTooLarge { .. } => "frame_too_large",
+            SequencingError::NestedTooDeep { .. } => "nested_too_deep",
             SequencingError::TooManyStreams { .. } => "too_many_streams",
             SequencingError::SeqExhausted { .. } => "seq_exhausted",
             SequencingError::RestampFailed { .. } => "restamp_failed",

@@ -778,6 +778,11 @@ impl ConnectionState {
             let task_id = msg.task_id().unwrap_or_default().to_owned();
             return Err(fail(SequencingError::SeqExhausted { task_id }, msg));
         }
+        // A frame no peer could decode is never stamped or kept.
+        if wire::check_depth(&msg).is_err() {
+            let max = crate::json::MAX_DEPTH;
+            return Err(fail(SequencingError::NestedTooDeep { max }, msg));
+        }
         let original = msg.seq().unwrap_or(0);
         msg.set_seq(seq);
         let frame = wire::encode(&msg);
@@ -1489,6 +1494,31 @@ mod tests {
         log.kept_mut()[0].frame = "{not json".into();
         hub.recount();
         hub
+    }
+
+    /// A cancel whose unknown field `k` nests `depth` arrays (the frame: one level more).
+    fn deep_cancel(depth: usize) -> Message {
+        let mut v = crate::json::Value::Array(Vec::new());
+        for _ in 1..depth {
+            v = crate::json::Value::Array(vec![v]);
+        }
+        let mut cancel = TaskCancel::new("T-1", "deep");
+        cancel.extra.insert("k", v);
+        cancel.into()
+    }
+
+    #[test]
+    fn emit_refuses_a_frame_nested_deeper_than_a_peer_decodes() {
+        let limit = crate::json::MAX_DEPTH;
+        let mut hub = ConnectionState::new(Role::Hub);
+        let err = hub.emit(deep_cancel(limit)).unwrap_err();
+        assert_eq!(err.code(), "nested_too_deep");
+        assert!(err.error.is_local());
+        assert_eq!(hub.unacked().count(), 0, "nothing kept");
+        // The deepest frame a peer decodes is stamped, kept, and decodes.
+        let (msg, frame) = hub.emit_encoded(deep_cancel(limit - 1)).unwrap();
+        assert_eq!(msg.seq(), Some(1));
+        assert!(wire::decode_str(&frame, true).is_ok());
     }
 
     #[test]
