@@ -37,89 +37,59 @@ fn pair<'py>(
 }
 
 fn socket_output<'py>(py: Python<'py>, o: SocketOutput) -> PyResult<Bound<'py, PyTuple>> {
-    match o {
-        SocketOutput::Attach => pair(py, "attach", py.None().into_bound(py)),
-        SocketOutput::Deliver(text) => pair(py, "deliver", PyString::new(py, &text).into_any()),
+    let kind = o.kind();
+    let value = match o {
+        SocketOutput::Deliver(text) | SocketOutput::Send(text) => {
+            PyString::new(py, &text).into_any()
+        }
         SocketOutput::PeerError { code, detail } => {
             let d = PyDict::new(py);
             d.set_item("code", code)?;
             d.set_item("detail", detail)?;
-            pair(py, "peer_error", d.into_any())
+            d.into_any()
         }
-        SocketOutput::Send(frame) => pair(py, "send", PyString::new(py, &frame).into_any()),
-        SocketOutput::Detach => pair(py, "detach", py.None().into_bound(py)),
         SocketOutput::Close {
             code,
             reason,
             deadline_ms,
-        } => pair(
-            py,
-            "close",
-            (code, reason, deadline_ms).into_pyobject(py)?.into_any(),
-        ),
-        SocketOutput::Abort => pair(py, "abort", py.None().into_bound(py)),
-        other => pair(
-            py,
-            "unknown",
-            PyString::new(py, &format!("{other:?}")).into_any(),
-        ),
-    }
+        } => (code, reason, deadline_ms).into_pyobject(py)?.into_any(),
+        _ => py.None().into_bound(py),
+    };
+    pair(py, kind, value)
 }
 
 fn hub_output<'py>(py: Python<'py>, o: HubOutput) -> PyResult<Bound<'py, PyTuple>> {
-    match o {
-        HubOutput::Authenticate { conn, token } => pair(
-            py,
-            "authenticate",
-            (conn, token.into_string()).into_pyobject(py)?.into_any(),
-        ),
-        HubOutput::Accept { conn, runner_id } => pair(
-            py,
-            "accept",
-            (conn, runner_id).into_pyobject(py)?.into_any(),
-        ),
+    let kind = o.kind();
+    let value = match o {
+        HubOutput::Authenticate { conn, token } => {
+            (conn, token.into_string()).into_pyobject(py)?.into_any()
+        }
+        HubOutput::Accept { conn, runner_id } => (conn, runner_id).into_pyobject(py)?.into_any(),
         HubOutput::Reject {
             conn,
             status,
             body,
             refusal,
-        } => pair(
-            py,
-            "reject",
-            (conn, status, body, refusal.code())
-                .into_pyobject(py)?
-                .into_any(),
-        ),
+        } => (conn, status, body, refusal.code())
+            .into_pyobject(py)?
+            .into_any(),
         HubOutput::Refuse {
             conn,
             code,
             reason,
             refusal,
-        } => pair(
-            py,
-            "refuse",
-            (conn, code, reason, refusal.code())
-                .into_pyobject(py)?
-                .into_any(),
-        ),
+        } => (conn, code, reason, refusal.code())
+            .into_pyobject(py)?
+            .into_any(),
         HubOutput::Attach {
             conn,
             runner_id,
             announce,
-        } => pair(
-            py,
-            "attach",
-            (conn, runner_id, announce).into_pyobject(py)?.into_any(),
-        ),
-        HubOutput::Evict { runner_id } => {
-            pair(py, "evict", PyString::new(py, &runner_id).into_any())
-        }
-        other => pair(
-            py,
-            "unknown",
-            PyString::new(py, &format!("{other:?}")).into_any(),
-        ),
-    }
+        } => (conn, runner_id, announce).into_pyobject(py)?.into_any(),
+        HubOutput::Evict { runner_id } => PyString::new(py, &runner_id).into_any(),
+        other => PyString::new(py, &format!("{other:?}")).into_any(),
+    };
+    pair(py, kind, value)
 }
 
 /// One socket's host policy: feed what happened (`opened`, `frame`, `transmit`,

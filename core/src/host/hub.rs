@@ -181,6 +181,21 @@ pub enum HubOutput {
     },
 }
 
+impl HubOutput {
+    /// The output's stable name, the tag every binding and vector uses for it:
+    /// `authenticate`, `accept`, `reject`, `refuse`, `attach`, `evict`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HubOutput::Authenticate { .. } => "authenticate",
+            HubOutput::Accept { .. } => "accept",
+            HubOutput::Reject { .. } => "reject",
+            HubOutput::Refuse { .. } => "refuse",
+            HubOutput::Attach { .. } => "attach",
+            HubOutput::Evict { .. } => "evict",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pending {
     /// The authenticator's answer is outstanding; `upgraded`: the socket is open.

@@ -81,6 +81,22 @@ pub enum SocketOutput {
     Abort,
 }
 
+impl SocketOutput {
+    /// The output's stable name, the tag every binding and vector uses for it:
+    /// `attach`, `deliver`, `peer_error`, `send`, `detach`, `close`, `abort`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SocketOutput::Attach => "attach",
+            SocketOutput::Deliver(_) => "deliver",
+            SocketOutput::PeerError { .. } => "peer_error",
+            SocketOutput::Send(_) => "send",
+            SocketOutput::Detach => "detach",
+            SocketOutput::Close { .. } => "close",
+            SocketOutput::Abort => "abort",
+        }
+    }
+}
+
 /// The socket's state. Illegal combinations (a detached session on an open socket, a
 /// handshake without a deadline) cannot be represented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -440,6 +440,17 @@ struct Key<'a> {
     attempt: Option<u64>,
 }
 
+/// The inbound tracker of a live stream, if the stream exists (the receive fast path).
+fn live_inbound<'t>(
+    tasks: &'t mut IndexMap<String, TaskEntry>,
+    k: &Key<'_>,
+) -> Option<&'t mut InboxTracker> {
+    tasks
+        .get_mut(k.task_id)
+        .and_then(TaskEntry::live_mut)
+        .and_then(|c| c.inb_mut(k.attempt))
+}
+
 /// Where an inbound frame was classified (see [`ConnectionState::inbound_arrival`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum InboundAt {
@@ -983,12 +994,7 @@ impl ConnectionState {
         let seq = msg.seq().unwrap_or(0);
         let window = self.config.inbound_window;
         // Fast path: the stream exists.
-        if let Some(t) = self
-            .tasks
-            .get_mut(k.task_id)
-            .and_then(TaskEntry::live_mut)
-            .and_then(|c| c.inb_mut(k.attempt))
-        {
+        if let Some(t) = live_inbound(&mut self.tasks, &k) {
             let w = t.watermark();
             return t
                 .record(seq, window)
@@ -1013,12 +1019,7 @@ impl ConnectionState {
         let k = self.key(msg, false)?;
         let seq = msg.seq().unwrap_or(0);
         let window = self.config.inbound_window;
-        if let Some(t) = self
-            .tasks
-            .get_mut(k.task_id)
-            .and_then(TaskEntry::live_mut)
-            .and_then(|c| c.inb_mut(k.attempt))
-        {
+        if let Some(t) = live_inbound(&mut self.tasks, &k) {
             let w = t.watermark();
             return match t.classify(seq, window) {
                 Ok(Arrival::InOrder) => t
