@@ -88,13 +88,6 @@ impl ConfigError {
     }
 }
 
-impl From<ConfigError> for String {
-    /// The error's message, for hosts that report configuration problems as text.
-    fn from(e: ConfigError) -> Self {
-        e.to_string()
-    }
-}
-
 /// A configuration object checked against its known keys, read key by key with typed
 /// getters. Construction applies the unknown-key policy; the getters the type checks.
 #[derive(Debug, Clone)]

@@ -187,7 +187,8 @@ impl ConnectionState {
             .config
             .as_object()
             .ok_or_else(|| corrupt("config must be an object"))?;
-        let config = SequencingConfig::from_object(config_obj).map_err(corrupt)?;
+        let config =
+            SequencingConfig::from_object(config_obj).map_err(|e| corrupt(e.to_string()))?;
         let mut state = ConnectionState::with_config(role, config);
         let mut tasks: IndexMap<String, TaskEntry> = IndexMap::new();
         for t in body.tasks {

@@ -77,7 +77,10 @@ fn config(cfg: &Value) -> Result<(Role, SequencingConfig), String> {
     // `role` is the runner's own key; the rest is the core's config.
     let mut obj = cfg.as_object().cloned().unwrap_or_default();
     obj.remove("role");
-    Ok((role, SequencingConfig::from_object(&obj)?))
+    Ok((
+        role,
+        SequencingConfig::from_object(&obj).map_err(|e| e.to_string())?,
+    ))
 }
 
 pub fn run(vector: &Value) -> Result<(), String> {
