@@ -101,12 +101,15 @@ pub fn usage_from_openai<'py>(usage: &Bound<'py, PyAny>) -> PyResult<Bound<'py, 
     usage_to_py(py, split)
 }
 
-/// Map usage of any supported shape (the five-component split itself, Anthropic or
-/// OpenAI/Codex, chosen by its keys) onto a `stapel_taskspecs.UsageSplit`.
+/// Map usage of any supported shape (the five-component split itself — absent
+/// components 0, `None` zero usage —, Anthropic or OpenAI/Codex, chosen by its keys)
+/// onto a `stapel_taskspecs.UsageSplit`.
 #[pyfunction]
 pub fn usage_from_mapping<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = data.py();
-    let v = if data.cast::<PyDict>().is_ok() {
+    let v = if data.is_none() {
+        Value::Null
+    } else if data.cast::<PyDict>().is_ok() {
         py_to_value(data)?
     } else {
         let d = PyDict::new(py);

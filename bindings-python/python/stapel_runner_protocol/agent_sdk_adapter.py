@@ -31,6 +31,8 @@ __all__ = [
     "ClientFactory",
     "agent_options",
     "build_agent_options",
+    "extract_text",
+    "extract_usage",
     "turn_text",
     "turn_usage",
 ]
@@ -83,6 +85,19 @@ def turn_usage(messages: List[Any]) -> Any:
     message's usage (Anthropic-shaped), all zeros when there is none (the core's
     ``AgentTurn`` fold)."""
     return _native.agent_turn([], _result_usage(messages))[1]
+
+
+def extract_text(messages: List[Any]) -> str:
+    """The assistant text of a turn's messages: every text block, in order, joined with
+    no separator (stapel-runner-protocol 0.1.1's name for :func:`turn_text`)."""
+    return turn_text(messages)
+
+
+def extract_usage(messages: List[Any]) -> Any:
+    """The usage of a turn's messages as a ``stapel_taskspecs.UsageSplit``: the first
+    result message's (Anthropic-shaped) usage, all zeros without one (stapel-runner-protocol
+    0.1.1's name for :func:`turn_usage`)."""
+    return turn_usage(messages)
 
 
 def agent_options(role_spec: RoleSpec) -> Dict[str, Any]:

@@ -265,11 +265,50 @@ const OPENAI_ONLY: &[&str] = &[
     "output_tokens_details",
 ];
 
+/// A [`UsageSplit`] from a mapping of some of its five component names (`cache_read`,
+/// `cache_write`, `fresh_input`, `output`, `thinking`): an absent component is 0 (a
+/// harness that reports only `output` reported no other tokens), so `{}` is zero usage.
+/// The split stays closed: every present key must be one of the five names and hold a
+/// non-negative integer ≤ 2^53 − 1 (`null` included in "anything else").
+///
+/// # Errors
+/// `invalid_usage` for a non-object, a key that is not a component name, or a value
+/// that is not such an integer.
+pub fn usage_from_partial_split(usage: &Value) -> Result<UsageSplit, AdapterError> {
+    let obj = object(usage)?;
+    let mut parts = [0u64; 5];
+    for (key, value) in obj {
+        let Some(slot) = USAGE_COMPONENTS
+            .iter()
+            .position(|c| c == key)
+            .and_then(|i| parts.get_mut(i))
+        else {
+            return Err(invalid(format!(
+                "{key:?} is not a usage component (cache_read, cache_write, fresh_input, output, thinking)"
+            )));
+        };
+        *slot = fields::uint(value, key, MAX_SAFE_INTEGER).map_err(|_| {
+            invalid(format!(
+                "{key} must be an integer in 0..=2^53-1, found {value}"
+            ))
+        })?;
+    }
+    let [cache_read, cache_write, fresh_input, output, thinking] = parts;
+    Ok(UsageSplit {
+        cache_read,
+        cache_write,
+        fresh_input,
+        output,
+        thinking,
+    })
+}
+
 /// Map usage of any supported shape, chosen by its keys:
 ///
 /// 1. any of the five split keys (`cache_read`, `cache_write`, `fresh_input`, `output`,
-///    `thinking`) — a [`UsageSplit`] already, validated against the closed schema
-///    (exactly the five keys);
+///    `thinking`), or no key at all — a [`UsageSplit`] already, possibly partial
+///    ([`usage_from_partial_split`]: absent components are 0, other keys are refused);
+///    `null` (no usage reported) is zero usage too;
 /// 2. `cache_read_input_tokens` or `cache_creation_input_tokens` — Anthropic;
 /// 3. `cached_input_tokens`, `reasoning_output_tokens`, `input_tokens_details` or
 ///    `output_tokens_details` — OpenAI/Codex;
@@ -277,14 +316,16 @@ const OPENAI_ONLY: &[&str] = &[
 ///    nothing is cached; mapped as Anthropic.
 ///
 /// # Errors
-/// `invalid_usage` for a non-object, keys of both providers (ambiguous), no recognised
-/// key, or any error of the chosen mapping.
+/// `invalid_usage` for a non-object, keys of both providers (ambiguous), only keys that
+/// name no count (`{"total_tokens": 9}`), or any error of the chosen mapping.
 pub fn usage_from_mapping(usage: &Value) -> Result<UsageSplit, AdapterError> {
+    if usage.is_null() {
+        return Ok(UsageSplit::default());
+    }
     let obj = object(usage)?;
     let has = |keys: &[&str]| keys.iter().any(|k| obj.contains_key(*k));
-    if has(&USAGE_COMPONENTS) {
-        return UsageSplit::from_value(&crate::json::Value::from(usage))
-            .map_err(|e| invalid(e.to_string()));
+    if obj.is_empty() || has(&USAGE_COMPONENTS) {
+        return usage_from_partial_split(usage);
     }
     match (has(ANTHROPIC_ONLY), has(OPENAI_ONLY)) {
         (true, true) => Err(invalid(
@@ -359,6 +400,40 @@ mod tests {
         // Equal is fine: every output token was thinking.
         let u = usage_from_anthropic(&json!({"output_tokens": 3, "thinking_tokens": 3})).unwrap();
         assert_eq!((u.output, u.thinking), (0, 3));
+    }
+
+    #[test]
+    fn partial_split_fills_zeros_and_stays_closed() {
+        let u = usage_from_mapping(&json!({"cache_read": 1, "output": 2})).unwrap();
+        assert_eq!(
+            (
+                u.cache_read,
+                u.cache_write,
+                u.fresh_input,
+                u.output,
+                u.thinking
+            ),
+            (1, 0, 0, 2, 0)
+        );
+        assert_eq!(
+            usage_from_mapping(&json!({})).unwrap(),
+            UsageSplit::default()
+        );
+        assert_eq!(
+            usage_from_mapping(&Value::Null).unwrap(),
+            UsageSplit::default()
+        );
+        for bad in [
+            json!({"output": 2, "total": 2}),
+            json!({"output": -1}),
+            json!({"output": null}),
+            json!({"output": 1.5}),
+        ] {
+            assert_eq!(
+                usage_from_mapping(&bad).unwrap_err().code(),
+                "invalid_usage"
+            );
+        }
     }
 
     #[test]

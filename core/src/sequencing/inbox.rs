@@ -29,6 +29,41 @@ impl Arrival {
     }
 }
 
+/// Why [`InboxTracker::receive`] (standalone use) refused a seq. The codes are the
+/// [`SequencingError`](super::SequencingError) codes of the same refusals; both are
+/// remote violations (the sender broke the rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InboxError {
+    /// The seq is 0 (streams start at 1) or above 2^53 − 1. Code `invalid_seq`.
+    #[error("seq {seq} is invalid (streams start at 1; at most 2^53 - 1)")]
+    InvalidSeq {
+        /// The refused seq.
+        seq: u64,
+    },
+    /// The seq lies beyond the out-of-order window (`seq > watermark + window`); nothing
+    /// is recorded. Code `beyond_window`.
+    #[error("seq {seq} is beyond the window: watermark {watermark}, window {window}")]
+    BeyondWindow {
+        /// The refused seq.
+        seq: u64,
+        /// Last seq received contiguously.
+        watermark: u64,
+        /// The window in force.
+        window: u64,
+    },
+}
+
+impl InboxError {
+    /// Stable snake_case code: `invalid_seq`, `beyond_window`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            InboxError::InvalidSeq { .. } => "invalid_seq",
+            InboxError::BeyondWindow { .. } => "beyond_window",
+        }
+    }
+}
+
 /// Why [`InboxTracker::record`] refused a seq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum InboxRefusal {
@@ -154,6 +189,28 @@ impl InboxTracker {
             Some(_) if self.is_set(seq) => Ok(Arrival::Duplicate),
             Some(_) => Ok(Arrival::Ahead),
         }
+    }
+
+    /// Standalone use of one tracker, without a
+    /// [`ConnectionState`](super::ConnectionState) (stapel-runner-protocol 0.1.1's
+    /// `InboxTracker().receive`): classify and record `seq` with an out-of-order window of
+    /// `window` seqs (clamped to `1..=`[`MAX_INBOUND_WINDOW`](super::MAX_INBOUND_WINDOW),
+    /// as [`SequencingConfig::inbound_window`](super::SequencingConfig) is). The
+    /// watermark advances across a gap only once the missing seqs arrive. Use one window
+    /// for the tracker's whole life.
+    ///
+    /// # Errors
+    /// [`InboxError`] (`invalid_seq`, `beyond_window`); nothing is recorded.
+    pub fn receive(&mut self, seq: u64, window: u64) -> Result<Arrival, InboxError> {
+        let window = window.clamp(1, super::MAX_INBOUND_WINDOW);
+        self.record(seq, window).map_err(|r| match r {
+            InboxRefusal::Zero => InboxError::InvalidSeq { seq },
+            InboxRefusal::BeyondWindow => InboxError::BeyondWindow {
+                seq,
+                watermark: self.watermark,
+                window,
+            },
+        })
     }
 
     /// Classify and record `seq`.

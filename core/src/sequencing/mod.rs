@@ -57,7 +57,7 @@ mod snapshot;
 mod state;
 
 pub use error::{EmitError, SequencingError, SnapshotError};
-pub use inbox::{Arrival, InboxTracker};
+pub use inbox::{Arrival, InboxError, InboxTracker};
 pub use outbox::{KeptFrame, OutboxLog};
 pub use snapshot::SNAPSHOT_MAGIC;
 pub use state::{ConnectionState, Replay, Resync, StreamReplay, TaskChannel};

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::SequencingError;
+use super::{EmitError, SequencingError};
 use crate::wire::{self, Message};
 
 /// One frame kept for replay: its seq and its exact encoded bytes (what was, or will
@@ -127,6 +127,70 @@ impl OutboxLog {
                     .map_err(|_| SequencingError::UndecodableFrame { seq: f.seq })
             })
             .collect()
+    }
+
+    /// Standalone use of one log, without a [`ConnectionState`](super::ConnectionState)
+    /// (stapel-runner-protocol 0.1.1's `OutboxLog().emit`): stamp the next seq on `msg`,
+    /// keep its encoded frame for replay and return the stamped message. The log is
+    /// bounded like a connection's: at most `max_frames` frames and `max_bytes` encoded
+    /// bytes are kept (see [`SequencingConfig`](super::SequencingConfig)'s
+    /// `max_outbox_frames` / `max_outbox_bytes` for the defaults); a full log refuses the
+    /// message until [`ack`](Self::ack) trims it. The log does not key streams: the
+    /// caller keeps one log per stream.
+    ///
+    /// # Errors
+    /// [`EmitError`] carrying the message back unchanged: `not_sequenced` (`hello`,
+    /// `ping`, `pong`), `seq_exhausted`, `nested_too_deep`, `frame_too_large` (one frame
+    /// above `max_bytes`), `backpressure` (the log is full). Nothing is recorded on error.
+    pub fn emit(
+        &mut self,
+        mut msg: Message,
+        max_frames: usize,
+        max_bytes: usize,
+    ) -> Result<Message, EmitError> {
+        let fail = |error, message| EmitError {
+            error,
+            message: Box::new(message),
+        };
+        let Some(original) = msg.seq() else {
+            let message_type = msg.message_type();
+            return Err(fail(SequencingError::NotSequenced { message_type }, msg));
+        };
+        let seq = self.next_seq;
+        if seq > wire::MAX_SAFE_INTEGER {
+            let task_id = msg.task_id().unwrap_or_default().to_owned();
+            return Err(fail(SequencingError::SeqExhausted { task_id }, msg));
+        }
+        if wire::check_depth(&msg).is_err() {
+            let max = crate::json::MAX_DEPTH;
+            return Err(fail(SequencingError::NestedTooDeep { max }, msg));
+        }
+        msg.set_seq(seq);
+        let frame = wire::encode(&msg);
+        let (frames, bytes) = (self.kept.len(), self.kept_bytes());
+        let error = if frame.len() > max_bytes {
+            Some(SequencingError::FrameTooLarge {
+                bytes: frame.len(),
+                max: max_bytes,
+            })
+        } else if frames >= max_frames || bytes.saturating_add(frame.len()) > max_bytes {
+            Some(SequencingError::Backpressure { frames, bytes })
+        } else {
+            None
+        };
+        if let Some(e) = error {
+            msg.set_seq(original);
+            return Err(fail(e, msg));
+        }
+        self.push(frame);
+        Ok(msg)
+    }
+
+    /// Standalone use (0.1.1's `OutboxLog().ack`): the peer holds every frame up to
+    /// `seq`, so drop the kept frames at or below it. Numbering does not move. Returns how
+    /// many frames were dropped.
+    pub fn ack(&mut self, seq: u64) -> usize {
+        self.trim_through(seq).0
     }
 
     /// Bytes of the kept frames.

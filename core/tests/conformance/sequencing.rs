@@ -3,7 +3,8 @@
 use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
 use stapel_runner_protocol::sequencing::{
-    ConnectionState, Position, Replay, Resync, Role, SequencingConfig,
+    ConnectionState, InboxTracker, OutboxLog, Position, Replay, Resync, Role, SequencingConfig,
+    DEFAULT_INBOUND_WINDOW, DEFAULT_MAX_OUTBOX_BYTES, DEFAULT_MAX_OUTBOX_FRAMES,
 };
 use stapel_runner_protocol::wire::{self, Message};
 
@@ -222,6 +223,13 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 }
                 Err(e) => check_error(i, e.code(), expect)?,
             }
+        } else if let Some(v) = input.get("outbox_log") {
+            let got = standalone_outbox(i, v)?;
+            same(i, "results", &got, &expect["results"])?;
+        } else if let Some(v) = input.get("inbox_tracker") {
+            let (arrivals, last_seq) = standalone_inbox(v);
+            same(i, "arrivals", &arrivals, &expect["arrivals"])?;
+            same(i, "last_seq", &json!(last_seq), &expect["last_seq"])?;
         } else if input.get("snapshot_roundtrip").is_some() {
             let bytes = state.snapshot();
             let restored = ConnectionState::restore(&bytes)
@@ -254,4 +262,67 @@ pub fn run(vector: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A number of a standalone input (`default` when absent).
+fn num(v: &Value, key: &str, default: u64) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(default)
+}
+
+/// `{"outbox_log": {"max_frames"?, "max_bytes"?, "ops": [...]}}`: one standalone
+/// [`OutboxLog`], the result of every op in order.
+fn standalone_outbox(i: usize, v: &Value) -> Result<Value, String> {
+    let max_frames = usize::try_from(num(v, "max_frames", DEFAULT_MAX_OUTBOX_FRAMES as u64))
+        .map_err(|e| e.to_string())?;
+    let max_bytes = usize::try_from(num(v, "max_bytes", DEFAULT_MAX_OUTBOX_BYTES as u64))
+        .map_err(|e| e.to_string())?;
+    let mut log = OutboxLog::new();
+    let mut results = Vec::new();
+    for op in v["ops"]
+        .as_array()
+        .ok_or(format!("step {i}: ops must be a list"))?
+    {
+        let result = if let Some(m) = op.get("emit") {
+            let msg = message(i, m)?;
+            match log.emit(msg.clone(), max_frames, max_bytes) {
+                Ok(stamped) => json!({"frame": wire::encode(&stamped)}),
+                Err(e) => {
+                    if *e.message != msg {
+                        return Err(format!("step {i}: emit error changed the message"));
+                    }
+                    json!({"error": e.code()})
+                }
+            }
+        } else if let Some(seq) = op.get("ack").and_then(Value::as_u64) {
+            json!({"dropped": log.ack(seq)})
+        } else if let Some(seq) = op.get("since").and_then(Value::as_u64) {
+            match log.since(seq) {
+                Ok(msgs) => json!({"frames": msgs.iter().map(wire::encode).collect::<Vec<_>>()}),
+                Err(e) => json!({"error": e.code()}),
+            }
+        } else if op.get("last_seq").is_some() {
+            json!({"value": log.last_seq()})
+        } else {
+            return Err(format!("step {i}: unknown outbox_log op {op}"));
+        };
+        results.push(result);
+    }
+    Ok(Value::Array(results))
+}
+
+/// `{"inbox_tracker": {"window"?, "receive": [seq…]}}`: one standalone [`InboxTracker`];
+/// every arrival (or `{"error": code}`) and the final watermark.
+fn standalone_inbox(v: &Value) -> (Value, u64) {
+    let window = num(v, "window", DEFAULT_INBOUND_WINDOW);
+    let mut tracker = InboxTracker::new();
+    let arrivals = v["receive"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| match tracker.receive(s.as_u64().unwrap_or(0), window) {
+            Ok(a) => json!(a.as_str()),
+            Err(e) => json!({"error": e.code()}),
+        })
+        .collect();
+    (Value::Array(arrivals), tracker.watermark())
 }
