@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use stapel_runner_protocol::sequencing::{
     self as seq, Arrival, ConnectionState, Position, Replay, Role, SequencingConfig,
+    DEFAULT_INBOUND_WINDOW, DEFAULT_MAX_OUTBOX_BYTES, DEFAULT_MAX_OUTBOX_FRAMES,
 };
 use stapel_runner_protocol::wire::Message;
 
@@ -128,14 +129,88 @@ fn parse_positions(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Position>> {
     Position::list_from_value(&v).map_err(PyValueError::new_err)
 }
 
-/// A read-only view of one outbound stream's log (a copy taken when the view was made).
-#[pyclass(module = "stapel_runner_protocol.state", name = "OutboxLog", frozen)]
+/// A view that cannot be changed: the stream belongs to a `ConnectionState`.
+fn read_only(what: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "this {what} is a read-only copy of a ConnectionState stream; \
+         emit and receive through the ConnectionState (or build a standalone {what}())"
+    ))
+}
+
+/// The log of one outbound stream.
+///
+/// `OutboxLog(*, max_frames=4096, max_bytes=16 MiB)` is a standalone, bounded log
+/// (stapel-runner-protocol 0.1.1's `OutboxLog()`): `emit(message)` stamps the next seq
+/// on the message (in place) and keeps its frame, `since(last_seq)` gives the replay tail,
+/// `ack(seq)` drops what the peer holds. A full log refuses `emit` with
+/// `ProtocolStateError` (`backpressure`, `frame_too_large`) until `ack` trims it.
+/// The logs of `ConnectionState.channel(task_id).outbound` are read-only copies.
+#[pyclass(module = "stapel_runner_protocol.state", name = "OutboxLog")]
 pub struct PyOutboxLog {
     inner: seq::OutboxLog,
+    /// `(max_frames, max_bytes)` of a standalone log; `None` for a read-only copy.
+    bounds: Option<(usize, usize)>,
+}
+
+impl PyOutboxLog {
+    fn view(inner: seq::OutboxLog) -> Self {
+        Self {
+            inner,
+            bounds: None,
+        }
+    }
 }
 
 #[pymethods]
 impl PyOutboxLog {
+    #[new]
+    #[pyo3(signature = (*, max_frames = DEFAULT_MAX_OUTBOX_FRAMES, max_bytes = DEFAULT_MAX_OUTBOX_BYTES))]
+    fn new(max_frames: usize, max_bytes: usize) -> Self {
+        Self {
+            inner: seq::OutboxLog::new(),
+            bounds: Some((max_frames, max_bytes)),
+        }
+    }
+
+    /// Stamp the next seq on `message` (in place), keep its encoded frame for replay and
+    /// return `message`. `ProtocolStateError` (`not_sequenced`, `backpressure`,
+    /// `frame_too_large`, `seq_exhausted`, `nested_too_deep`) leaves it unchanged.
+    fn emit<'py>(&mut self, message: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = message.py();
+        let (max_frames, max_bytes) = self.bounds.ok_or_else(|| read_only("OutboxLog"))?;
+        check_sequenced_arg(&message)?;
+        let log = &mut self.inner;
+        let outcome = with_message(&message, |m| match log.emit(m, max_frames, max_bytes) {
+            Ok(stamped) => (Ok(stamped.seq().unwrap_or(0)), stamped),
+            Err(e) => {
+                let err = (e.error.to_string(), e.code());
+                (Err(err), e.into_message())
+            }
+        })?;
+        match outcome {
+            Ok(seq) => {
+                set_seq(&message, seq)?;
+                Ok(message)
+            }
+            Err((text, code)) => Err(state_error(py, text, code)),
+        }
+    }
+
+    /// The peer holds everything up to `seq`: drop the kept frames at or below it
+    /// (numbering does not move). Returns how many were dropped.
+    fn ack(&mut self, seq: u64) -> PyResult<usize> {
+        if self.bounds.is_none() {
+            return Err(read_only("OutboxLog"));
+        }
+        Ok(self.inner.ack(seq))
+    }
+
+    /// `(max_frames, max_bytes)` of a standalone log; `None` for a read-only copy.
+    #[getter]
+    fn bounds(&self) -> Option<(usize, usize)> {
+        self.bounds
+    }
+
     /// Highest seq assigned so far (0 before anything is emitted).
     #[getter]
     fn last_seq(&self) -> u64 {
@@ -200,14 +275,62 @@ impl PyOutboxLog {
     }
 }
 
-/// A read-only view of one inbound stream's tracker (a copy).
-#[pyclass(module = "stapel_runner_protocol.state", name = "InboxTracker", frozen)]
+/// The tracker of one inbound stream.
+///
+/// `InboxTracker(*, window=1024)` is a standalone tracker (stapel-runner-protocol 0.1.1's
+/// `InboxTracker()`): `receive(seq)` returns `True` for a new seq and `False` for a
+/// duplicate; `last_seq` (the contiguous high-water mark) advances across a gap only once
+/// it fills. At most `window` seqs are recorded above `last_seq`: a seq beyond it, and
+/// seq 0, raise `ProtocolStateError` (`beyond_window`, `invalid_seq`) and record nothing.
+/// The trackers of `ConnectionState.channel(task_id).inbound` are read-only copies.
+#[pyclass(module = "stapel_runner_protocol.state", name = "InboxTracker")]
 pub struct PyInboxTracker {
     inner: seq::InboxTracker,
+    /// The window of a standalone tracker; `None` for a read-only copy.
+    window: Option<u64>,
+}
+
+impl PyInboxTracker {
+    fn view(inner: seq::InboxTracker) -> Self {
+        Self {
+            inner,
+            window: None,
+        }
+    }
 }
 
 #[pymethods]
 impl PyInboxTracker {
+    #[new]
+    #[pyo3(signature = (*, window = DEFAULT_INBOUND_WINDOW))]
+    fn new(window: u64) -> Self {
+        Self {
+            inner: seq::InboxTracker::new(),
+            window: Some(window),
+        }
+    }
+
+    /// Record `seq`: `True` when it is new, `False` for a duplicate.
+    fn receive(&mut self, py: Python<'_>, seq: u64) -> PyResult<bool> {
+        self.receive_arrival(py, seq).map(|a| a != "duplicate")
+    }
+
+    /// Record `seq` and say how it arrived: `"in_order"`, `"ahead"` (new, after a gap) or
+    /// `"duplicate"`.
+    fn receive_arrival(&mut self, py: Python<'_>, seq: u64) -> PyResult<&'static str> {
+        let window = self.window.ok_or_else(|| read_only("InboxTracker"))?;
+        self.inner
+            .receive(seq, window)
+            .map(Arrival::as_str)
+            .map_err(|e| state_error(py, e.to_string(), e.code()))
+    }
+
+    /// The out-of-order window of a standalone tracker; `None` for a read-only copy.
+    #[getter]
+    fn window(&self) -> Option<u64> {
+        self.window
+    }
+
     /// Highest seq such that every seq in `1..=last_seq` was received.
     #[getter]
     fn last_seq(&self) -> u64 {
@@ -232,49 +355,181 @@ impl PyInboxTracker {
     }
 }
 
-/// A read-only view of every stream of one task (a copy): outbound logs and inbound
-/// trackers keyed by attempt (`None` for hub→runner command streams).
+/// The streams of one task.
+///
+/// `TaskChannel(task_id, *, max_frames=4096, max_bytes=16 MiB, window=1024)` is a
+/// standalone channel (stapel-runner-protocol 0.1.1's `TaskChannel(task_id)`): one
+/// standalone `outbox` (`OutboxLog`) and one `inbox` (`InboxTracker`); `emit(message)`
+/// stamps and keeps, `receive(message)` records its seq (`False` for a duplicate),
+/// `replay(peer_last_seq)` is the outbox's tail and `last_received` the inbox's
+/// high-water mark.
+///
+/// `ConnectionState.channel(task_id)` and `.channels` give read-only copies of a
+/// state's task instead: outbound logs and inbound trackers keyed by attempt (`None` for
+/// hub→runner command streams); their `outbox` / `inbox` are copies of the task's
+/// latest stream (the highest attempt), and only `replay` and the getters work on them.
 #[pyclass(module = "stapel_runner_protocol.state", name = "TaskChannel", frozen)]
 pub struct PyTaskChannel {
     #[pyo3(get)]
     task_id: String,
     inner: seq::TaskChannel,
+    /// The outbox and inbox of a standalone channel; `None` for a read-only copy.
+    own: Option<(Py<PyOutboxLog>, Py<PyInboxTracker>)>,
+}
+
+impl PyTaskChannel {
+    fn view(task_id: String, inner: seq::TaskChannel) -> Self {
+        Self {
+            task_id,
+            inner,
+            own: None,
+        }
+    }
+
+    /// The standalone outbox and inbox, or the error for a read-only copy.
+    fn owned(&self) -> PyResult<&(Py<PyOutboxLog>, Py<PyInboxTracker>)> {
+        self.own.as_ref().ok_or_else(|| read_only("TaskChannel"))
+    }
+
+    /// A copy of the task's latest outbound log (an empty one when it has none).
+    fn latest_outbound(&self) -> PyOutboxLog {
+        let log = self
+            .inner
+            .outbound()
+            .max_by_key(|(a, _)| *a)
+            .map(|(_, l)| l);
+        PyOutboxLog::view(log.cloned().unwrap_or_default())
+    }
 }
 
 #[pymethods]
 impl PyTaskChannel {
-    /// `{attempt: OutboxLog}` of the task's outbound streams.
+    #[new]
+    #[pyo3(signature = (task_id, *, max_frames = DEFAULT_MAX_OUTBOX_FRAMES,
+                        max_bytes = DEFAULT_MAX_OUTBOX_BYTES, window = DEFAULT_INBOUND_WINDOW))]
+    fn new(
+        py: Python<'_>,
+        task_id: String,
+        max_frames: usize,
+        max_bytes: usize,
+        window: u64,
+    ) -> PyResult<Self> {
+        let outbox = Py::new(py, PyOutboxLog::new(max_frames, max_bytes))?;
+        let inbox = Py::new(py, PyInboxTracker::new(window))?;
+        Ok(Self {
+            task_id,
+            inner: seq::TaskChannel::default(),
+            own: Some((outbox, inbox)),
+        })
+    }
+
+    /// The outbound log: a standalone channel's own; a copy of the latest stream's for a
+    /// read-only copy.
+    #[getter]
+    fn outbox(&self, py: Python<'_>) -> PyResult<Py<PyOutboxLog>> {
+        match &self.own {
+            Some((outbox, _)) => Ok(outbox.clone_ref(py)),
+            None => Py::new(py, self.latest_outbound()),
+        }
+    }
+
+    /// The inbound tracker: a standalone channel's own; a copy of the latest stream's for
+    /// a read-only copy.
+    #[getter]
+    fn inbox(&self, py: Python<'_>) -> PyResult<Py<PyInboxTracker>> {
+        match &self.own {
+            Some((_, inbox)) => Ok(inbox.clone_ref(py)),
+            None => {
+                let t = self.inner.inbound().max_by_key(|(a, _)| *a).map(|(_, t)| t);
+                Py::new(py, PyInboxTracker::view(t.cloned().unwrap_or_default()))
+            }
+        }
+    }
+
+    /// Stamp `message` with the outbox's next seq and keep it (standalone channels).
+    fn emit<'py>(&self, message: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let (outbox, _) = self.owned()?;
+        outbox.borrow_mut(message.py()).emit(message)
+    }
+
+    /// Record an inbound message's seq: `False` for a duplicate (standalone channels).
+    fn receive(&self, message: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let py = message.py();
+        let (_, inbox) = self.owned()?;
+        let seq: u64 = message.getattr("seq")?.extract()?;
+        inbox.borrow_mut(py).receive(py, seq)
+    }
+
+    /// The outbound messages the peer is missing (`seq > peer_last_seq`).
+    fn replay<'py>(&self, py: Python<'py>, peer_last_seq: u64) -> PyResult<Bound<'py, PyList>> {
+        match &self.own {
+            Some((outbox, _)) => outbox.borrow(py).since(py, peer_last_seq),
+            None => self.latest_outbound().since(py, peer_last_seq),
+        }
+    }
+
+    /// `{attempt: OutboxLog}` of the task's outbound streams (read-only copies; a
+    /// standalone channel: `{None: outbox}`, a copy).
     #[getter]
     fn outbound<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        for (a, log) in self.inner.outbound() {
-            d.set_item(a, PyOutboxLog { inner: log.clone() })?;
+        match &self.own {
+            Some((outbox, _)) => d.set_item(
+                py.None(),
+                PyOutboxLog::view(outbox.borrow(py).inner.clone()),
+            )?,
+            None => {
+                for (a, log) in self.inner.outbound() {
+                    d.set_item(a, PyOutboxLog::view(log.clone()))?;
+                }
+            }
         }
         Ok(d)
     }
-    /// `{attempt: InboxTracker}` of the task's inbound streams.
+    /// `{attempt: InboxTracker}` of the task's inbound streams (read-only copies; a
+    /// standalone channel: `{None: inbox}`, a copy).
     #[getter]
     fn inbound<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        for (a, t) in self.inner.inbound() {
-            d.set_item(a, PyInboxTracker { inner: t.clone() })?;
+        match &self.own {
+            Some((_, inbox)) => d.set_item(
+                py.None(),
+                PyInboxTracker::view(inbox.borrow(py).inner.clone()),
+            )?,
+            None => {
+                for (a, t) in self.inner.inbound() {
+                    d.set_item(a, PyInboxTracker::view(t.clone()))?;
+                }
+            }
         }
         Ok(d)
     }
     /// Last contiguously received inbound seq of the task's highest inbound stream that
     /// has received anything: exactly what `resume_map` declares for the task (the core
-    /// answers both), 0 when nothing was received.
+    /// answers both), 0 when nothing was received. A standalone channel: its inbox's
+    /// `last_seq`.
     #[getter]
-    fn last_received(&self) -> u64 {
-        self.inner.last_received()
+    fn last_received(&self, py: Python<'_>) -> u64 {
+        match &self.own {
+            Some((_, inbox)) => inbox.borrow(py).inner.watermark(),
+            None => self.inner.last_received(),
+        }
     }
-    fn __repr__(&self) -> String {
-        format!(
-            "TaskChannel(task_id={:?}, outbound={}, inbound={})",
-            self.task_id,
-            self.inner.outbound().count(),
-            self.inner.inbound().count()
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match &self.own {
+            Some((outbox, inbox)) => format!(
+                "TaskChannel(task_id={:?}, last_seq={}, last_received={})",
+                self.task_id,
+                outbox.borrow(py).inner.last_seq(),
+                inbox.borrow(py).inner.watermark()
+            ),
+            None => format!(
+                "TaskChannel(task_id={:?}, outbound={}, inbound={})",
+                self.task_id,
+                self.inner.outbound().count(),
+                self.inner.inbound().count()
+            ),
+        }
     }
 }
 
@@ -443,13 +698,23 @@ impl PyConnectionState {
     }
 
     /// Given a peer's `hello.resume` map, the messages to re-send per task
-    /// (`{task_id: [messages]}`). Also acknowledges what the peer declared.
-    #[pyo3(signature = (resume = None))]
+    /// (`{task_id: [messages]}`). Also acknowledges what the peer declared. The map is
+    /// the first argument (`resume_map=`, or `resume=`).
+    #[pyo3(signature = (resume_map = None, *, resume = None))]
     fn replay_for<'py>(
         &mut self,
         py: Python<'py>,
+        resume_map: Option<&Bound<'py, PyAny>>,
         resume: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let resume = match (resume_map, resume) {
+            (Some(_), Some(_)) => {
+                return Err(PyTypeError::new_err(
+                    "replay_for() takes the resume map once (resume_map= or resume=)",
+                ))
+            }
+            (a, b) => a.or(b),
+        };
         let r = self.inner.replay_for(&parse_resume(resume)?);
         check_replay(py, &r)?;
         replay_messages(py, &r)
@@ -626,10 +891,7 @@ impl PyConnectionState {
             .inner
             .channel(task_id)
             .map_err(|e| state_error(py, e.to_string(), e.code()))?;
-        Ok(PyTaskChannel {
-            task_id: task_id.to_owned(),
-            inner,
-        })
+        Ok(PyTaskChannel::view(task_id.to_owned(), inner))
     }
 
     /// `{task_id: TaskChannel}` views of every known task, in first-seen order.
@@ -637,13 +899,7 @@ impl PyConnectionState {
     fn channels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         for (t, c) in self.inner.tasks() {
-            d.set_item(
-                t,
-                PyTaskChannel {
-                    task_id: t.to_owned(),
-                    inner: c.clone(),
-                },
-            )?;
+            d.set_item(t, PyTaskChannel::view(t.to_owned(), c.clone()))?;
         }
         Ok(d)
     }

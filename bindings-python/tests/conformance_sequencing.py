@@ -3,10 +3,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from conftest import json_equal
-from stapel_runner_protocol import ConnectionState, ProtocolStateError, decode, encode
+from stapel_runner_protocol import (
+    ConnectionState,
+    InboxTracker,
+    OutboxLog,
+    ProtocolStateError,
+    decode,
+    encode,
+)
 
 
 def _eq(what: str, got: Any, want: Any) -> None:
@@ -27,6 +34,49 @@ def _bytes(inp: Dict[str, Any], key: str) -> Optional[bytes]:
     if f"{key}_hex" in inp:
         return bytes.fromhex(inp[f"{key}_hex"])
     return None
+
+
+def _standalone_outbox(spec: Dict[str, Any]) -> List[Any]:
+    """``outbox_log``: one standalone ``OutboxLog``, the result of every op in order."""
+    bounds = {k: spec[k] for k in ("max_frames", "max_bytes") if k in spec}
+    log = OutboxLog(**bounds)
+    results: List[Any] = []
+    for op in spec["ops"]:
+        if "emit" in op:
+            msg = decode(op["emit"])
+            before = (encode(msg), getattr(msg, "seq", None))
+            try:
+                stamped = log.emit(msg)
+                assert stamped is msg, "emit must return the object it was given"
+                results.append({"frame": encode(stamped)})
+            except ProtocolStateError as e:
+                assert (encode(msg), getattr(msg, "seq", None)) == before, "emit error changed the message"
+                results.append({"error": e.code})
+        elif "ack" in op:
+            results.append({"dropped": log.ack(op["ack"])})
+        elif "since" in op:
+            try:
+                results.append({"frames": [encode(m) for m in log.since(op["since"])]})
+            except ProtocolStateError as e:
+                results.append({"error": e.code})
+        elif "last_seq" in op:
+            results.append({"value": log.last_seq})
+        else:
+            raise AssertionError(f"unknown outbox_log op {op}")
+    return results
+
+
+def _standalone_inbox(spec: Dict[str, Any]) -> Tuple[List[Any], int]:
+    """``inbox_tracker``: one standalone ``InboxTracker``; every arrival and the final
+    high-water mark."""
+    tracker = InboxTracker(**({"window": spec["window"]} if "window" in spec else {}))
+    arrivals: List[Any] = []
+    for seq in spec["receive"]:
+        try:
+            arrivals.append(tracker.receive_arrival(seq))
+        except ProtocolStateError as e:
+            arrivals.append({"error": e.code})
+    return arrivals, tracker.last_seq
 
 
 def run_sequencing(vector: Dict[str, Any]) -> None:
@@ -129,6 +179,12 @@ def run_sequencing(vector: Dict[str, Any]) -> None:
             except ProtocolStateError as e:
                 code = e.code
             _error(i, code, expect)
+        elif "outbox_log" in inp:
+            _eq(f"step {i} results", _standalone_outbox(inp["outbox_log"]), expect["results"])
+        elif "inbox_tracker" in inp:
+            arrivals, last_seq = _standalone_inbox(inp["inbox_tracker"])
+            _eq(f"step {i} arrivals", arrivals, expect["arrivals"])
+            _eq(f"step {i} last_seq", last_seq, expect["last_seq"])
         elif "snapshot_roundtrip" in inp:
             data = state.snapshot()
             restored = ConnectionState.restore(data)

@@ -44,8 +44,10 @@ def test_openai_and_mapping() -> None:
     assert split(usage_from_mapping(codex)) == (22272, 0, 4277, 438, 1152)
     five = {"cache_read": 1, "cache_write": 2, "fresh_input": 3, "output": 4, "thinking": 5}
     assert split(usage_from_mapping(five)) == (1, 2, 3, 4, 5)
+    # a partial split: the absent components are 0 (as in 0.1.1); the split stays closed
+    assert split(usage_from_mapping({"output": 1})) == (0, 0, 0, 1, 0)
     with pytest.raises(AdapterError):
-        usage_from_mapping({"output": 1})  # a partial split is not a split
+        usage_from_mapping({"output": 1, "total": 1})
     with pytest.raises(AdapterError):
         usage_from_mapping({"cache_read_input_tokens": 1, "cached_input_tokens": 1})
 

@@ -41,18 +41,48 @@ of :class:`ConnectionState`; the state persists with ``snapshot()`` /
 >>> runner.is_fully_acknowledged("T-1") and runner.forget_task("T-1"), runner.is_forgotten("T-1")
 (True, True)
 
-:class:`TaskChannel`, :class:`OutboxLog` and
-:class:`InboxTracker` are read-only views of a state's streams
-(``state.channel(task_id)``, ``state.channels``).
+Standalone pieces (stapel-runner-protocol 0.1.1's): ``OutboxLog()`` (``emit`` /
+``since`` / ``ack`` / ``last_seq``), ``InboxTracker()`` (``receive(seq)`` /
+``last_seq``) and ``TaskChannel(task_id)`` (``outbox``, ``inbox``, ``emit``, ``receive``,
+``replay``, ``last_received``), each bounded — ``max_frames`` / ``max_bytes`` kept,
+a ``window`` of seqs above ``last_seq`` — with ``ProtocolStateError`` codes
+(``backpressure``, ``frame_too_large``, ``beyond_window``, ``invalid_seq``) at the bound:
+
+>>> from stapel_runner_protocol import InboxTracker, OutboxLog, TaskCancel
+>>> log = OutboxLog(max_frames=2)
+>>> [log.emit(TaskCancel(task_id="T-1", reason=r)).seq for r in "ab"]
+[1, 2]
+>>> [m.reason for m in log.since(1)], log.ack(1), log.last_seq
+(['b'], 1, 2)
+>>> inbox = InboxTracker()
+>>> inbox.receive(1), inbox.receive(3), inbox.receive(1), inbox.last_seq
+(True, True, False, 1)
+
+The :class:`TaskChannel`, :class:`OutboxLog` and :class:`InboxTracker` objects a
+state gives (``state.channel(task_id)``, ``state.channels``) are read-only copies of its
+streams.
 """
 
 from __future__ import annotations
 
-from ._native import ConnectionState, InboxTracker, OutboxLog, TaskChannel, is_sequenced
+from typing import FrozenSet
+
+from ._native import (
+    ConnectionState,
+    InboxTracker,
+    OutboxLog,
+    TaskChannel,
+    is_sequenced,
+    message_types,
+)
 
 from ._types import Position, ReplayReport, Resync, SequencingConfig, StreamReplay
 
+#: The message types that take part in per-task sequencing (the core's list).
+SEQUENCED_TYPES: FrozenSet[str] = frozenset(t for t in message_types() if is_sequenced(t))
+
 __all__ = [
+    "SEQUENCED_TYPES",
     "ConnectionState",
     "TaskChannel",
     "OutboxLog",
