@@ -18,8 +18,12 @@ child's stdin, waits ``grace_s``, then sends SIGTERM and, after another grace, S
 (to the child's process group when it leads one, else to the child), and finally
 SIGKILL to the whole group; it is idempotent. Inject ``spawn`` (``role_spec ->
 process``) to test against a fake child: the process needs ``stdin`` (``write``/
-``flush``/``close``, bytes or text) and ``stdout`` (``read1`` or ``readline``), and may
-have ``pid``, ``wait``, ``terminate`` and ``kill``.
+``flush``/``close``, text or bytes) and ``stdout`` (``read1`` or ``readline``), and may
+have ``pid``, ``poll``, ``wait``, ``terminate`` and ``kill``. ``close()`` drives it
+through the same escalation: it closes ``stdin``, waits (``wait(timeout=grace)``), and
+while ``poll()`` still returns ``None`` calls ``terminate()``, waits again, then
+``kill()``. A child without ``poll`` counts as exited once its ``wait`` returns (or at
+once, without ``wait``).
 """
 
 from __future__ import annotations
@@ -47,6 +51,27 @@ DEFAULT_GRACE_S = DEFAULT_GRACE_MS / 1000
 _READ_CHUNK = 64 * 1024
 
 Command = Union[Sequence[str], Callable[[RoleSpec], Sequence[str]]]
+
+
+def _check_usage_mapper(usage_mapper: Optional[Callable[[Any], Any]]) -> None:
+    """``usage_mapper`` (stapel-runner-protocol 0.1.1's keyword) may name one of this
+    package's mappings; the core maps every result line's usage itself
+    (:func:`~stapel_runner_protocol.usage.usage_from_mapping`, which recognises the
+    split, Anthropic- and OpenAI-shaped usage by their keys), so no other callable can
+    take part."""
+    from .usage import usage_from_anthropic, usage_from_mapping, usage_from_openai
+
+    if usage_mapper is None or usage_mapper in (
+        usage_from_mapping,
+        usage_from_anthropic,
+        usage_from_openai,
+    ):
+        return
+    raise TypeError(
+        "usage_mapper must be usage_from_mapping, usage_from_anthropic or "
+        "usage_from_openai: the core maps each result line's usage (the five-component "
+        "split, Anthropic- or OpenAI-shaped, recognised by its keys)"
+    )
 
 
 def _now_ms() -> int:
@@ -81,11 +106,13 @@ class SubprocessSession(Session):
         self,
         process: Any,
         *,
+        usage_mapper: Optional[Callable[[Any], Any]] = None,
         on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
         max_line_bytes: int = DEFAULT_TURN_MAX_LINE_BYTES,
         grace_s: float = DEFAULT_GRACE_S,
         _machine: Optional[SubprocessTurnMachine] = None,
     ) -> None:
+        _check_usage_mapper(usage_mapper)
         self._proc = process
         self._on_progress = on_progress
         self._write_failure: Optional[BaseException] = None
@@ -174,9 +201,9 @@ class SubprocessSession(Session):
         stdin = self._proc.stdin
         try:
             try:
-                stdin.write(line.encode("utf-8"))
+                stdin.write(line)  # a text-mode pipe (or a fake child's)
             except TypeError:
-                stdin.write(line)
+                stdin.write(line.encode("utf-8"))  # a binary pipe
             stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
             self._write_failure = exc
@@ -199,18 +226,36 @@ class SubprocessSession(Session):
             pass
 
     def _await_exit(self, deadline: int) -> None:
-        """Wait for the child's exit until ``deadline``; report which came first."""
+        """Wait for the child's exit until ``deadline``; report which came first.
+
+        ``wait(timeout=…)`` raising ``TimeoutExpired`` means the grace ran out. A child
+        whose ``wait`` returns (or that has none) while its ``poll()`` still returns
+        ``None`` — an injected fake child, whose ``wait`` does not block — has not exited
+        within the grace either, so the machine's escalation goes on (``terminate()``,
+        then ``kill()``). A child without ``poll`` counts as exited once ``wait``
+        returns."""
         wait = getattr(self._proc, "wait", None)
-        if wait is None:  # nothing to wait for: the fake child is done
-            self._machine.exited(_now_ms())
-            return
-        try:
-            wait(timeout=max(0, deadline - _now_ms()) / 1000)
-        except subprocess.TimeoutExpired:
-            # wait() measured the grace itself: the deadline has passed.
+        if wait is not None:
+            try:
+                wait(timeout=max(0, deadline - _now_ms()) / 1000)
+            except subprocess.TimeoutExpired:
+                # wait() measured the grace itself: the deadline has passed.
+                self._machine.timeout(max(_now_ms(), deadline))
+                return
+        if self._still_running():
             self._machine.timeout(max(_now_ms(), deadline))
         else:
             self._machine.exited(_now_ms())
+
+    def _still_running(self) -> bool:
+        """``True`` while the child's ``poll()`` reports no exit status."""
+        poll = getattr(self._proc, "poll", None)
+        if poll is None:
+            return False
+        try:
+            return poll() is None
+        except Exception:
+            return False
 
     def _signal(self, target: str, name: str) -> None:
         sig = signal.SIGKILL if name == "KILL" else signal.SIGTERM
@@ -249,7 +294,10 @@ class SubprocessAdapter(HarnessAdapter):
 
     ``command`` is a list (``["my-harness", "--json"]``) or a callable ``role_spec ->
     list``; ``env`` adds variables to the cleared environment; ``spawn`` replaces the
-    default spawn (e.g. with a fake child in tests).
+    default spawn (e.g. with a fake child in tests: the session then drives that object —
+    its ``stdin``, ``stdout``, ``poll``, ``wait``, ``terminate`` and ``kill`` — through
+    the same stop escalation). ``usage_mapper`` may name one of this package's usage
+    mappings (see :func:`_check_usage_mapper`).
 
     Its turns return :class:`~stapel_runner_protocol.adapters.TurnResult` (usage: a
     ``stapel_taskspecs.UsageSplit``), so without ``stapel-taskspecs`` (Python 3.9/3.10)
@@ -262,12 +310,14 @@ class SubprocessAdapter(HarnessAdapter):
         command: Optional[Command] = None,
         *,
         spawn: Optional[SpawnFn] = None,
+        usage_mapper: Optional[Callable[[Any], Any]] = None,
         on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
         env: Optional[Mapping[str, str]] = None,
         max_line_bytes: int = DEFAULT_TURN_MAX_LINE_BYTES,
         grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
         _require_taskspecs("SubprocessAdapter")
+        _check_usage_mapper(usage_mapper)
         self._command = command
         self._env = dict(env or {})
         self._spawn = spawn
