@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from stapel_runner_protocol import Hello, TaskCancel, TaskProgress
+from stapel_runner_protocol import Hello, ProtocolStateError, TaskCancel, TaskProgress
 from stapel_runner_protocol.session import HubSession
 from stapel_runner_protocol.transport_ws import Event, HubConnection, RunnerConnection
 
@@ -81,9 +81,19 @@ def test_runner_and_hub_over_websocket_with_resume() -> None:
     asyncio.run(main())
 
 
-def test_missing_hello_is_a_type_error() -> None:
-    with pytest.raises(TypeError):
-        RunnerConnection("ws://127.0.0.1:1")
+def test_without_hello_the_first_send_must_be_a_hello() -> None:
+    # 0.1.1's form: the session starts with the Hello the application sends.
+    async def main() -> None:
+        conn = RunnerConnection("ws://127.0.0.1:1")
+        with pytest.raises(ProtocolStateError) as info:
+            await conn.send(TaskProgress(task_id="T-1", kind="state"))
+        assert info.value.code == "no_hello"
+        await conn.send(Hello(project_id="p", runner_version="1"))
+        progress = TaskProgress(task_id="T-1", kind="state")
+        await conn.send(progress)  # kept for the first connect
+        assert progress.seq == 1
+
+    asyncio.run(main())
 
 
 def test_event_alias() -> None:

@@ -87,6 +87,8 @@ from ._native import (
     HOST_REPLACED_REASON,
     Hello,
     HubHost,
+    Ping,
+    Pong,
     SocketHost,
     TaskAssign,
     TaskCancel,
@@ -94,6 +96,8 @@ from ._native import (
     TaskReportMessage,
     bearer_authorization,
     bearer_token,
+    decode,
+    encode,
     runner_is_idle,
 )
 from .errors import AdapterUnavailableError, ProtocolStateError
@@ -101,7 +105,7 @@ from .session import HubSession, RunnerSession, SessionMachine
 
 __all__ = ["RunnerConnection", "HubConnection", "HubServer", "HubRunner", "Event",
            "Authenticate", "EVENT_QUEUE_SIZE", "CLOSE_TIMEOUT_S", "MAX_IDLE_RUNNERS",
-           "SocketHost", "HubHost"]
+           "SocketHost", "HubHost", "send", "recv", "iter_messages"]
 
 #: A sequenced message a connection sends.
 Sequenced = Union[TaskAssign, TaskProgress, TaskReportMessage, TaskCancel]
@@ -515,7 +519,7 @@ class _Connection:
         is the last one, unless a newer socket is already attached when it is taken
         (say, ``connect()`` on an open connection) — then the events go on."""
         while True:
-            event = await self.recv()
+            event = await self._events.get()
             yield event
             if event[0] == "disconnected" and not self.connected:
                 return
@@ -529,6 +533,19 @@ class _Connection:
             await driver.stop()
 
 
+#: The keyword arguments of :class:`RunnerSession` a :class:`RunnerConnection` passes on.
+_SESSION_KEYWORDS = frozenset({
+    "state", "validate", "ping_interval_ms", "peer_timeout_ms", "ack_every_frames",
+    "ack_delay_ms", "max_ack_entries", "max_control_frame_bytes", "max_held_frames",
+    "max_held_bytes", "min_protocol_version", "max_protocol_version", "max_line_bytes",
+    "sequencing",
+})
+
+#: The :class:`Hello` fields a :class:`RunnerConnection` builds its hello from.
+_HELLO_KEYWORDS = frozenset({"project_id", "runner_version", "capabilities",
+                             "protocol_version"})
+
+
 class RunnerConnection(_Connection):
     """The runner's outbound connection to the hub::
 
@@ -538,11 +555,26 @@ class RunnerConnection(_Connection):
             async for kind, value in conn.events():
                 ...
 
-    ``session`` defaults to a new :class:`RunnerSession` over ``hello`` (extra keyword
-    arguments other than the ones below go to it, e.g. ``ping_interval_ms``).
-    ``connect`` replaces ``websockets.connect`` (it is awaited with the url and the
-    connect keywords, e.g. ``additional_headers``). ``max_queued_events`` bounds the
-    event queue (:data:`EVENT_QUEUE_SIZE`).
+    ``session`` defaults to a new :class:`RunnerSession` over ``hello``. Keyword
+    arguments: ``RunnerSession``'s (``ping_interval_ms``, ``validate``, …) go to it,
+    ``Hello``'s fields (``project_id``, ``runner_version``, ``capabilities``,
+    ``protocol_version``) build the hello when ``hello`` is not given, and any other
+    goes to ``websockets.connect`` (as do ``connect_kwargs``, e.g.
+    ``additional_headers``). ``connect`` replaces ``websockets.connect`` (it is awaited
+    with the url and the connect keywords). ``max_queued_events`` bounds the event queue
+    (:data:`EVENT_QUEUE_SIZE`).
+
+    **stapel-runner-protocol 0.1.1's form** — ``RunnerConnection(url, auth_token=...)``
+    without ``hello`` or ``session`` — works as 0.1.1 code expects: the session is
+    created from the first :class:`Hello` the application sends (``await
+    conn.send(hello)``; the session sends it, with ``resume``, and does so by itself
+    on every later connect), ``recv()`` returns the next received message and
+    ``async for message in conn`` yields them until the socket is gone. Received
+    frames are validated only with ``validate=True`` (0.1.1's default is ``False``).
+    Keepalive is the session's: it pings and answers the hub's pings itself, so a
+    ``Ping`` never reaches the application, :meth:`answer_ping` has nothing to do and
+    ``send`` of a ``Ping`` or ``Pong`` sends nothing. In the other form, ``recv()``
+    returns ``(kind, value)`` events.
     """
 
     def __init__(
@@ -556,18 +588,38 @@ class RunnerConnection(_Connection):
         clock: Clock = time.monotonic,
         connect_kwargs: Optional[dict] = None,  # type: ignore[type-arg]
         max_queued_events: int = EVENT_QUEUE_SIZE,
-        **session_kwargs: Any,
+        **kwargs: Any,
     ) -> None:
-        if session is None:
-            if hello is None:
-                raise TypeError("RunnerConnection needs hello= (or session=)")
+        session_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _SESSION_KEYWORDS}
+        hello_fields = {k: kwargs.pop(k) for k in list(kwargs) if k in _HELLO_KEYWORDS}
+        #: 0.1.1's form: messages (not events) from recv() and iteration.
+        self._messages_only = hello is None and session is None
+        if hello_fields:
+            if hello is not None or session is not None:
+                raise TypeError(
+                    f"RunnerConnection takes hello fields ({', '.join(sorted(hello_fields))}) "
+                    "only without hello= or session="
+                )
+            hello = Hello(**hello_fields)
+        if self._messages_only:
+            session_kwargs.setdefault("validate", False)
+        self._session_kwargs = session_kwargs
+        if session is None and hello is not None:
             session = RunnerSession(hello, **session_kwargs)
-        self.session = session
+        elif session is not None and session_kwargs:
+            raise TypeError(
+                f"RunnerConnection got session keywords ({', '.join(sorted(session_kwargs))}) "
+                "next to session="
+            )
+        if session is not None:
+            self.session = session
+        self._has_session = session is not None
         self.url = url
         self._connect = connect
         self._clock = clock
         self._max_queued_events = max_queued_events
         self._connect_kwargs = dict(connect_kwargs or {})
+        self._connect_kwargs.update(kwargs)
         authorization = bearer_authorization(auth_token or "")
         if authorization is not None:
             headers = dict(self._connect_kwargs.pop("additional_headers", None) or {})
@@ -575,27 +627,134 @@ class RunnerConnection(_Connection):
             self._connect_kwargs["additional_headers"] = headers
         self._driver = None
         self._connecting: Optional[asyncio.Lock] = None
+        #: A socket opened before the session exists (0.1.1's form, before its Hello).
+        self._waiting_socket: Any = None
 
     async def connect(self) -> "RunnerConnection":
         """Open the socket (closing the current one first); the session sends its hello
         (with resume) and replays. Concurrent calls run one after the other: the last
-        one's socket stays, every earlier one is closed."""
+        one's socket stays, every earlier one is closed. In 0.1.1's form, before the
+        first ``Hello`` is sent, the socket waits for it."""
         if self._connecting is None:
             self._connecting = asyncio.Lock()
         async with self._connecting:
             await self.close()
             connect = self._connect or _websockets_connect()
             socket = await connect(self.url, **self._connect_kwargs)
-            driver = _Driver(self.session, socket, self._clock, self._events)
-            self._driver = driver
-            await driver.start()
+            if self._has_session:
+                await self._attach(socket)
+            else:
+                self._waiting_socket = socket
         return self
+
+    async def _attach(self, socket: Any) -> None:
+        driver = _Driver(self.session, socket, self._clock, self._events)
+        self._driver = driver
+        await driver.start()
+
+    async def send(self, message: Any) -> None:
+        """Send a sequenced message (stamped with its seq, kept for replay). While
+        disconnected it is kept and sent after the next connect. A ``Hello`` creates the
+        session in 0.1.1's form (and is sent as its hello); once the session exists, a
+        ``Hello``, ``Ping`` or ``Pong`` sends nothing (the session sends its own)."""
+        if isinstance(message, Hello):
+            if not self._has_session:
+                self.session = RunnerSession(message, **self._session_kwargs)
+                self._has_session = True
+                socket, self._waiting_socket = self._waiting_socket, None
+                if socket is not None:
+                    await self._attach(socket)
+            return
+        if isinstance(message, (Ping, Pong)):
+            return
+        if not self._has_session:
+            raise ProtocolStateError(
+                "send a Hello first: the connection's session starts with it",
+                code="no_hello",
+            )
+        await super().send(message)
+
+    async def recv(self) -> Any:
+        """The next application event ``(kind, value)`` (events survive reconnects:
+        nothing the session delivered is dropped). In 0.1.1's form: the next received
+        message; a transport failure is raised, and the end of the socket raises
+        ``websockets.exceptions.ConnectionClosedOK``."""
+        if not self._messages_only:
+            return await super().recv()
+        while True:
+            kind, value = await self._events.get()
+            if kind == "received":
+                return value
+            if kind == "error" and isinstance(value, BaseException):
+                raise value
+            if kind == "disconnected" and not self.connected:
+                raise _connection_closed()
+            _log.debug("transport_ws: %s event not delivered by recv(): %r", kind, value)
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        """The received messages, in order, until the socket is gone (0.1.1's
+        ``async for message in conn``; in either form)."""
+        return self._messages()
+
+    async def _messages(self) -> AsyncIterator[Any]:
+        async for kind, value in self.events():
+            if kind == "received":
+                yield value
+            elif kind == "error" and isinstance(value, BaseException):
+                raise value
+
+    async def answer_ping(self, ping: Ping) -> None:
+        """Nothing to do: the session answers every ping itself (0.1.1's method, kept so
+        its code runs)."""
+
+    async def close(self) -> None:
+        """Close the socket (the session state is kept). Idempotent."""
+        socket, self._waiting_socket = self._waiting_socket, None
+        if socket is not None:
+            await _close_quietly(socket)
+        await super().close()
 
     async def __aenter__(self) -> "RunnerConnection":
         return await self.connect()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _close_quietly(socket: Any) -> None:
+    """Close a socket no session ever used (bounded by :data:`CLOSE_TIMEOUT_S`)."""
+    try:
+        await asyncio.wait_for(socket.close(), CLOSE_TIMEOUT_S)
+    except Exception:
+        await _abort(socket)
+
+
+def _connection_closed() -> BaseException:
+    """``websockets.exceptions.ConnectionClosedOK`` (0.1.1's ``recv`` on a closed socket
+    raised it), or ``ConnectionError`` without websockets."""
+    try:
+        from websockets.exceptions import ConnectionClosedOK
+    except ImportError:
+        return ConnectionError("the connection is closed")
+    return ConnectionClosedOK(None, None)
+
+
+async def send(websocket: Any, message: Any) -> None:
+    """Encode ``message`` (a message or a dict) and send it over ``websocket`` as one text
+    frame (0.1.1's helper; no session: nothing is sequenced or kept)."""
+    await websocket.send(encode(message))
+
+
+async def recv(websocket: Any, *, validate: bool = False) -> Any:
+    """Receive one frame from ``websocket`` and decode it (0.1.1's helper)."""
+    return decode(await websocket.recv(), validate=validate)
+
+
+async def iter_messages(websocket: Any, *, validate: bool = False) -> AsyncIterator[Any]:
+    """Decode every frame of ``websocket`` until it closes (0.1.1's helper for a hub-side
+    socket; :class:`HubServer` is the session-driven hub)."""
+    async for frame in websocket:
+        yield decode(frame, validate=validate)
 
 
 class HubConnection(_Connection):
