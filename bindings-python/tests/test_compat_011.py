@@ -104,7 +104,7 @@ def test_outbox_log_standalone() -> None:
     a = log.emit(TaskCancel(task_id="T-1", reason="a"))
     b = log.emit(TaskCancel(task_id="T-1", reason="b"))
     assert (a.seq, b.seq, log.last_seq) == (1, 2, 2)
-    assert [m.reason for m in log.since(0)] == ["a", "b"]
+    assert [m.to_dict()["reason"] for m in log.since(0)] == ["a", "b"]
     assert [m.seq for m in log.since(1)] == [2]
     log.ack(1)
     assert [m.seq for m in log.since(0)] == [2]
@@ -170,7 +170,7 @@ def test_readme_resume_example_and_keyword_resume_map() -> None:
     resume = runner.resume_map()
     assert resume == {"T-1": 1}
     replay = hub.replay_for(resume_map=resume)
-    assert [m.reason for m in replay["T-1"]] == [c2.reason]
+    assert [m.to_dict()["reason"] for m in replay["T-1"]] == [c2.reason]
     assert state_module.SEQUENCED_TYPES == frozenset(
         {"task.assign", "task.cancel", "task.progress", "task.report"})
 
