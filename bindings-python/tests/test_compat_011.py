@@ -346,3 +346,39 @@ def test_runner_connection_builds_its_hello_from_keywords() -> None:
     assert conn._connect_kwargs["additional_headers"] == {"Authorization": "Bearer t"}
     with pytest.raises(TypeError):
         RunnerConnection("ws://x", hello=Hello(project_id="p"), project_id="q")
+
+
+def test_011_runner_code_against_a_011_style_hub() -> None:
+    """Both ends written as 0.1.1 code: the hub reads a raw socket with ``iter_messages``,
+    numbers its commands with ``ConnectionState("hub")`` and answers pings."""
+    from stapel_runner_protocol.transport_ws import RunnerConnection, iter_messages, send
+
+    async def main() -> None:
+        seen: List[Any] = []
+        got_progress = asyncio.Event()
+        hub_state = ConnectionState("hub")
+
+        async def handler(ws: Any) -> None:
+            async for msg in iter_messages(ws, validate=True):
+                seen.append(msg)
+                if isinstance(msg, TaskProgress):
+                    got_progress.set()
+                if isinstance(msg, Hello):
+                    assign = TaskAssign(task_id="T-1", task={"id": "T-1"}, role="coder")
+                    await send(ws, hub_state.emit(assign))
+                elif isinstance(msg, srp.Ping):
+                    await send(ws, srp.Pong.answer(msg))
+
+        async with websockets.serve(handler, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            async with RunnerConnection(f"ws://127.0.0.1:{port}", auth_token="t") as conn:
+                await conn.send(Hello(project_id="p", runner_version="1"))
+                msg = await asyncio.wait_for(conn.recv(), 5)
+                assert isinstance(msg, TaskAssign) and msg.seq == 1
+                await conn.send(TaskProgress(task_id="T-1", kind="state", payload={"a": 1}))
+                await asyncio.wait_for(got_progress.wait(), 5)
+        progress = [m for m in seen if isinstance(m, TaskProgress)]
+        assert isinstance(seen[0], Hello) and seen[0].project_id == "p"
+        assert [(p.seq, p.payload) for p in progress] == [(1, {"a": 1})]
+
+    asyncio.run(main())
