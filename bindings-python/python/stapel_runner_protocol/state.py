@@ -77,6 +77,7 @@ from ._native import (
 )
 
 from ._types import Position, ReplayReport, Resync, SequencingConfig, StreamReplay
+from .errors import ProtocolStateError  # noqa: F401 (0.1.1's name here)
 
 #: The message types that take part in per-task sequencing (the core's list).
 SEQUENCED_TYPES: FrozenSet[str] = frozenset(t for t in message_types() if is_sequenced(t))

@@ -22,7 +22,7 @@ from ._native import (
     schema_files,
     validate,
 )
-from .errors import UnknownMessageError
+from .errors import SchemaValidationError, UnknownMessageError  # noqa: F401 (0.1.1's names)
 
 __all__ = [
     "validate",
