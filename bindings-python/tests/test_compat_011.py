@@ -382,3 +382,25 @@ def test_011_runner_code_against_a_011_style_hub() -> None:
         assert [(p.seq, p.payload) for p in progress] == [(1, {"a": 1})]
 
     asyncio.run(main())
+
+
+def test_state_module_examples() -> None:
+    import doctest
+
+    result = doctest.testmod(state_module)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_subprocess_child_ignoring_terminate_is_killed() -> None:
+    class Stubborn(FakeChild):
+        def terminate(self) -> None:
+            self.calls.append("terminate")  # ignored: still running
+
+        def kill(self) -> None:
+            self.calls.append("kill")
+            self.returncode = -9
+
+    child = Stubborn([])
+    SubprocessAdapter(spawn=lambda role: child).open_session(RoleSpec()).close()
+    assert [c for c in child.calls if c != "wait"] == ["terminate", "kill"]
+    assert child.returncode == -9
