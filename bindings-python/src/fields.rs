@@ -175,6 +175,18 @@ impl<T: Native> Slot<T> {
         })
     }
 
+    /// `true` when the field holds nothing: an empty native value, or an empty `dict`.
+    pub fn is_empty(&self, py: Python<'_>) -> bool {
+        match self {
+            Slot::Native(v) => *v == T::default(),
+            Slot::Py(p) => p
+                .bind(py)
+                .cast_exact::<PyDict>()
+                .is_ok_and(|d| d.is_empty()),
+            Slot::Text(_) => false,
+        }
+    }
+
     /// Replace the field with a Python object.
     pub fn set(&mut self, obj: &Bound<'_, PyAny>) {
         *self = Slot::Py(obj.clone().unbind());

@@ -10,7 +10,6 @@
 //! and nesting deeper than [`MAX_DEPTH`] a `ValueError` (this also stops cycles).
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use std::cell::RefCell;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -61,7 +60,7 @@ pub fn jvalue_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAn
         Value::Null => py.None().into_bound(py),
         Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
         Value::Number(n) => number_to_py(py, n)?,
-        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::String(s) => crate::pyobj::new_str(py, s).into_any(),
         Value::Array(items) => {
             let list = PyList::empty(py);
             for item in items {
@@ -93,46 +92,9 @@ pub fn object_to_py<'py>(py: Python<'py>, m: &Object) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
-/// Slots of the key cache (a power of two).
-const KEY_SLOTS: usize = 512;
-/// Longest key the cache holds.
-const MAX_CACHED_KEY: usize = 32;
-
-/// A cache slot: a key and its `str`.
-type KeySlot = Option<(CompactString, Py<PyString>)>;
-
-thread_local! {
-    /// The `str` objects of recently converted object keys, direct-mapped by a hash of
-    /// the key: protocol objects use a small set of keys over and over, and reusing the
-    /// `str` saves creating it and hashing it again on `dict` insertion. Bounded
-    /// (`KEY_SLOTS` × at most `MAX_CACHED_KEY` bytes); a colliding key replaces the slot.
-    static KEYS: RefCell<Vec<KeySlot>> = RefCell::new((0..KEY_SLOTS).map(|_| None).collect());
-}
-
 /// An object key as a Python `str`, from the cache when it was seen recently.
 fn key_to_py<'py>(py: Python<'py>, key: &str) -> Bound<'py, PyString> {
-    if key.len() > MAX_CACHED_KEY {
-        return PyString::new(py, key);
-    }
-    // FNV-1a: a few nanoseconds for a short key; the slot is confirmed by comparison.
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    let slot = (hash as usize) & (KEY_SLOTS - 1);
-    KEYS.with(|cache| {
-        // A finaliser run by an allocation below could re-enter; then skip the cache.
-        let Ok(mut cache) = cache.try_borrow_mut() else {
-            return PyString::new(py, key);
-        };
-        if let Some((k, s)) = &cache[slot] {
-            if k == key {
-                return s.bind(py).clone();
-            }
-        }
-        let s = PyString::new(py, key);
-        cache[slot] = Some((CompactString::new(key), s.clone().unbind()));
-        s
-    })
+    crate::pyobj::key(py, key)
 }
 
 /// A list of strings as a new Python `list`.
@@ -172,21 +134,67 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 }
 
 fn dict_to_object(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Object> {
-    let mut m = Vec::with_capacity(d.len());
-    for (k, v) in d.iter() {
-        let key = match k.cast::<PyString>() {
-            Ok(s) => CompactString::from(s.to_cow()?),
-            Err(_) => {
-                return Err(PyTypeError::new_err(format!(
-                    "JSON object keys must be str, not {}",
-                    type_name(&k)
-                )))
+    let py = d.py();
+    let dict = d.as_ptr();
+    // SAFETY: the GIL is held and `dict` is a dict. The key and value `PyDict_Next` lends
+    // are turned into owned references before anything else runs, and a dict that
+    // changes size meanwhile (Python code run by a subclass's conversion) is refused.
+    unsafe {
+        let size = pyo3::ffi::PyDict_Size(dict);
+        let mut m = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        let mut pos: pyo3::ffi::Py_ssize_t = 0;
+        let mut key: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+        let mut value: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+        while pyo3::ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+            let k = Bound::from_borrowed_ptr(py, key);
+            let v = Bound::from_borrowed_ptr(py, value);
+            let key = match utf8_exact(k.as_ptr()) {
+                Some(s) => CompactString::new(s),
+                None => match k.cast::<PyString>() {
+                    Ok(s) => CompactString::from(s.to_cow()?),
+                    Err(_) => {
+                        return Err(PyTypeError::new_err(format!(
+                            "JSON object keys must be str, not {}",
+                            type_name(&k)
+                        )))
+                    }
+                },
+            };
+            m.push((key, to_value(&v, depth + 1)?));
+            if pyo3::ffi::PyDict_Size(dict) != size {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "dictionary changed size during iteration",
+                ));
             }
-        };
-        m.push((key, to_value(&v, depth + 1)?));
+        }
+        // A dict's keys are unique; two distinct `str` keys are distinct JSON keys.
+        Object::from_unique(m).map_err(|e| PyValueError::new_err(e.to_string()))
     }
-    // A dict's keys are unique; two distinct `str` keys are distinct JSON keys.
-    Object::from_unique(m).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The UTF-8 of an exact `str`, borrowed from it; `None` for any other object and for a
+/// `str` with lone surrogates (the caller's slower path then reports it).
+///
+/// # Safety
+/// The GIL is held and `obj` is a valid object that outlives the result.
+#[inline]
+unsafe fn utf8_exact<'a>(obj: *mut pyo3::ffi::PyObject) -> Option<&'a str> {
+    // SAFETY: the caller's contract; the view lives as long as the str.
+    unsafe {
+        if pyo3::ffi::PyUnicode_CheckExact(obj) == 0 {
+            return None;
+        }
+        let mut len: pyo3::ffi::Py_ssize_t = 0;
+        let data = pyo3::ffi::PyUnicode_AsUTF8AndSize(obj, &mut len);
+        if data.is_null() {
+            pyo3::ffi::PyErr_Clear();
+            return None;
+        }
+        Some(std::str::from_utf8_unchecked(std::slice::from_raw_parts(
+            data.cast::<u8>(),
+            usize::try_from(len).ok()?,
+        )))
+    }
 }
 
 fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
@@ -195,8 +203,25 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
             "value nested deeper than {MAX_DEPTH} levels (or a reference cycle)"
         )));
     }
-    if let Ok(s) = obj.cast_exact::<PyString>() {
-        return Ok(Value::String(CompactString::from(s.to_cow()?)));
+    let ptr = obj.as_ptr();
+    // SAFETY: the GIL is held; exact built-in types are read without running Python code.
+    unsafe {
+        if let Some(s) = utf8_exact(ptr) {
+            return Ok(Value::String(CompactString::new(s)));
+        }
+        if pyo3::ffi::PyLong_CheckExact(ptr) != 0 {
+            let mut overflow = 0;
+            let v = pyo3::ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
+            if overflow == 0 && !(v == -1 && !pyo3::ffi::PyErr_Occurred().is_null()) {
+                return Ok(Value::from(v));
+            }
+            pyo3::ffi::PyErr_Clear();
+        }
+        if pyo3::ffi::PyFloat_CheckExact(ptr) != 0 {
+            return Number::from_f64(pyo3::ffi::PyFloat_AS_DOUBLE(ptr))
+                .map(Value::Number)
+                .ok_or_else(|| PyValueError::new_err("NaN and infinity are not JSON"));
+        }
     }
     if obj.is_none() {
         return Ok(Value::Null);
@@ -289,13 +314,20 @@ impl<'py> Sink for ToPy<'py> {
         Ok(PyFloat::new(self.0, v).into_any())
     }
     fn string(&mut self, v: &str) -> PyResult<Self::Value> {
-        Ok(PyString::new(self.0, v).into_any())
+        Ok(crate::pyobj::new_str(self.0, v).into_any())
     }
     fn object(&mut self) -> PyResult<Self::Object> {
         Ok(PyDict::new(self.0))
     }
     fn member(&mut self, o: &mut Self::Object, key: &str, v: Self::Value) -> PyResult<()> {
-        o.set_item(key_to_py(self.0, key), v)
+        let key = key_to_py(self.0, key);
+        // SAFETY: the GIL is held; `o` is a dict, `key` a str and `v` an object, all
+        // valid; `PyDict_SetItem` takes its own references.
+        if unsafe { pyo3::ffi::PyDict_SetItem(o.as_ptr(), key.as_ptr(), v.as_ptr()) } == 0 {
+            Ok(())
+        } else {
+            Err(PyErr::fetch(self.0))
+        }
     }
     fn end_object(&mut self, o: Self::Object) -> PyResult<Self::Value> {
         Ok(o.into_any())

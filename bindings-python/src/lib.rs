@@ -8,6 +8,7 @@
 
 mod adapter;
 mod contract;
+mod encode;
 mod errors;
 mod fastcall;
 mod fields;
@@ -16,6 +17,7 @@ mod host;
 mod json;
 mod local;
 mod messages;
+mod pyobj;
 mod reducer;
 mod sequencing;
 mod session;
@@ -23,7 +25,7 @@ mod wire;
 
 use pyo3::prelude::*;
 
-#[pymodule]
+#[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<messages::PyHello>()?;
     m.add_class::<messages::PyTaskAssign>()?;

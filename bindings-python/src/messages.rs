@@ -280,6 +280,26 @@ pub fn with_message<R>(
     Ok(f(m).0)
 }
 
+/// `encode` of a `TaskProgress` built in Python, written straight from its Python objects
+/// with the core's frame layout ([`crate::encode`]); `None` when the message is anything
+/// else or not in the plain form (then the core's path encodes it).
+pub fn encode_fast<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
+    let c = obj.cast::<PyTaskProgress>().ok()?;
+    let b = c.try_borrow().ok()?;
+    let (Slot::Py(payload), true) = (&b.payload, b.extra.is_empty(obj.py())) else {
+        return None;
+    };
+    let template = crate::encode::Template::get()?;
+    template.write(&crate::encode::Fields {
+        schema_version: b.schema_version,
+        task_id: &b.task_id,
+        seq: b.seq,
+        kind: &b.kind,
+        attempt: b.attempt,
+        payload: payload.bind(obj.py()),
+    })
+}
+
 /// What the sequencing state reads of a received message object — its type, `task_id`,
 /// `attempt` and `seq` — as a core message with empty containers, read straight from the
 /// object's fields (no attribute lookups, no conversion of `payload` & co.). `None` for

@@ -13,9 +13,14 @@ use crate::messages::{message_from_py, message_to_py, progress_from_view, with_m
 /// Encode a message (or a dict, built with the tolerant rules) as one compact JSON frame:
 /// the core's deterministic, byte-stable encoding.
 #[pyfunction]
-pub fn encode(message: &Bound<'_, PyAny>) -> PyResult<String> {
+pub fn encode<'py>(message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    if let Some(frame) = crate::messages::encode_fast(message) {
+        return Ok(frame);
+    }
+    let py = message.py();
     with_message(message, |m| (wire::try_encode(&m), m))?
-        .map_err(|e| decode_error(message.py(), &e))
+        .map(|frame| crate::pyobj::new_str(py, &frame))
+        .map_err(|e| decode_error(py, &e))
 }
 
 /// Decode one frame (`str`, `bytes`, `bytearray` or an already-parsed `dict`) into its

@@ -1,0 +1,337 @@
+//! `encode` of a `TaskProgress` built in Python, written straight from its Python
+//! objects: no core values are built first.
+//!
+//! The core stays the one source of the frame's form. The layout of a `task.progress`
+//! frame (which keys, in which order, what is always present) is learned once from the
+//! core's own encoder ([`wire::try_encode`] on a probe message with marker values, see
+//! [`Template::learn`]) and checked against it on a second message before it is used;
+//! values are written with `serde_json`, the writer the core uses, so the bytes are the
+//! core's. The fast path takes only the plain case — no `extra` fields, a payload of exact
+//! `dict`/`list`/`str`/`int`/`float`/`bool`/`None` objects nested at most [`FAST_DEPTH`]
+//! levels — and answers `None` for anything else, which then takes the core's path
+//! (conversion, `try_encode` and its checks, and the errors). `FAST_DEPTH` is far below
+//! the core's nesting limit, so no frame the core would refuse comes out of here.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use stapel_runner_protocol::json::{Object, Value, MAX_DEPTH};
+use stapel_runner_protocol::wire::{self, Message, TaskProgress};
+
+/// Deepest payload nesting the fast path writes (the payload object itself is level 1);
+/// deeper payloads take the core's path.
+pub const FAST_DEPTH: usize = 32;
+const _: () = assert!(FAST_DEPTH + 2 < MAX_DEPTH);
+
+/// A field of the frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    SchemaVersion,
+    TaskId,
+    Seq,
+    Kind,
+    Attempt,
+    Payload,
+}
+
+/// A piece of the frame: literal bytes or a field.
+#[derive(Debug)]
+enum Part {
+    Lit(Box<[u8]>),
+    Field(Slot),
+}
+
+/// The core's layout of a `task.progress` frame without `extra` fields.
+#[derive(Debug)]
+pub struct Template {
+    parts: Vec<Part>,
+}
+
+/// The values to write.
+pub struct Fields<'a, 'py> {
+    /// `schema_version`.
+    pub schema_version: u64,
+    /// `task_id`.
+    pub task_id: &'a str,
+    /// `seq`.
+    pub seq: u64,
+    /// `kind`.
+    pub kind: &'a str,
+    /// `attempt`.
+    pub attempt: u64,
+    /// `payload`: any object; `None` from [`Template::write`] unless the fast path can
+    /// write it.
+    pub payload: &'a Bound<'py, PyAny>,
+}
+
+impl Template {
+    /// The template, learned on first use; `None` when the core's frame could not be
+    /// taken apart (then every message takes the core's path).
+    pub fn get() -> Option<&'static Template> {
+        static TEMPLATE: OnceLock<Option<Template>> = OnceLock::new();
+        TEMPLATE.get_or_init(Template::learn).as_ref()
+    }
+
+    /// Encode a probe message whose every field holds a marker, and cut the frame at the
+    /// markers. Each marker must occur exactly once; the result must then reproduce the
+    /// core's frame of a second, ordinary message byte for byte.
+    fn learn() -> Option<Template> {
+        const SV: u64 = 9_000_000_000_000_001;
+        const SEQ: u64 = 9_000_000_000_000_002;
+        const ATTEMPT: u64 = 9_000_000_000_000_003;
+        let mut payload = Object::new();
+        payload.insert("\u{1}payload", Value::Null);
+        let mut probe = TaskProgress::new("\u{1}task", "\u{1}kind", payload.clone());
+        (probe.schema_version, probe.seq, probe.attempt) = (SV, SEQ, ATTEMPT);
+        let frame = wire::try_encode(&Message::TaskProgress(probe)).ok()?;
+        let markers = [
+            (SV.to_string(), Slot::SchemaVersion),
+            (serde_json::to_string("\u{1}task").ok()?, Slot::TaskId),
+            (SEQ.to_string(), Slot::Seq),
+            (serde_json::to_string("\u{1}kind").ok()?, Slot::Kind),
+            (ATTEMPT.to_string(), Slot::Attempt),
+            (serde_json::to_string(&payload).ok()?, Slot::Payload),
+        ];
+        let mut found = Vec::new();
+        for (marker, slot) in &markers {
+            let mut hits = frame.match_indices(marker.as_str());
+            let (at, _) = hits.next()?;
+            if hits.next().is_some() {
+                return None;
+            }
+            found.push((at, marker.len(), *slot));
+        }
+        found.sort_unstable_by_key(|(at, _, _)| *at);
+        let mut parts = Vec::new();
+        let mut pos = 0;
+        for (at, len, slot) in found {
+            let lit = frame.as_bytes().get(pos..at)?;
+            if !lit.is_empty() {
+                parts.push(Part::Lit(lit.into()));
+            }
+            parts.push(Part::Field(slot));
+            pos = at.checked_add(len)?;
+        }
+        let tail = frame.as_bytes().get(pos..)?;
+        if !tail.is_empty() {
+            parts.push(Part::Lit(tail.into()));
+        }
+        let template = Template { parts };
+        template.agrees_with_core().then_some(template)
+    }
+
+    /// The template fills in an ordinary message exactly as the core encodes it.
+    fn agrees_with_core(&self) -> bool {
+        let mut payload = Object::new();
+        payload.insert("state", "running \"x\"\n é");
+        payload.insert("n", Value::from(-3));
+        let mut m = TaskProgress::new("T-1", "state", payload);
+        (m.seq, m.attempt) = (12, 0);
+        let Ok(want) = wire::try_encode(&Message::TaskProgress(m.clone())) else {
+            return false;
+        };
+        let mut buf = Vec::new();
+        for part in &self.parts {
+            match part {
+                Part::Lit(b) => buf.extend_from_slice(b),
+                Part::Field(Slot::SchemaVersion) => write_u64(&mut buf, m.schema_version),
+                Part::Field(Slot::TaskId) => write_str(&mut buf, &m.task_id),
+                Part::Field(Slot::Seq) => write_u64(&mut buf, m.seq),
+                Part::Field(Slot::Kind) => write_str(&mut buf, &m.kind),
+                Part::Field(Slot::Attempt) => write_u64(&mut buf, m.attempt),
+                Part::Field(Slot::Payload) => {
+                    if serde_json::to_writer(&mut buf, &m.payload).is_err() {
+                        return false;
+                    }
+                }
+            }
+        }
+        buf == want.as_bytes()
+    }
+
+    /// The frame of `f` as a new `str`, or `None` when the payload needs the core's path.
+    pub fn write<'py>(&self, f: &Fields<'_, 'py>) -> Option<Bound<'py, PyString>> {
+        thread_local! {
+            /// A buffer reused between calls (taken while in use, so re-entry is safe).
+            static BUF: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+        }
+        let mut buf = BUF.with(Cell::take);
+        buf.clear();
+        let frame = self.fill(&mut buf, f);
+        if buf.capacity() <= 1 << 16 {
+            BUF.with(|b| b.set(buf));
+        }
+        frame
+    }
+
+    fn fill<'py>(&self, buf: &mut Vec<u8>, f: &Fields<'_, 'py>) -> Option<Bound<'py, PyString>> {
+        let buf = &mut *buf;
+        for part in &self.parts {
+            match part {
+                Part::Lit(b) => buf.extend_from_slice(b),
+                Part::Field(Slot::SchemaVersion) => write_u64(buf, f.schema_version),
+                Part::Field(Slot::TaskId) => write_str(buf, f.task_id),
+                Part::Field(Slot::Seq) => write_u64(buf, f.seq),
+                Part::Field(Slot::Kind) => write_str(buf, f.kind),
+                Part::Field(Slot::Attempt) => write_u64(buf, f.attempt),
+                Part::Field(Slot::Payload) => {
+                    let payload = f.payload.as_ptr();
+                    // SAFETY: the GIL is held (`f.payload` is bound); a type check reads
+                    // the object's type only.
+                    if unsafe { ffi::PyDict_CheckExact(payload) } == 0 {
+                        return None;
+                    }
+                    // SAFETY: as above; `payload` is a valid dict.
+                    unsafe { write_value(buf, payload, 1) }?;
+                }
+            }
+        }
+        // Everything written is UTF-8: literals of the core's frame, `serde_json` strings
+        // and numbers, and the UTF-8 of `str` objects; checked all the same.
+        let text = std::str::from_utf8(buf).ok()?;
+        Some(crate::pyobj::new_str(f.payload.py(), text))
+    }
+}
+
+fn write_u64(buf: &mut Vec<u8>, v: u64) {
+    let _ = serde_json::to_writer(&mut *buf, &v);
+}
+
+/// A JSON string as `serde_json` (and so the core) writes it: a run without `"`, `\` or
+/// control characters is copied as is, anything else goes through `serde_json`.
+fn write_str(buf: &mut Vec<u8>, s: &str) {
+    if is_plain(s.as_bytes()) {
+        buf.reserve(s.len() + 2);
+        buf.push(b'"');
+        buf.extend_from_slice(s.as_bytes());
+        buf.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *buf, s);
+    }
+}
+
+/// `true` when `bytes` has no `"`, `\\` or control character (eight bytes at a time).
+#[inline]
+fn is_plain(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let special = |x: u64| {
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let backslash = x ^ (ONES * u64::from(b'\\'));
+        let quote = quote.wrapping_sub(ONES) & !quote;
+        let backslash = backslash.wrapping_sub(ONES) & !backslash;
+        let control = x.wrapping_sub(ONES * 0x20) & !x;
+        (quote | backslash | control) & HIGHS
+    };
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        if special(u64::from_le_bytes(w)) != 0 {
+            return false;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
+}
+
+/// The UTF-8 of a `str` object, borrowed from it; `None` for a `str` with lone
+/// surrogates.
+///
+/// # Safety
+/// The GIL is held and `obj` is a valid `str` that outlives the result.
+unsafe fn utf8<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
+    let mut len: ffi::Py_ssize_t = 0;
+    // SAFETY: the caller's contract; the view lives as long as the str.
+    unsafe {
+        let data = ffi::PyUnicode_AsUTF8AndSize(obj, &mut len);
+        if data.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        Some(std::str::from_utf8_unchecked(std::slice::from_raw_parts(
+            data.cast::<u8>(),
+            usize::try_from(len).ok()?,
+        )))
+    }
+}
+
+/// Write one Python value as JSON at nesting `depth` (containers count); `None` for
+/// anything the fast path leaves to the core's path.
+///
+/// # Safety
+/// The GIL is held and `obj` is a valid object. Nothing here runs Python code (only
+/// type checks and reads of exact built-in types), so nothing can change `obj` meanwhile.
+unsafe fn write_value(buf: &mut Vec<u8>, obj: *mut ffi::PyObject, depth: usize) -> Option<()> {
+    // SAFETY: the caller's contract throughout; every accessor below is used on an
+    // object whose exact type was just checked.
+    unsafe {
+        let ty = ffi::Py_TYPE(obj);
+        if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
+            write_str(buf, utf8(obj)?);
+        } else if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
+            let mut overflow = 0;
+            let v = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+            if overflow != 0 {
+                // Beyond i64: the core's path decides (u64, or a double).
+                return None;
+            }
+            let _ = serde_json::to_writer(&mut *buf, &v);
+        } else if ty == std::ptr::addr_of_mut!(ffi::PyDict_Type) {
+            if depth > FAST_DEPTH {
+                return None;
+            }
+            buf.push(b'{');
+            let mut pos: ffi::Py_ssize_t = 0;
+            let mut key: *mut ffi::PyObject = std::ptr::null_mut();
+            let mut value: *mut ffi::PyObject = std::ptr::null_mut();
+            let mut first = true;
+            while ffi::PyDict_Next(obj, &mut pos, &mut key, &mut value) != 0 {
+                if ffi::PyUnicode_CheckExact(key) == 0 {
+                    return None;
+                }
+                if !first {
+                    buf.push(b',');
+                }
+                first = false;
+                write_str(buf, utf8(key)?);
+                buf.push(b':');
+                write_value(buf, value, depth + 1)?;
+            }
+            buf.push(b'}');
+        } else if ty == std::ptr::addr_of_mut!(ffi::PyList_Type) {
+            if depth > FAST_DEPTH {
+                return None;
+            }
+            buf.push(b'[');
+            let n = ffi::PyList_GET_SIZE(obj);
+            for i in 0..n {
+                if i > 0 {
+                    buf.push(b',');
+                }
+                write_value(buf, ffi::PyList_GET_ITEM(obj, i), depth + 1)?;
+            }
+            buf.push(b']');
+        } else if ty == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
+            let v = ffi::PyFloat_AS_DOUBLE(obj);
+            if !v.is_finite() {
+                return None;
+            }
+            let _ = serde_json::to_writer(&mut *buf, &v);
+        } else if obj == ffi::Py_True() {
+            buf.extend_from_slice(b"true");
+        } else if obj == ffi::Py_False() {
+            buf.extend_from_slice(b"false");
+        } else if obj == ffi::Py_None() {
+            buf.extend_from_slice(b"null");
+        } else {
+            return None;
+        }
+    }
+    Some(())
+}

@@ -1,0 +1,112 @@
+//! Fast Python object construction on the full (non-limited) CPython API.
+//!
+//! The module is built per CPython version (no stable ABI), so it may use what msgspec
+//! and orjson use: a compact ASCII `str` created with `PyUnicode_New` and filled with
+//! one copy (no UTF-8 decoding), and a cache of the `str` objects of object keys (the
+//! protocol's payloads use a small set of keys over and over: reusing the `str` saves
+//! creating it and hashing it again on `dict` insertion). Everything here only builds
+//! objects; no protocol rule lives here.
+
+use std::cell::UnsafeCell;
+use std::ptr;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+/// A new `str` holding `s`: for ASCII text a compact one-byte `str` filled with one copy,
+/// otherwise `PyUnicode_FromStringAndSize`.
+#[inline]
+pub fn new_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
+    // SAFETY: the GIL is held (`py`); `PyUnicode_New(n, 127)` returns a compact ASCII str
+    // with room for `n` bytes (plus the NUL it already wrote), which is filled before the
+    // object is shared. NULL (out of memory) sets an error that `from_owned_ptr_or_err`
+    // turns into a panic-free `PyErr`; then the slower constructor reports it again.
+    unsafe {
+        let len = s.len() as ffi::Py_ssize_t;
+        if s.is_ascii() {
+            let obj = ffi::PyUnicode_New(len, 127);
+            if !obj.is_null() {
+                ptr::copy_nonoverlapping(s.as_ptr(), ffi::PyUnicode_DATA(obj).cast::<u8>(), s.len());
+                return Bound::from_owned_ptr(py, obj).cast_into_unchecked();
+            }
+            drop(PyErr::take(py));
+        }
+        PyString::new(py, s)
+    }
+}
+
+/// Slots of the key cache (a power of two).
+const KEY_SLOTS: usize = 512;
+/// Longest key the cache holds.
+const MAX_CACHED_KEY: usize = 32;
+
+/// A cache slot: the key's bytes, zero-padded, and its `str` (a strong reference; NULL
+/// when empty).
+#[derive(Clone, Copy)]
+struct KeySlot {
+    words: [u64; MAX_CACHED_KEY / 8],
+    len: usize,
+    obj: *mut ffi::PyObject,
+}
+
+const EMPTY_SLOT: KeySlot = KeySlot {
+    words: [0; MAX_CACHED_KEY / 8],
+    len: 0,
+    obj: ptr::null_mut(),
+};
+
+/// The key cache: direct-mapped by a hash of the key, bounded (`KEY_SLOTS` × at most
+/// `MAX_CACHED_KEY` bytes); a colliding key replaces the slot.
+struct KeyCache(UnsafeCell<[KeySlot; KEY_SLOTS]>);
+
+// SAFETY: the cache is only touched with the GIL held (every caller has a `Python`
+// token), and the module declares that it needs the GIL (`gil_used = true` in
+// `lib.rs`), so free-threaded interpreters run it under the GIL as well.
+unsafe impl Sync for KeyCache {}
+
+static KEYS: KeyCache = KeyCache(UnsafeCell::new([EMPTY_SLOT; KEY_SLOTS]));
+
+/// An object key as a Python `str`, from the cache when it was seen recently.
+#[inline]
+pub fn key<'py>(py: Python<'py>, key: &str) -> Bound<'py, PyString> {
+    let bytes = key.as_bytes();
+    if bytes.len() > MAX_CACHED_KEY {
+        return new_str(py, key);
+    }
+    // The key as zero-padded words: compared in four steps, hashed with two multiplies.
+    let mut padded = [0u8; MAX_CACHED_KEY];
+    if let Some(head) = padded.get_mut(..bytes.len()) {
+        head.copy_from_slice(bytes);
+    }
+    let mut words = [0u64; MAX_CACHED_KEY / 8];
+    for (w, chunk) in words.iter_mut().zip(padded.chunks_exact(8)) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        *w = u64::from_le_bytes(b);
+    }
+    let mix = (words[0] ^ (bytes.len() as u64).rotate_left(56))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (words[1] ^ words[2] ^ words[3]).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    let index = ((mix >> 40) as usize) & (KEY_SLOTS - 1);
+    // SAFETY: the GIL is held, so no other thread touches the cache; no reference into it
+    // is held across a call that could run Python code (creating a `str` runs none, and
+    // the decref of a replaced `str` runs no finaliser).
+    unsafe {
+        let slot = KEYS.0.get().cast::<KeySlot>().add(index);
+        if (*slot).words == words && (*slot).len == bytes.len() && !(*slot).obj.is_null() {
+            return Bound::from_borrowed_ptr(py, (*slot).obj).cast_into_unchecked();
+        }
+        let fresh = new_str(py, key);
+        let entry = KeySlot {
+            words,
+            len: bytes.len(),
+            obj: fresh.clone().into_ptr(),
+        };
+        let old = std::mem::replace(&mut *slot, entry);
+        if !old.obj.is_null() {
+            ffi::Py_DECREF(old.obj);
+        }
+        fresh
+    }
+}
