@@ -1,15 +1,11 @@
-//! `decode` as a vectorcall function on CPython ≥ 3.10.
+//! `decode` as a hand-made vectorcall function.
 //!
-//! The wheel targets the 3.9 stable ABI, under which PyO3 builds functions with the
-//! `METH_VARARGS` convention (a tuple per call, a dict per keyword argument) and can read a
-//! `str` only by copying it to a new `bytes` object. Both cost more than a tenth of a
-//! decode. On 3.10 and later the stable ABI also has `METH_FASTCALL | METH_KEYWORDS` and
-//! `PyUnicode_AsUTF8AndSize` (a borrowed UTF-8 view, no copy for ASCII text), so the module
-//! registers this hand-made function instead when it runs on one; on 3.9 it keeps the
-//! PyO3 function ([`crate::wire::decode`]). Both run the same code once they have the
-//! frame.
+//! `METH_FASTCALL | METH_KEYWORDS` (no argument tuple or keyword dict per call) with the
+//! keyword compared in place, and the frame read through `PyUnicode_AsUTF8AndSize` (a
+//! borrowed UTF-8 view, no copy for ASCII text): cheaper than PyO3's generated wrapper
+//! for the hottest call of the package. Frames other than `str` go to
+//! [`crate::wire::decode`].
 
-use std::ffi::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
@@ -17,17 +13,6 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
-
-/// `METH_FASTCALL` (stable ABI since 3.10; pyo3-ffi hides it under the 3.9 ABI).
-const METH_FASTCALL: c_int = 0x0080;
-
-extern "C" {
-    /// Stable ABI since 3.10 (called only there).
-    fn PyUnicode_AsUTF8AndSize(
-        unicode: *mut ffi::PyObject,
-        size: *mut ffi::Py_ssize_t,
-    ) -> *const c_char;
-}
 
 /// The `METH_FASTCALL | METH_KEYWORDS` signature.
 type FastWithKeywords = unsafe extern "C" fn(
@@ -41,11 +26,6 @@ type FastWithKeywords = unsafe extern "C" fn(
 const DOC: &std::ffi::CStr = c"decode($module, frame, *, validate=False)\n--\n\n\
 Decode one frame (``str``, ``bytes``, ``bytearray`` or an already-parsed ``dict``) into\n\
 its message class; ``validate=True`` checks every schema rule.";
-
-/// Whether this interpreter has the 3.10 stable ABI this module needs.
-pub fn available(py: Python<'_>) -> bool {
-    py.version_info() >= (3, 10)
-}
 
 /// The vectorcall `decode` function, for `module`.
 ///
@@ -65,7 +45,7 @@ pub fn decode_function<'py>(module: &Bound<'py, PyModule>) -> PyResult<Bound<'py
                 std::mem::transmute::<FastWithKeywords, ffi::PyCFunctionWithKeywords>(fast)
             },
         },
-        ml_flags: METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
         ml_doc: DOC.as_ptr(),
     }));
     let name = module.name()?;
@@ -202,12 +182,14 @@ fn decode_object<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bou
     // SAFETY: `s` is a str; the view lives as long as `s` (borrowed for this call) and is
     // valid UTF-8 of `len` bytes; NULL means the str has lone surrogates.
     let text = unsafe {
-        let data = PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut len);
+        let data = ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut len);
         if data.is_null() {
             drop(PyErr::take(py));
             return Err(crate::wire::not_utf8(py));
         }
         std::str::from_utf8_unchecked(std::slice::from_raw_parts(data.cast::<u8>(), len as usize))
     };
-    crate::wire::decode_text(py, text, validate)
+    // SAFETY: `text` is the UTF-8 view of the immutable `str` `frame`, which lives as
+    // long as the str does.
+    unsafe { crate::wire::decode_text(py, text, validate, Some(frame)) }
 }

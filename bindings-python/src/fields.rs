@@ -15,6 +15,120 @@ use stapel_runner_protocol::json::{Object, Value};
 
 use crate::json::{object_to_py, py_to_jvalue, py_to_object, strings_to_py, text_to_py};
 
+/// Text a message holds: owned, or borrowed from the immutable frame object (`str` or
+/// `bytes`) it was decoded from, which it keeps alive — a decoded `task.progress` copies
+/// nothing out of its frame.
+pub enum Text {
+    /// Owned text.
+    Owned(String),
+    /// A span of a frame object's UTF-8.
+    Frame(FrameSpan),
+}
+
+/// UTF-8 text inside an immutable Python object (a `str`'s UTF-8 view or a `bytes`
+/// object's buffer), kept alive by `owner`.
+pub struct FrameSpan {
+    owner: Py<PyAny>,
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the span only reads the immutable buffer `owner` keeps alive; `Py<PyAny>` is
+// `Send + Sync`, and no thread mutates a `str` or `bytes` buffer.
+unsafe impl Send for FrameSpan {}
+// SAFETY: as above.
+unsafe impl Sync for FrameSpan {}
+
+impl FrameSpan {
+    /// The span `text` of `owner`'s buffer.
+    ///
+    /// # Safety
+    /// `text` lies inside the UTF-8 buffer of `owner`, an immutable `str` (its UTF-8
+    /// view) or `bytes` object, which lives as long as `owner` does.
+    pub unsafe fn new(owner: Py<PyAny>, text: &str) -> Self {
+        Self {
+            owner,
+            ptr: text.as_ptr(),
+            len: text.len(),
+        }
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // SAFETY: `new`'s contract: the span is valid UTF-8 in a buffer `owner` (held by
+        // `self`) keeps alive and unchanged.
+        unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(self.ptr, self.len)) }
+    }
+
+    /// Another span of the same owner.
+    ///
+    /// # Safety
+    /// `text` lies inside the same buffer.
+    pub unsafe fn sibling(&self, py: Python<'_>, text: &str) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe { Self::new(self.owner.clone_ref(py), text) }
+    }
+}
+
+impl Text {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Text::Owned(s) => s,
+            Text::Frame(f) => f.as_str(),
+        }
+    }
+}
+
+impl Clone for Text {
+    fn clone(&self) -> Self {
+        Text::Owned(self.as_str().to_owned())
+    }
+}
+
+impl<'py> IntoPyObject<'py> for &Text {
+    type Target = PyString;
+    type Output = Bound<'py, PyString>;
+    type Error = std::convert::Infallible;
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(crate::pyobj::new_str(py, self.as_str()))
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Text {
+    type Error = PyErr;
+    fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        obj.extract::<String>().map(Text::Owned)
+    }
+}
+
+impl Field for Text {
+    type Core = String;
+    type Arg<'a> = &'a str;
+    fn from_arg(_py: Python<'_>, arg: &str) -> PyResult<Self> {
+        Ok(Text::Owned(arg.to_owned()))
+    }
+    fn from_core(value: String) -> Self {
+        Text::Owned(value)
+    }
+    fn native(&self, _py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(Some(self.as_str().to_owned()))
+    }
+    fn prepare(&self, _py: Python<'_>) -> PyResult<Lend<String>> {
+        Ok(Lend::Native)
+    }
+    fn take(&mut self, _prepared: Lend<String>) -> String {
+        self.as_str().to_owned()
+    }
+    fn give_back(&mut self, _value: String) {}
+    fn json(&self, _py: Python<'_>) -> PyResult<Value> {
+        Ok(Value::from(self.as_str()))
+    }
+    fn repr(&self, py: Python<'_>) -> PyResult<String> {
+        Plain::repr(&self.as_str().to_owned(), py)
+    }
+}
+
 /// A container type a field can hold natively.
 pub trait Native: Sized + Default + Clone + PartialEq {
     /// As a new Python object.
@@ -141,7 +255,7 @@ pub enum Slot<T> {
     /// The Python object that is the field's value.
     Py(Py<PyAny>),
     /// Not yet read: the field's JSON text, validated by the core.
-    Text(Box<str>),
+    Text(Text),
 }
 
 impl<T: Native> Default for Slot<T> {
@@ -161,7 +275,7 @@ impl<T: Native> Slot<T> {
                 Ok(obj)
             }
             Slot::Text(text) => {
-                let obj = text_to_py(py, text)?.unbind();
+                let obj = text_to_py(py, text.as_str())?.unbind();
                 *self = Slot::Py(obj.clone_ref(py));
                 Ok(obj)
             }
@@ -197,7 +311,7 @@ impl<T: Native> Slot<T> {
         match self {
             Slot::Native(v) => Ok(Some(v.clone())),
             Slot::Py(p) => T::from_py(p.bind(py)),
-            Slot::Text(text) => Self::parse(text).map(Some),
+            Slot::Text(text) => Self::parse(text.as_str()).map(Some),
         }
     }
 
@@ -210,7 +324,7 @@ impl<T: Native> Slot<T> {
                 Some(v) => Lend::Value(v),
                 None => Lend::Mismatch,
             }),
-            Slot::Text(text) => Self::parse(text).map(Lend::Value),
+            Slot::Text(text) => Self::parse(text.as_str()).map(Lend::Value),
         }
     }
 
@@ -242,7 +356,7 @@ impl<T: Native> Slot<T> {
         match self {
             Slot::Native(v) => Ok(v.to_json()),
             Slot::Py(p) => py_to_jvalue(p.bind(py)),
-            Slot::Text(text) => Ok(Self::parse(text)?.to_json()),
+            Slot::Text(text) => Ok(Self::parse(text.as_str())?.to_json()),
         }
     }
 
@@ -251,7 +365,7 @@ impl<T: Native> Slot<T> {
         let obj = match self {
             Slot::Native(v) => v.to_py(py)?,
             Slot::Py(p) => p.bind(py).clone(),
-            Slot::Text(text) => text_to_py(py, text)?,
+            Slot::Text(text) => text_to_py(py, text.as_str())?,
         };
         Ok(obj.repr()?.to_cow()?.into_owned())
     }

@@ -79,11 +79,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<framing::PyLineFramer>()?;
     m.add_class::<framing::PyLineError>()?;
     m.add_function(wrap_pyfunction!(wire::encode, m)?)?;
-    if fastcall::available(m.py()) {
-        m.add("decode", fastcall::decode_function(m)?)?;
-    } else {
-        m.add_function(wrap_pyfunction!(wire::decode, m)?)?;
-    }
+    m.add("decode", fastcall::decode_function(m)?)?;
     m.add_function(wrap_pyfunction!(wire::validate, m)?)?;
     m.add_function(wrap_pyfunction!(wire::is_valid, m)?)?;
     m.add_function(wrap_pyfunction!(wire::iter_errors, m)?)?;

@@ -41,18 +41,17 @@ const KEY_SLOTS: usize = 512;
 /// Longest key the cache holds.
 const MAX_CACHED_KEY: usize = 32;
 
-/// A cache slot: the key's bytes, zero-padded, and its `str` (a strong reference; NULL
-/// when empty).
+/// A cache slot: the key's bytes and its `str` (a strong reference; NULL when empty).
 #[derive(Clone, Copy)]
 struct KeySlot {
-    words: [u64; MAX_CACHED_KEY / 8],
     len: usize,
+    bytes: [u8; MAX_CACHED_KEY],
     obj: *mut ffi::PyObject,
 }
 
 const EMPTY_SLOT: KeySlot = KeySlot {
-    words: [0; MAX_CACHED_KEY / 8],
     len: 0,
+    bytes: [0; MAX_CACHED_KEY],
     obj: ptr::null_mut(),
 };
 
@@ -71,38 +70,37 @@ static KEYS: KeyCache = KeyCache(UnsafeCell::new([EMPTY_SLOT; KEY_SLOTS]));
 #[inline]
 pub fn key<'py>(py: Python<'py>, key: &str) -> Bound<'py, PyString> {
     let bytes = key.as_bytes();
-    if bytes.len() > MAX_CACHED_KEY {
+    let len = bytes.len();
+    let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
+        return new_str(py, key);
+    };
+    if len > MAX_CACHED_KEY {
         return new_str(py, key);
     }
-    // The key as zero-padded words: compared in four steps, hashed with two multiplies.
-    let mut padded = [0u8; MAX_CACHED_KEY];
-    if let Some(head) = padded.get_mut(..bytes.len()) {
-        head.copy_from_slice(bytes);
-    }
-    let mut words = [0u64; MAX_CACHED_KEY / 8];
-    for (w, chunk) in words.iter_mut().zip(padded.chunks_exact(8)) {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(chunk);
-        *w = u64::from_le_bytes(b);
-    }
-    let mix = (words[0] ^ (bytes.len() as u64).rotate_left(56))
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ (words[1] ^ words[2] ^ words[3]).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-    let index = ((mix >> 40) as usize) & (KEY_SLOTS - 1);
+    // A cheap hash of the length and three bytes; the slot is confirmed by comparison.
+    let mid = bytes.get(len / 2).copied().unwrap_or(0);
+    let h = (len as u64)
+        | u64::from(first) << 8
+        | u64::from(mid) << 16
+        | u64::from(last) << 24;
+    let index = (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize & (KEY_SLOTS - 1);
     // SAFETY: the GIL is held, so no other thread touches the cache; no reference into it
     // is held across a call that could run Python code (creating a `str` runs none, and
     // the decref of a replaced `str` runs no finaliser).
     unsafe {
         let slot = KEYS.0.get().cast::<KeySlot>().add(index);
-        if (*slot).words == words && (*slot).len == bytes.len() && !(*slot).obj.is_null() {
+        if (*slot).len == len && (*slot).bytes.get(..len) == Some(bytes) {
             return Bound::from_borrowed_ptr(py, (*slot).obj).cast_into_unchecked();
         }
         let fresh = new_str(py, key);
-        let entry = KeySlot {
-            words,
-            len: bytes.len(),
+        let mut entry = KeySlot {
+            len,
+            bytes: [0; MAX_CACHED_KEY],
             obj: fresh.clone().into_ptr(),
         };
+        if let Some(head) = entry.bytes.get_mut(..len) {
+            head.copy_from_slice(bytes);
+        }
         let old = std::mem::replace(&mut *slot, entry);
         if !old.obj.is_null() {
             ffi::Py_DECREF(old.obj);
