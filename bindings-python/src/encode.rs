@@ -154,15 +154,18 @@ impl Template {
 
     /// The frame of `f` as a new `str`, or `None` when the payload needs the core's path.
     pub fn write<'py>(&self, f: &Fields<'_, 'py>) -> Option<Bound<'py, PyString>> {
-        thread_local! {
-            /// A buffer reused between calls (taken while in use, so re-entry is safe).
-            static BUF: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
-        }
-        let mut buf = BUF.with(Cell::take);
+        /// A buffer reused between calls, taken while in use (so a re-entrant call finds
+        /// it empty and allocates its own). Only touched with the GIL held (see
+        /// `pyobj::KEYS`).
+        struct Reused(Cell<Vec<u8>>);
+        // SAFETY: only used with the GIL held; the module declares `gil_used = true`.
+        unsafe impl Sync for Reused {}
+        static BUF: Reused = Reused(Cell::new(Vec::new()));
+        let mut buf = BUF.0.take();
         buf.clear();
         let frame = self.fill(&mut buf, f);
         if buf.capacity() <= 1 << 16 {
-            BUF.with(|b| b.set(buf));
+            BUF.0.set(buf);
         }
         frame
     }
@@ -171,7 +174,7 @@ impl Template {
         let buf = &mut *buf;
         for part in &self.parts {
             match part {
-                Part::Lit(b) => buf.extend_from_slice(b),
+                Part::Lit(b) => put(buf, b),
                 Part::Field(Slot::SchemaVersion) => write_u64(buf, f.schema_version),
                 Part::Field(Slot::TaskId) => write_str(buf, f.task_id),
                 Part::Field(Slot::Seq) => write_u64(buf, f.seq),
@@ -189,15 +192,43 @@ impl Template {
                 }
             }
         }
-        // Everything written is UTF-8: literals of the core's frame, `serde_json` strings
-        // and numbers, and the UTF-8 of `str` objects; checked all the same.
-        let text = std::str::from_utf8(buf).ok()?;
+        // SAFETY: everything written is UTF-8: pieces of the core's frame cut at ASCII
+        // marker boundaries, ASCII punctuation and digits, `serde_json` strings, and
+        // whole `&str`s.
+        let text = unsafe { std::str::from_utf8_unchecked(buf) };
         Some(crate::pyobj::new_str(f.payload.py(), text))
     }
 }
 
-fn write_u64(buf: &mut Vec<u8>, v: u64) {
-    let _ = serde_json::to_writer(&mut *buf, &v);
+/// Decimal digits of `v`, as `serde_json` (and the core) writes an unsigned integer.
+#[inline]
+fn write_u64(buf: &mut Vec<u8>, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    put(buf, &digits[i..]);
+}
+
+/// Append `bytes`.
+#[inline(always)]
+fn put(buf: &mut Vec<u8>, bytes: &[u8]) {
+    buf.extend_from_slice(bytes);
+}
+
+/// A signed integer, as `serde_json` writes it.
+#[inline]
+fn write_i64(buf: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        buf.push(b'-');
+    }
+    write_u64(buf, v.unsigned_abs());
 }
 
 /// A JSON string as `serde_json` (and so the core) writes it: a run without `"`, `\` or
@@ -206,7 +237,7 @@ fn write_str(buf: &mut Vec<u8>, s: &str) {
     if is_plain(s.as_bytes()) {
         buf.reserve(s.len() + 2);
         buf.push(b'"');
-        buf.extend_from_slice(s.as_bytes());
+        put(buf, s.as_bytes());
         buf.push(b'"');
     } else {
         let _ = serde_json::to_writer(&mut *buf, s);
@@ -245,10 +276,17 @@ fn is_plain(bytes: &[u8]) -> bool {
 ///
 /// # Safety
 /// The GIL is held and `obj` is a valid `str` that outlives the result.
+#[inline]
 unsafe fn utf8<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
     let mut len: ffi::Py_ssize_t = 0;
-    // SAFETY: the caller's contract; the view lives as long as the str.
+    // SAFETY: the caller's contract; the view lives as long as the str. A compact ASCII
+    // str's data is its UTF-8.
     unsafe {
+        if ffi::PyUnicode_IS_COMPACT_ASCII(obj) != 0 {
+            let n = usize::try_from(ffi::PyUnicode_GET_LENGTH(obj)).ok()?;
+            let data = ffi::PyUnicode_DATA(obj).cast::<u8>();
+            return Some(std::str::from_utf8_unchecked(std::slice::from_raw_parts(data, n)));
+        }
         let data = ffi::PyUnicode_AsUTF8AndSize(obj, &mut len);
         if data.is_null() {
             ffi::PyErr_Clear();
@@ -281,7 +319,7 @@ unsafe fn write_value(buf: &mut Vec<u8>, obj: *mut ffi::PyObject, depth: usize) 
                 // Beyond i64: the core's path decides (u64, or a double).
                 return None;
             }
-            let _ = serde_json::to_writer(&mut *buf, &v);
+            write_i64(buf, v);
         } else if ty == std::ptr::addr_of_mut!(ffi::PyDict_Type) {
             if depth > FAST_DEPTH {
                 return None;

@@ -27,17 +27,40 @@ const DOC: &std::ffi::CStr = c"decode($module, frame, *, validate=False)\n--\n\n
 Decode one frame (``str``, ``bytes``, ``bytearray`` or an already-parsed ``dict``) into\n\
 its message class; ``validate=True`` checks every schema rule.";
 
+/// `encode`'s docstring.
+const ENCODE_DOC: &std::ffi::CStr = c"encode($module, message)\n--\n\n\
+Encode a message (or a dict, built with the tolerant rules) as one compact JSON frame:\n\
+the core's deterministic, byte-stable encoding.";
+
 /// The vectorcall `decode` function, for `module`.
 ///
 /// # Errors
 /// The error of creating the function object.
 pub fn decode_function<'py>(module: &Bound<'py, PyModule>) -> PyResult<Bound<'py, PyAny>> {
+    function(module, c"decode", DOC, decode_fast)
+}
+
+/// The vectorcall `encode` function, for `module`: [`crate::wire::encode`] without
+/// PyO3's argument handling.
+///
+/// # Errors
+/// The error of creating the function object.
+pub fn encode_function<'py>(module: &Bound<'py, PyModule>) -> PyResult<Bound<'py, PyAny>> {
+    function(module, c"encode", ENCODE_DOC, encode_fast)
+}
+
+/// A `METH_FASTCALL | METH_KEYWORDS` function of `module`.
+fn function<'py>(
+    module: &Bound<'py, PyModule>,
+    name: &'static std::ffi::CStr,
+    doc: &'static std::ffi::CStr,
+    fast: FastWithKeywords,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = module.py();
-    let fast: FastWithKeywords = decode_fast;
     // A function's method table must outlive it; the module is initialised once per
     // process, so this is one small allocation for the process's life.
     let def = Box::leak(Box::new(ffi::PyMethodDef {
-        ml_name: c"decode".as_ptr(),
+        ml_name: name.as_ptr(),
         ml_meth: ffi::PyMethodDefPointer {
             // SAFETY: the union holds any function pointer; `ml_flags` tells CPython
             // which signature to call it with, and it is this one.
@@ -46,7 +69,7 @@ pub fn decode_function<'py>(module: &Bound<'py, PyModule>) -> PyResult<Bound<'py
             },
         },
         ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: DOC.as_ptr(),
+        ml_doc: doc.as_ptr(),
     }));
     let name = module.name()?;
     // SAFETY: `def` lives forever; `module` (the function's `__self__`, as for PyO3's
@@ -57,6 +80,78 @@ pub fn decode_function<'py>(module: &Bound<'py, PyModule>) -> PyResult<Bound<'py
             py,
             ffi::PyCFunction_NewEx(def, module.as_ptr(), name.as_ptr()),
         )
+    }
+}
+
+/// `encode`'s `METH_FASTCALL | METH_KEYWORDS` entry point: one argument, `message`.
+unsafe extern "C" fn encode_fast(
+    _module: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls this with the GIL held.
+    let py = unsafe { Python::assume_attached() };
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: CPython passes `nargs` positional arguments followed by one per name in
+        // `kwnames`, all borrowed for the call.
+        let message = unsafe { message_argument(py, args, nargs, kwnames) }?;
+        crate::wire::encode(&message).map(Bound::into_any)
+    }));
+    let result = result.unwrap_or_else(|_| {
+        Err(PyRuntimeError::new_err(
+            "internal error in encode (a Rust panic); please report it",
+        ))
+    });
+    match result {
+        Ok(obj) => obj.into_ptr(),
+        Err(e) => {
+            e.restore(py);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `encode`'s one argument, positional or the keyword `message`.
+unsafe fn message_argument<'py>(
+    py: Python<'py>,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<Bound<'py, PyAny>> {
+    let names = if kwnames.is_null() {
+        None
+    } else {
+        // SAFETY: `kwnames` is a tuple of str when not NULL.
+        Some(unsafe { Bound::from_borrowed_ptr(py, kwnames) }.cast_into::<PyTuple>()?)
+    };
+    let nkw = names.as_ref().map_or(0, |n| n.len());
+    // SAFETY: `args` has `nargs + nkw` valid borrowed references.
+    let arg = |i: usize| unsafe { Bound::from_borrowed_ptr(py, *args.add(i)) };
+    match (nargs, &names) {
+        (1, None) => Ok(arg(0)),
+        (0, Some(names)) if nkw == 1 => {
+            let name = names.get_item(0)?;
+            // SAFETY: `name` is a str from `kwnames`; the comparison sets no error.
+            let is_message = unsafe {
+                ffi::PyUnicode_CompareWithASCIIString(name.as_ptr(), c"message".as_ptr()) == 0
+            };
+            if is_message {
+                Ok(arg(0))
+            } else {
+                Err(PyTypeError::new_err(format!(
+                    "encode() got an unexpected keyword argument {}",
+                    name.repr()?
+                )))
+            }
+        }
+        _ if nargs + nkw as ffi::Py_ssize_t == 0 => Err(PyTypeError::new_err(
+            "encode() missing 1 required positional argument: 'message'",
+        )),
+        _ => Err(PyTypeError::new_err(format!(
+            "encode() takes 1 argument but {} were given",
+            nargs + nkw as ffi::Py_ssize_t
+        ))),
     }
 }
 
@@ -97,6 +192,10 @@ enum Keyword {
 
 /// Which keyword `name` (a `str` from `kwnames`) is, compared without converting it.
 fn keyword(name: &Bound<'_, PyAny>) -> Option<Keyword> {
+    // Keyword names in calls are interned: the common case is a pointer comparison.
+    if name.is(pyo3::intern!(name.py(), "validate")) {
+        return Some(Keyword::Validate);
+    }
     // SAFETY: `name` is a valid object; the comparison sets no error for a str (the
     // names in `kwnames` always are) and returns -1/0/1.
     let is = |ascii: &std::ffi::CStr| unsafe {

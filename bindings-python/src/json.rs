@@ -282,63 +282,96 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
 /// error of a failed Python allocation.
 pub fn text_to_py<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     walk(text, &mut ToPy(py)).map_err(|e| match e {
-        WalkError::Sink(e) => e,
-        syntax => PyValueError::new_err(format!("invalid JSON text: {syntax}")),
+        WalkError::Sink(Raised) => PyErr::fetch(py),
+        WalkError::Syntax { message, offset } => {
+            PyValueError::new_err(format!("invalid JSON text: {message} at byte {offset}"))
+        }
     })
 }
 
+/// A Python error is set (the interpreter holds it; [`text_to_py`] fetches it). A
+/// zero-sized error keeps the sink's results one pointer wide.
+struct Raised;
+
 /// Builds Python objects from `json::walk`'s events.
 struct ToPy<'py>(Python<'py>);
+
+impl<'py> ToPy<'py> {
+    /// A new reference from a C-API call: the object, or [`Raised`] for NULL.
+    #[inline(always)]
+    fn own<T>(&self, ptr: *mut pyo3::ffi::PyObject) -> Result<Bound<'py, T>, Raised> {
+        if ptr.is_null() {
+            return Err(Raised);
+        }
+        // SAFETY: the GIL is held; `ptr` is a new reference of a `T` (each caller creates
+        // one of that type).
+        Ok(unsafe { Bound::from_owned_ptr(self.0, ptr).cast_into_unchecked() })
+    }
+}
 
 impl<'py> Sink for ToPy<'py> {
     type Value = Bound<'py, PyAny>;
     type Object = Bound<'py, PyDict>;
     type Array = Bound<'py, PyList>;
-    type Error = PyErr;
+    type Error = Raised;
 
-    fn null(&mut self) -> PyResult<Self::Value> {
+    fn null(&mut self) -> Result<Self::Value, Raised> {
         Ok(self.0.None().into_bound(self.0))
     }
-    fn boolean(&mut self, v: bool) -> PyResult<Self::Value> {
+    fn boolean(&mut self, v: bool) -> Result<Self::Value, Raised> {
         Ok(PyBool::new(self.0, v).to_owned().into_any())
     }
-    fn unsigned(&mut self, v: u64) -> PyResult<Self::Value> {
-        let Ok(int) = v.into_pyobject(self.0);
-        Ok(int.into_any())
+    fn unsigned(&mut self, v: u64) -> Result<Self::Value, Raised> {
+        // SAFETY: the GIL is held.
+        let ptr = unsafe { pyo3::ffi::PyLong_FromUnsignedLongLong(v) };
+        self.own(ptr)
     }
-    fn signed(&mut self, v: i64) -> PyResult<Self::Value> {
-        let Ok(int) = v.into_pyobject(self.0);
-        Ok(int.into_any())
+    fn signed(&mut self, v: i64) -> Result<Self::Value, Raised> {
+        // SAFETY: the GIL is held.
+        let ptr = unsafe { pyo3::ffi::PyLong_FromLongLong(v) };
+        self.own(ptr)
     }
-    fn float(&mut self, v: f64) -> PyResult<Self::Value> {
-        Ok(PyFloat::new(self.0, v).into_any())
+    fn float(&mut self, v: f64) -> Result<Self::Value, Raised> {
+        // SAFETY: the GIL is held.
+        let ptr = unsafe { pyo3::ffi::PyFloat_FromDouble(v) };
+        self.own(ptr)
     }
-    fn string(&mut self, v: &str) -> PyResult<Self::Value> {
+    fn string(&mut self, v: &str) -> Result<Self::Value, Raised> {
         Ok(crate::pyobj::new_str(self.0, v).into_any())
     }
-    fn object(&mut self) -> PyResult<Self::Object> {
-        Ok(PyDict::new(self.0))
+    fn object(&mut self) -> Result<Self::Object, Raised> {
+        // SAFETY: the GIL is held.
+        let ptr = unsafe { pyo3::ffi::PyDict_New() };
+        self.own(ptr)
     }
-    fn member(&mut self, o: &mut Self::Object, key: &str, v: Self::Value) -> PyResult<()> {
+    fn member(&mut self, o: &mut Self::Object, key: &str, v: Self::Value) -> Result<(), Raised> {
         let key = key_to_py(self.0, key);
         // SAFETY: the GIL is held; `o` is a dict, `key` a str and `v` an object, all
         // valid; `PyDict_SetItem` takes its own references.
         if unsafe { pyo3::ffi::PyDict_SetItem(o.as_ptr(), key.as_ptr(), v.as_ptr()) } == 0 {
             Ok(())
         } else {
-            Err(PyErr::fetch(self.0))
+            Err(Raised)
         }
     }
-    fn end_object(&mut self, o: Self::Object) -> PyResult<Self::Value> {
+    fn end_object(&mut self, o: Self::Object) -> Result<Self::Value, Raised> {
         Ok(o.into_any())
     }
-    fn array(&mut self) -> PyResult<Self::Array> {
-        Ok(PyList::empty(self.0))
+    fn array(&mut self) -> Result<Self::Array, Raised> {
+        // SAFETY: the GIL is held.
+        let ptr = unsafe { pyo3::ffi::PyList_New(0) };
+        self.own(ptr)
     }
-    fn item(&mut self, a: &mut Self::Array, v: Self::Value) -> PyResult<()> {
-        a.append(v)
+    fn item(&mut self, a: &mut Self::Array, v: Self::Value) -> Result<(), Raised> {
+        // SAFETY: the GIL is held; `a` is a list and `v` an object; the list takes its
+        // own reference.
+        if unsafe { pyo3::ffi::PyList_Append(a.as_ptr(), v.as_ptr()) } == 0 {
+            Ok(())
+        } else {
+            Err(Raised)
+        }
     }
-    fn end_array(&mut self, a: Self::Array) -> PyResult<Self::Value> {
+    fn end_array(&mut self, a: Self::Array) -> Result<Self::Value, Raised> {
         Ok(a.into_any())
     }
 }

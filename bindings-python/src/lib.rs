@@ -78,7 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_class::<framing::PyLineFramer>()?;
     m.add_class::<framing::PyLineError>()?;
-    m.add_function(wrap_pyfunction!(wire::encode, m)?)?;
+    m.add("encode", fastcall::encode_function(m)?)?;
     m.add("decode", fastcall::decode_function(m)?)?;
     m.add_function(wrap_pyfunction!(wire::validate, m)?)?;
     m.add_function(wrap_pyfunction!(wire::is_valid, m)?)?;

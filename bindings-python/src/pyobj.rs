@@ -36,6 +36,39 @@ pub fn new_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
     }
 }
 
+/// Most keys this module interns itself (see [`interned`]).
+const MAX_INTERNED: usize = 4096;
+
+/// How many keys this module has interned itself.
+struct Count(UnsafeCell<usize>);
+// SAFETY: only touched with the GIL held (see `KeyCache`).
+unsafe impl Sync for Count {}
+static INTERNED: Count = Count(UnsafeCell::new(0));
+
+/// The interned `str` equal to `s`: the one the interpreter already has (every
+/// identifier in the program's code is one, so `payload["detail"]` then finds its key by
+/// identity instead of comparing text), or `s` itself interned. Interned strings can be
+/// immortal (CPython 3.12+), so the keys this module interns itself are capped at
+/// [`MAX_INTERNED`] per process; past that, new keys are cached without interning.
+fn interned(s: Bound<'_, PyString>) -> Bound<'_, PyString> {
+    // SAFETY: the GIL is held (`s` is bound); `PyUnicode_InternInPlace` takes a strong
+    // reference and replaces it with the interned one (releasing the one given).
+    let py = s.py();
+    unsafe {
+        let count = INTERNED.0.get();
+        if *count >= MAX_INTERNED {
+            return s;
+        }
+        let given = s.as_ptr();
+        let mut p = s.into_ptr();
+        ffi::PyUnicode_InternInPlace(&mut p);
+        if p == given {
+            *count += 1;
+        }
+        Bound::from_owned_ptr(py, p).cast_into_unchecked()
+    }
+}
+
 /// Slots of the key cache (a power of two).
 const KEY_SLOTS: usize = 512;
 /// Longest key the cache holds.
@@ -92,7 +125,7 @@ pub fn key<'py>(py: Python<'py>, key: &str) -> Bound<'py, PyString> {
         if (*slot).len == len && (*slot).bytes.get(..len) == Some(bytes) {
             return Bound::from_borrowed_ptr(py, (*slot).obj).cast_into_unchecked();
         }
-        let fresh = new_str(py, key);
+        let fresh = interned(new_str(py, key));
         let mut entry = KeySlot {
             len,
             bytes: [0; MAX_CACHED_KEY],

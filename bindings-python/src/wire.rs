@@ -11,8 +11,8 @@ use crate::json::{py_to_jvalue, py_to_object, type_name};
 use crate::messages::{message_from_py, message_to_py, progress_from_view, with_message};
 
 /// Encode a message (or a dict, built with the tolerant rules) as one compact JSON frame:
-/// the core's deterministic, byte-stable encoding.
-#[pyfunction]
+/// the core's deterministic, byte-stable encoding. The module's `encode` is
+/// [`crate::fastcall`]'s vectorcall function around this.
 pub fn encode<'py>(message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
     if let Some(frame) = crate::messages::encode_fast(message) {
         return Ok(frame);
