@@ -136,9 +136,11 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 fn dict_to_object(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Object> {
     let py = d.py();
     let dict = d.as_ptr();
-    // SAFETY: the GIL is held and `dict` is a dict. The key and value `PyDict_Next` lends
-    // are turned into owned references before anything else runs, and a dict that
-    // changes size meanwhile (Python code run by a subclass's conversion) is refused.
+    // SAFETY: the GIL is held and `dict` is a dict. The key `PyDict_Next` lends is
+    // copied before anything else runs; a value is read in place only when it is an exact
+    // built-in scalar (no Python code runs), otherwise it is turned into an owned reference
+    // first; and a dict that changes size meanwhile (Python code run by a subclass's
+    // conversion) is refused.
     unsafe {
         let size = pyo3::ffi::PyDict_Size(dict);
         let mut m = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
@@ -146,21 +148,26 @@ fn dict_to_object(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Object> {
         let mut key: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
         let mut value: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
         while pyo3::ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-            let k = Bound::from_borrowed_ptr(py, key);
-            let v = Bound::from_borrowed_ptr(py, value);
-            let key = match utf8_exact(k.as_ptr()) {
+            let key = match utf8_exact(key) {
                 Some(s) => CompactString::new(s),
-                None => match k.cast::<PyString>() {
-                    Ok(s) => CompactString::from(s.to_cow()?),
-                    Err(_) => {
-                        return Err(PyTypeError::new_err(format!(
-                            "JSON object keys must be str, not {}",
-                            type_name(&k)
-                        )))
+                None => {
+                    let k = Bound::from_borrowed_ptr(py, key);
+                    match k.cast::<PyString>() {
+                        Ok(s) => CompactString::from(s.to_cow()?),
+                        Err(_) => {
+                            return Err(PyTypeError::new_err(format!(
+                                "JSON object keys must be str, not {}",
+                                type_name(&k)
+                            )))
+                        }
                     }
-                },
+                }
             };
-            m.push((key, to_value(&v, depth + 1)?));
+            let value = match exact_scalar(value) {
+                Some(v) => v,
+                None => to_value(&Bound::from_borrowed_ptr(py, value), depth + 1)?,
+            };
+            m.push((key, value));
             if pyo3::ffi::PyDict_Size(dict) != size {
                 return Err(pyo3::exceptions::PyRuntimeError::new_err(
                     "dictionary changed size during iteration",
@@ -169,6 +176,42 @@ fn dict_to_object(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Object> {
         }
         // A dict's keys are unique; two distinct `str` keys are distinct JSON keys.
         Object::from_unique(m).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+}
+
+/// An exact `str`, `int` (within 64 bits), finite `float`, `bool` or `None` as JSON, read
+/// without running Python code; `None` for anything else (the caller's general path).
+///
+/// # Safety
+/// The GIL is held and `obj` is a valid object.
+#[inline(always)]
+unsafe fn exact_scalar(obj: *mut pyo3::ffi::PyObject) -> Option<Value> {
+    // SAFETY: the caller's contract; each accessor is used on its exact type.
+    unsafe {
+        if let Some(s) = utf8_exact(obj) {
+            return Some(Value::String(CompactString::new(s)));
+        }
+        if pyo3::ffi::PyLong_CheckExact(obj) != 0 {
+            let mut overflow = 0;
+            let v = pyo3::ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+            if overflow == 0 {
+                return Some(Value::from(v));
+            }
+            return None;
+        }
+        if pyo3::ffi::PyFloat_CheckExact(obj) != 0 {
+            return Number::from_f64(pyo3::ffi::PyFloat_AS_DOUBLE(obj)).map(Value::Number);
+        }
+        if obj == pyo3::ffi::Py_None() {
+            return Some(Value::Null);
+        }
+        if obj == pyo3::ffi::Py_True() {
+            return Some(Value::Bool(true));
+        }
+        if obj == pyo3::ffi::Py_False() {
+            return Some(Value::Bool(false));
+        }
+        None
     }
 }
 
@@ -337,7 +380,7 @@ impl<'py> Sink for ToPy<'py> {
         self.own(ptr)
     }
     fn string(&mut self, v: &str) -> Result<Self::Value, Raised> {
-        Ok(crate::pyobj::new_str(self.0, v).into_any())
+        Ok(crate::pyobj::value_str(self.0, v).into_any())
     }
     fn object(&mut self) -> Result<Self::Object, Raised> {
         // SAFETY: the GIL is held.

@@ -99,9 +99,32 @@ unsafe impl Sync for KeyCache {}
 
 static KEYS: KeyCache = KeyCache(UnsafeCell::new([EMPTY_SLOT; KEY_SLOTS]));
 
-/// An object key as a Python `str`, from the cache when it was seen recently.
+/// The cache of short string values (state names, model names, kinds repeat from frame
+/// to frame), separate from the keys so values never evict keys; never interned.
+static VALUES: KeyCache = KeyCache(UnsafeCell::new([EMPTY_SLOT; KEY_SLOTS]));
+
+/// An object key as a Python `str`, from the cache when it was seen recently (interned,
+/// see [`interned`]).
 #[inline]
 pub fn key<'py>(py: Python<'py>, key: &str) -> Bound<'py, PyString> {
+    cached(py, &KEYS, key, true)
+}
+
+/// A short string value as a Python `str`, from the value cache when it was seen
+/// recently; longer ones are created.
+#[inline]
+pub fn value_str<'py>(py: Python<'py>, value: &str) -> Bound<'py, PyString> {
+    if value.len() > MAX_CACHED_VALUE {
+        return new_str(py, value);
+    }
+    cached(py, &VALUES, value, false)
+}
+
+/// Longest string value the value cache holds.
+const MAX_CACHED_VALUE: usize = 32;
+
+#[inline]
+fn cached<'py>(py: Python<'py>, cache: &KeyCache, key: &str, intern: bool) -> Bound<'py, PyString> {
     let bytes = key.as_bytes();
     let len = bytes.len();
     let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
@@ -121,11 +144,12 @@ pub fn key<'py>(py: Python<'py>, key: &str) -> Bound<'py, PyString> {
     // is held across a call that could run Python code (creating a `str` runs none, and
     // the decref of a replaced `str` runs no finaliser).
     unsafe {
-        let slot = KEYS.0.get().cast::<KeySlot>().add(index);
+        let slot = cache.0.get().cast::<KeySlot>().add(index);
         if (*slot).len == len && (*slot).bytes.get(..len) == Some(bytes) {
             return Bound::from_borrowed_ptr(py, (*slot).obj).cast_into_unchecked();
         }
-        let fresh = interned(new_str(py, key));
+        let fresh = new_str(py, key);
+        let fresh = if intern { interned(fresh) } else { fresh };
         let mut entry = KeySlot {
             len,
             bytes: [0; MAX_CACHED_KEY],
