@@ -13,6 +13,7 @@
 //! the core's nesting limit, so no frame the core would refuse comes out of here.
 
 use std::cell::Cell;
+use std::ptr;
 use std::sync::OnceLock;
 
 use pyo3::ffi;
@@ -119,6 +120,9 @@ impl Template {
         if !tail.is_empty() {
             parts.push(Part::Lit(tail.into()));
         }
+        if !frame.is_ascii() {
+            return None;
+        }
         let template = Template { parts };
         template.agrees_with_core().then_some(template)
     }
@@ -171,14 +175,21 @@ impl Template {
     }
 
     fn fill<'py>(&self, buf: &mut Vec<u8>, f: &Fields<'_, 'py>) -> Option<Bound<'py, PyString>> {
+        let mut ascii = true;
         let buf = &mut *buf;
         for part in &self.parts {
             match part {
                 Part::Lit(b) => put(buf, b),
                 Part::Field(Slot::SchemaVersion) => write_u64(buf, f.schema_version),
-                Part::Field(Slot::TaskId) => write_str(buf, f.task_id),
+                Part::Field(Slot::TaskId) => {
+                    ascii &= f.task_id.is_ascii();
+                    write_str(buf, f.task_id)
+                }
                 Part::Field(Slot::Seq) => write_u64(buf, f.seq),
-                Part::Field(Slot::Kind) => write_str(buf, f.kind),
+                Part::Field(Slot::Kind) => {
+                    ascii &= f.kind.is_ascii();
+                    write_str(buf, f.kind)
+                }
                 Part::Field(Slot::Attempt) => write_u64(buf, f.attempt),
                 Part::Field(Slot::Payload) => {
                     let payload = f.payload.as_ptr();
@@ -188,7 +199,7 @@ impl Template {
                         return None;
                     }
                     // SAFETY: as above; `payload` is a valid dict.
-                    unsafe { write_value(buf, payload, 1) }?;
+                    unsafe { write_value(buf, payload, 1, &mut ascii) }?;
                 }
             }
         }
@@ -196,30 +207,76 @@ impl Template {
         // marker boundaries, ASCII punctuation and digits, `serde_json` strings, and
         // whole `&str`s.
         let text = unsafe { std::str::from_utf8_unchecked(buf) };
-        Some(crate::pyobj::new_str(f.payload.py(), text))
+        let py = f.payload.py();
+        Some(if ascii {
+            // Every piece was ASCII (the literals were checked when learned).
+            crate::pyobj::new_ascii_str(py, text)
+        } else {
+            crate::pyobj::new_str(py, text)
+        })
     }
 }
 
 /// Decimal digits of `v`, as `serde_json` (and the core) writes an unsigned integer.
 #[inline]
 fn write_u64(buf: &mut Vec<u8>, mut v: u64) {
+    /// "00" to "99".
+    const LUT: [[u8; 2]; 100] = {
+        let mut t = [[0u8; 2]; 100];
+        let mut i = 0;
+        while i < 100 {
+            t[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+            i += 1;
+        }
+        t
+    };
     let mut digits = [0u8; 20];
     let mut i = digits.len();
-    loop {
+    while v >= 100 {
+        let pair = LUT[(v % 100) as usize];
+        v /= 100;
+        i -= 2;
+        digits[i] = pair[0];
+        digits[i + 1] = pair[1];
+    }
+    if v >= 10 {
+        let pair = LUT[v as usize];
+        i -= 2;
+        digits[i] = pair[0];
+        digits[i + 1] = pair[1];
+    } else {
         i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+        digits[i] = b'0' + v as u8;
     }
     put(buf, &digits[i..]);
 }
 
-/// Append `bytes`.
+/// Append `bytes`: a run of up to 16 bytes with two overlapping fixed-size copies
+/// instead of a `memcpy` call.
 #[inline(always)]
 fn put(buf: &mut Vec<u8>, bytes: &[u8]) {
-    buf.extend_from_slice(bytes);
+    let n = bytes.len();
+    if !(4..=16).contains(&n) {
+        buf.extend_from_slice(bytes);
+        return;
+    }
+    buf.reserve(n);
+    let len = buf.len();
+    // SAFETY: `n` bytes are reserved after `len`; the copies read `bytes[..k]` and
+    // `bytes[n - k..]` with `k <= n` and write inside `len..len + n`, which is then
+    // initialised, so the new length is valid.
+    unsafe {
+        let src = bytes.as_ptr();
+        let dst = buf.as_mut_ptr().add(len);
+        if n >= 8 {
+            ptr::copy_nonoverlapping(src, dst, 8);
+            ptr::copy_nonoverlapping(src.add(n - 8), dst.add(n - 8), 8);
+        } else {
+            ptr::copy_nonoverlapping(src, dst, 4);
+            ptr::copy_nonoverlapping(src.add(n - 4), dst.add(n - 4), 4);
+        }
+        buf.set_len(len + n);
+    }
 }
 
 /// A signed integer, as `serde_json` writes it.
@@ -265,10 +322,13 @@ fn is_plain(bytes: &[u8]) -> bool {
             return false;
         }
     }
-    chunks
-        .remainder()
-        .iter()
-        .all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
+    // The rest (under eight bytes) as one word, padded with a plain byte.
+    let rest = chunks.remainder();
+    let mut w = [b'a'; 8];
+    if let Some(head) = w.get_mut(..rest.len()) {
+        head.copy_from_slice(rest);
+    }
+    special(u64::from_le_bytes(w)) == 0
 }
 
 /// The UTF-8 of a `str` object, borrowed from it; `None` for a `str` with lone
@@ -305,12 +365,18 @@ unsafe fn utf8<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
 /// # Safety
 /// The GIL is held and `obj` is a valid object. Nothing here runs Python code (only
 /// type checks and reads of exact built-in types), so nothing can change `obj` meanwhile.
-unsafe fn write_value(buf: &mut Vec<u8>, obj: *mut ffi::PyObject, depth: usize) -> Option<()> {
+unsafe fn write_value(
+    buf: &mut Vec<u8>,
+    obj: *mut ffi::PyObject,
+    depth: usize,
+    ascii: &mut bool,
+) -> Option<()> {
     // SAFETY: the caller's contract throughout; every accessor below is used on an
     // object whose exact type was just checked.
     unsafe {
         let ty = ffi::Py_TYPE(obj);
         if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
+            *ascii &= ffi::PyUnicode_IS_ASCII(obj) != 0;
             write_str(buf, utf8(obj)?);
         } else if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
             let mut overflow = 0;
@@ -337,9 +403,10 @@ unsafe fn write_value(buf: &mut Vec<u8>, obj: *mut ffi::PyObject, depth: usize) 
                     buf.push(b',');
                 }
                 first = false;
+                *ascii &= ffi::PyUnicode_IS_ASCII(key) != 0;
                 write_str(buf, utf8(key)?);
                 buf.push(b':');
-                write_value(buf, value, depth + 1)?;
+                write_value(buf, value, depth + 1, ascii)?;
             }
             buf.push(b'}');
         } else if ty == std::ptr::addr_of_mut!(ffi::PyList_Type) {
@@ -352,7 +419,7 @@ unsafe fn write_value(buf: &mut Vec<u8>, obj: *mut ffi::PyObject, depth: usize) 
                 if i > 0 {
                     buf.push(b',');
                 }
-                write_value(buf, ffi::PyList_GET_ITEM(obj, i), depth + 1)?;
+                write_value(buf, ffi::PyList_GET_ITEM(obj, i), depth + 1, ascii)?;
             }
             buf.push(b']');
         } else if ty == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {

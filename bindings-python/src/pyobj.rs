@@ -69,6 +69,22 @@ fn interned(s: Bound<'_, PyString>) -> Bound<'_, PyString> {
     }
 }
 
+/// A new `str` of ASCII text (the caller knows it is ASCII: checked in debug builds).
+#[inline]
+pub fn new_ascii_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
+    debug_assert!(s.is_ascii());
+    // SAFETY: as in `new_str`; `s` is ASCII, so a one-byte ASCII str holds it.
+    unsafe {
+        let obj = ffi::PyUnicode_New(s.len() as ffi::Py_ssize_t, 127);
+        if obj.is_null() {
+            drop(PyErr::take(py));
+            return PyString::new(py, s);
+        }
+        ptr::copy_nonoverlapping(s.as_ptr(), ffi::PyUnicode_DATA(obj).cast::<u8>(), s.len());
+        Bound::from_owned_ptr(py, obj).cast_into_unchecked()
+    }
+}
+
 /// Slots of the key cache (a power of two).
 const KEY_SLOTS: usize = 512;
 /// Longest key the cache holds.
