@@ -345,7 +345,9 @@ unsafe fn utf8<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
         if ffi::PyUnicode_IS_COMPACT_ASCII(obj) != 0 {
             let n = usize::try_from(ffi::PyUnicode_GET_LENGTH(obj)).ok()?;
             let data = ffi::PyUnicode_DATA(obj).cast::<u8>();
-            return Some(std::str::from_utf8_unchecked(std::slice::from_raw_parts(data, n)));
+            return Some(std::str::from_utf8_unchecked(std::slice::from_raw_parts(
+                data, n,
+            )));
         }
         let data = ffi::PyUnicode_AsUTF8AndSize(obj, &mut len);
         if data.is_null() {

@@ -246,25 +246,9 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
             "value nested deeper than {MAX_DEPTH} levels (or a reference cycle)"
         )));
     }
-    let ptr = obj.as_ptr();
-    // SAFETY: the GIL is held; exact built-in types are read without running Python code.
-    unsafe {
-        if let Some(s) = utf8_exact(ptr) {
-            return Ok(Value::String(CompactString::new(s)));
-        }
-        if pyo3::ffi::PyLong_CheckExact(ptr) != 0 {
-            let mut overflow = 0;
-            let v = pyo3::ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
-            if overflow == 0 && !(v == -1 && !pyo3::ffi::PyErr_Occurred().is_null()) {
-                return Ok(Value::from(v));
-            }
-            pyo3::ffi::PyErr_Clear();
-        }
-        if pyo3::ffi::PyFloat_CheckExact(ptr) != 0 {
-            return Number::from_f64(pyo3::ffi::PyFloat_AS_DOUBLE(ptr))
-                .map(Value::Number)
-                .ok_or_else(|| PyValueError::new_err("NaN and infinity are not JSON"));
-        }
+    // SAFETY: the GIL is held and `obj` is valid.
+    if let Some(v) = unsafe { exact_scalar(obj.as_ptr()) } {
+        return Ok(v);
     }
     if obj.is_none() {
         return Ok(Value::Null);

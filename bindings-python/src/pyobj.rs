@@ -27,7 +27,11 @@ pub fn new_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
         if s.is_ascii() {
             let obj = ffi::PyUnicode_New(len, 127);
             if !obj.is_null() {
-                ptr::copy_nonoverlapping(s.as_ptr(), ffi::PyUnicode_DATA(obj).cast::<u8>(), s.len());
+                ptr::copy_nonoverlapping(
+                    s.as_ptr(),
+                    ffi::PyUnicode_DATA(obj).cast::<u8>(),
+                    s.len(),
+                );
                 return Bound::from_owned_ptr(py, obj).cast_into_unchecked();
             }
             drop(PyErr::take(py));
@@ -151,10 +155,7 @@ fn cached<'py>(py: Python<'py>, cache: &KeyCache, key: &str, intern: bool) -> Bo
     }
     // A cheap hash of the length and three bytes; the slot is confirmed by comparison.
     let mid = bytes.get(len / 2).copied().unwrap_or(0);
-    let h = (len as u64)
-        | u64::from(first) << 8
-        | u64::from(mid) << 16
-        | u64::from(last) << 24;
+    let h = (len as u64) | u64::from(first) << 8 | u64::from(mid) << 16 | u64::from(last) << 24;
     let index = (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize & (KEY_SLOTS - 1);
     // SAFETY: the GIL is held, so no other thread touches the cache; no reference into it
     // is held across a call that could run Python code (creating a `str` runs none, and

@@ -57,6 +57,7 @@ def test_fast_encode_is_the_cores_encoding_on_random_payloads() -> None:
         fast, core = both(payload, task_id=task_id, seq=seq, attempt=attempt)
         assert fast == core
         back = srp.decode(fast)
+        assert isinstance(back, TaskProgress)
         assert (back.task_id, back.seq, back.attempt) == (task_id, seq, attempt)
         assert back.payload == json.loads(core)["payload"]
 
@@ -66,7 +67,9 @@ def test_the_usage_frame_encodes_as_the_core_does() -> None:
              "thinking": 12}
     fast, core = both({"usage": usage, "model": "claude", "turn": 3}, seq=17, attempt=2)
     assert fast == core
-    assert srp.decode(fast, validate=True).payload["usage"] == usage
+    back = srp.decode(fast, validate=True)
+    assert isinstance(back, TaskProgress)
+    assert back.payload["usage"] == usage
 
 
 class Color(enum.IntEnum):
