@@ -117,10 +117,18 @@ impl Field for Text {
     fn prepare(&self, _py: Python<'_>) -> PyResult<Lend<String>> {
         Ok(Lend::Native)
     }
+    /// Owned text is moved out (and comes back in `give_back`); borrowed text is copied.
     fn take(&mut self, _prepared: Lend<String>) -> String {
-        self.as_str().to_owned()
+        match self {
+            Text::Owned(s) => std::mem::take(s),
+            Text::Frame(f) => f.as_str().to_owned(),
+        }
     }
-    fn give_back(&mut self, _value: String) {}
+    fn give_back(&mut self, value: String) {
+        if let Text::Owned(s) = self {
+            *s = value;
+        }
+    }
     fn json(&self, _py: Python<'_>) -> PyResult<Value> {
         Ok(Value::from(self.as_str()))
     }
