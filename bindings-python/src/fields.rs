@@ -16,38 +16,38 @@ use stapel_runner_protocol::json::{Object, Value};
 use crate::json::{object_to_py, py_to_jvalue, py_to_object, strings_to_py, text_to_py};
 
 /// Text a message holds: owned, or borrowed from the immutable frame object (`str` or
-/// `bytes`) it was decoded from, which it keeps alive — a decoded `task.progress` copies
-/// nothing out of its frame.
+/// `bytes`) it was decoded from, which the message keeps alive (its `frame` field) — a
+/// decoded `task.progress` copies nothing out of its frame.
 pub enum Text {
     /// Owned text.
     Owned(String),
-    /// A span of a frame object's UTF-8.
+    /// A span of the message's frame object's UTF-8.
     Frame(FrameSpan),
 }
 
-/// UTF-8 text inside an immutable Python object (a `str`'s UTF-8 view or a `bytes`
-/// object's buffer), kept alive by `owner`.
+/// UTF-8 text inside the immutable buffer of the frame object (a `str`'s UTF-8 view or a
+/// `bytes` object's buffer) that the message holding the span keeps alive. Spans never
+/// leave their message: cloning or lending one copies the text.
 pub struct FrameSpan {
-    owner: Py<PyAny>,
     ptr: *const u8,
     len: usize,
 }
 
-// SAFETY: the span only reads the immutable buffer `owner` keeps alive; `Py<PyAny>` is
-// `Send + Sync`, and no thread mutates a `str` or `bytes` buffer.
+// SAFETY: the span only reads an immutable buffer that its message keeps alive through a
+// `Py<PyAny>` (itself `Send + Sync`); no thread mutates a `str` or `bytes` buffer.
 unsafe impl Send for FrameSpan {}
 // SAFETY: as above.
 unsafe impl Sync for FrameSpan {}
 
 impl FrameSpan {
-    /// The span `text` of `owner`'s buffer.
+    /// The span `text`.
     ///
     /// # Safety
-    /// `text` lies inside the UTF-8 buffer of `owner`, an immutable `str` (its UTF-8
-    /// view) or `bytes` object, which lives as long as `owner` does.
-    pub unsafe fn new(owner: Py<PyAny>, text: &str) -> Self {
+    /// `text` lies inside the UTF-8 buffer of an immutable `str` (its UTF-8 view) or
+    /// `bytes` object that the message holding the span keeps alive for as long as it
+    /// holds the span.
+    pub unsafe fn new(text: &str) -> Self {
         Self {
-            owner,
             ptr: text.as_ptr(),
             len: text.len(),
         }
@@ -55,18 +55,9 @@ impl FrameSpan {
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        // SAFETY: `new`'s contract: the span is valid UTF-8 in a buffer `owner` (held by
-        // `self`) keeps alive and unchanged.
+        // SAFETY: `new`'s contract: valid UTF-8 in a buffer kept alive and unchanged
+        // while the span exists.
         unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(self.ptr, self.len)) }
-    }
-
-    /// Another span of the same owner.
-    ///
-    /// # Safety
-    /// `text` lies inside the same buffer.
-    pub unsafe fn sibling(&self, py: Python<'_>, text: &str) -> Self {
-        // SAFETY: the caller's contract.
-        unsafe { Self::new(self.owner.clone_ref(py), text) }
     }
 }
 
@@ -91,7 +82,7 @@ impl<'py> IntoPyObject<'py> for &Text {
     type Output = Bound<'py, PyString>;
     type Error = std::convert::Infallible;
     fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
-        Ok(crate::pyobj::new_str(py, self.as_str()))
+        Ok(crate::pyobj::value_str(py, self.as_str()))
     }
 }
 

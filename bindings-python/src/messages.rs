@@ -209,13 +209,12 @@ pub unsafe fn progress_from_view<'py>(
     frame: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (task_id, kind, payload) = match frame {
-        // SAFETY: the caller's contract.
-        Some(frame) => unsafe {
-            let span = FrameSpan::new(frame.clone().unbind(), view.payload);
+        // SAFETY: the caller's contract; the message keeps `frame` (below).
+        Some(_) => unsafe {
             (
-                Text::Frame(span.sibling(py, view.task_id)),
-                Text::Frame(span.sibling(py, view.kind)),
-                Text::Frame(span),
+                Text::Frame(FrameSpan::new(view.task_id)),
+                Text::Frame(FrameSpan::new(view.kind)),
+                Text::Frame(FrameSpan::new(view.payload)),
             )
         },
         None => (
@@ -232,6 +231,7 @@ pub unsafe fn progress_from_view<'py>(
         attempt: view.attempt,
         schema_version: wire::SCHEMA_VERSION,
         extra: Slot::default(),
+        frame: frame.map(|f| f.clone().unbind()),
     };
     Ok(Bound::new(py, m)?.into_any())
 }
@@ -426,6 +426,11 @@ macro_rules! message_class {
             #[pyo3(get, set)]
             schema_version: u64,
             extra: Obj,
+            /// The frame object the message's [`Text::Frame`] spans borrow from (kept
+            /// alive with the message; `None` when it borrows nothing). Never read: it only
+            /// keeps the buffer alive.
+            #[allow(dead_code)]
+            frame: Option<Py<PyAny>>,
         }
 
         impl $class {
@@ -455,6 +460,7 @@ macro_rules! message_class {
                     $($field: Field::from_core(m.$field),)*
                     schema_version: m.schema_version,
                     extra: Slot::Native(m.extra),
+                    frame: None,
                 }
             }
             /// The message as JSON, whatever the shape of its fields.
@@ -498,6 +504,7 @@ macro_rules! message_class {
                     $($field: Field::from_arg(py, $field)?,)*
                     schema_version,
                     extra: Field::from_arg(py, extra)?,
+                    frame: None,
                 })
             }
 
