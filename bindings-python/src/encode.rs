@@ -331,6 +331,77 @@ fn is_plain(bytes: &[u8]) -> bool {
     special(u64::from_le_bytes(w)) == 0
 }
 
+/// Slots of the encoded-key cache (a power of two).
+const ENCODED_KEY_SLOTS: usize = 256;
+/// Longest encoded key (`"key":`) the cache holds.
+const MAX_ENCODED_KEY: usize = 46;
+
+/// A key `str` object (a strong reference, so its address cannot be reused while cached)
+/// and its encoded form `"key":`.
+#[derive(Clone, Copy)]
+struct EncodedKey {
+    obj: *mut ffi::PyObject,
+    len: usize,
+    bytes: [u8; MAX_ENCODED_KEY],
+}
+
+const NO_KEY: EncodedKey = EncodedKey {
+    obj: ptr::null_mut(),
+    len: 0,
+    bytes: [0; MAX_ENCODED_KEY],
+};
+
+/// The encoded forms of recently written ASCII keys, by key object: payload dicts built in
+/// Python use the same key objects (the program's constants) over and over.
+struct EncodedKeys(std::cell::UnsafeCell<[EncodedKey; ENCODED_KEY_SLOTS]>);
+// SAFETY: only touched with the GIL held; the module declares `gil_used = true`.
+unsafe impl Sync for EncodedKeys {}
+static ENCODED_KEYS: EncodedKeys =
+    EncodedKeys(std::cell::UnsafeCell::new([NO_KEY; ENCODED_KEY_SLOTS]));
+
+/// Write `"key":` for an exact `str` key.
+///
+/// # Safety
+/// The GIL is held and `key` is a valid exact `str`.
+#[inline]
+unsafe fn write_key(buf: &mut Vec<u8>, key: *mut ffi::PyObject, ascii: &mut bool) -> Option<()> {
+    let addr = key as usize;
+    let index = ((addr >> 4) ^ (addr >> 12)) & (ENCODED_KEY_SLOTS - 1);
+    // SAFETY: the caller's contract; the GIL guards the cache, and no reference into it is
+    // held across a call that could run Python code (a replaced key's decref runs no
+    // finaliser: it is a `str`).
+    unsafe {
+        let slot = ENCODED_KEYS.0.get().cast::<EncodedKey>().add(index);
+        if (*slot).obj == key {
+            put(buf, (*slot).bytes.get(..(*slot).len)?);
+            return Some(());
+        }
+        let key_ascii = ffi::PyUnicode_IS_ASCII(key) != 0;
+        *ascii &= key_ascii;
+        let start = buf.len();
+        write_str(buf, utf8(key)?);
+        buf.push(b':');
+        let written = buf.get(start..)?;
+        if key_ascii && written.len() <= MAX_ENCODED_KEY {
+            let mut entry = EncodedKey {
+                obj: key,
+                len: written.len(),
+                bytes: [0; MAX_ENCODED_KEY],
+            };
+            entry
+                .bytes
+                .get_mut(..written.len())?
+                .copy_from_slice(written);
+            ffi::Py_INCREF(key);
+            let old = std::mem::replace(&mut *slot, entry);
+            if !old.obj.is_null() {
+                ffi::Py_DECREF(old.obj);
+            }
+        }
+        Some(())
+    }
+}
+
 /// The UTF-8 of a `str` object, borrowed from it; `None` for a `str` with lone
 /// surrogates.
 ///
@@ -405,9 +476,7 @@ unsafe fn write_value(
                     buf.push(b',');
                 }
                 first = false;
-                *ascii &= ffi::PyUnicode_IS_ASCII(key) != 0;
-                write_str(buf, utf8(key)?);
-                buf.push(b':');
+                write_key(buf, key, ascii)?;
                 write_value(buf, value, depth + 1, ascii)?;
             }
             buf.push(b'}');
