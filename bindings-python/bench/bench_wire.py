@@ -1,6 +1,6 @@
 """Micro-benchmark (issues 7, 13): stapel_runner_protocol (Rust core via PyO3) against msgspec
 (typed Structs with the protocol's rules) and the stdlib ``json`` module + dataclasses
-(hand-written checks), in one run (~30-60 s):
+(hand-written checks), in one run (~60 s):
 
     .venv/bin/python bench/bench_wire.py          # run from bindings-python/
     .venv/bin/python bench/bench_wire.py --quick  # fewer repetitions (smoke test)
@@ -41,7 +41,7 @@ Ratios: ``srp/msgspec`` = srp time / msgspec time (<= 1.00: srp at least as fast
 ``json/srp`` = json+dataclass time / srp time (target >= 3.0).
 
 Timing: each case's competitors take turns in short slices (~2 ms of CPU each) and each
-keeps its best slice; the clock is the thread's CPU time (``time.thread_time_ns``), so
+keeps the median of its five fastest slices; the clock is the thread's CPU time (``time.thread_time_ns``), so
 time preempted by other processes on a busy machine is not counted and the ratios
 compare like with like.
 """
@@ -332,22 +332,24 @@ def slice_ns(fn: Callable[[], Any], number: int) -> float:
 
 def interleaved_ns(comp: Dict[str, Tuple[Callable[[], Any], int]],
                    target_s: float) -> Dict[str, float]:
-    """ns per operation of each competitor: the best of many short slices (~2 ms of CPU
-    each), the competitors taking turns slice by slice so that all of them see the same
-    machine load. Time is the thread's CPU time, so time spent preempted by other
-    processes on a shared machine is not counted."""
+    """ns per operation of each competitor: the median of the five fastest of many short
+    slices (~2 ms of CPU each), the competitors taking turns slice by slice so that all of
+    them see the same machine load. Time is the thread's CPU time, so time spent
+    preempted by other processes on a shared machine is not counted."""
     numbers = {}
     for name, (fn, _) in comp.items():
         number = 1
         while slice_ns(fn, number) * number < 2e6:
             number *= 2
         numbers[name] = number
-    rounds = max(5, int(target_s / 0.002 / len(comp)))
-    best = {name: float("inf") for name in comp}
+    rounds = max(9, int(target_s / 0.002 / len(comp)))
+    slices: Dict[str, List[float]] = {name: [] for name in comp}
     for _ in range(rounds):
         for name, (fn, _) in comp.items():
-            best[name] = min(best[name], slice_ns(fn, numbers[name]))
-    return {name: best[name] / comp[name][1] for name in comp}
+            slices[name].append(slice_ns(fn, numbers[name]))
+    # The median of the five fastest slices: as robust as the best slice against load, and
+    # not fooled by one slice whose CPU time was under-counted.
+    return {name: sorted(t)[2] / comp[name][1] for name, t in slices.items()}
 
 
 def main() -> None:
