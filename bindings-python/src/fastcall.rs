@@ -1,15 +1,11 @@
-//! `decode` as a vectorcall function on CPython ≥ 3.10.
+//! `decode` as a hand-made vectorcall function.
 //!
-//! The wheel targets the 3.9 stable ABI, under which PyO3 builds functions with the
-//! `METH_VARARGS` convention (a tuple per call, a dict per keyword argument) and can read a
-//! `str` only by copying it to a new `bytes` object. Both cost more than a tenth of a
-//! decode. On 3.10 and later the stable ABI also has `METH_FASTCALL | METH_KEYWORDS` and
-//! `PyUnicode_AsUTF8AndSize` (a borrowed UTF-8 view, no copy for ASCII text), so the module
-//! registers this hand-made function instead when it runs on one; on 3.9 it keeps the
-//! PyO3 function ([`crate::wire::decode`]). Both run the same code once they have the
-//! frame.
+//! `METH_FASTCALL | METH_KEYWORDS` (no argument tuple or keyword dict per call) with the
+//! keyword compared in place, and the frame read through `PyUnicode_AsUTF8AndSize` (a
+//! borrowed UTF-8 view, no copy for ASCII text): cheaper than PyO3's generated wrapper
+//! for the hottest call of the package. Frames other than `str` go to
+//! [`crate::wire::decode`].
 
-use std::ffi::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
@@ -17,17 +13,6 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
-
-/// `METH_FASTCALL` (stable ABI since 3.10; pyo3-ffi hides it under the 3.9 ABI).
-const METH_FASTCALL: c_int = 0x0080;
-
-extern "C" {
-    /// Stable ABI since 3.10 (called only there).
-    fn PyUnicode_AsUTF8AndSize(
-        unicode: *mut ffi::PyObject,
-        size: *mut ffi::Py_ssize_t,
-    ) -> *const c_char;
-}
 
 /// The `METH_FASTCALL | METH_KEYWORDS` signature.
 type FastWithKeywords = unsafe extern "C" fn(
@@ -42,22 +27,40 @@ const DOC: &std::ffi::CStr = c"decode($module, frame, *, validate=False)\n--\n\n
 Decode one frame (``str``, ``bytes``, ``bytearray`` or an already-parsed ``dict``) into\n\
 its message class; ``validate=True`` checks every schema rule.";
 
-/// Whether this interpreter has the 3.10 stable ABI this module needs.
-pub fn available(py: Python<'_>) -> bool {
-    py.version_info() >= (3, 10)
-}
+/// `encode`'s docstring.
+const ENCODE_DOC: &std::ffi::CStr = c"encode($module, message)\n--\n\n\
+Encode a message (or a dict, built with the tolerant rules) as one compact JSON frame:\n\
+the core's deterministic, byte-stable encoding.";
 
 /// The vectorcall `decode` function, for `module`.
 ///
 /// # Errors
 /// The error of creating the function object.
 pub fn decode_function<'py>(module: &Bound<'py, PyModule>) -> PyResult<Bound<'py, PyAny>> {
+    function(module, c"decode", DOC, decode_fast)
+}
+
+/// The vectorcall `encode` function, for `module`: [`crate::wire::encode`] without
+/// PyO3's argument handling.
+///
+/// # Errors
+/// The error of creating the function object.
+pub fn encode_function<'py>(module: &Bound<'py, PyModule>) -> PyResult<Bound<'py, PyAny>> {
+    function(module, c"encode", ENCODE_DOC, encode_fast)
+}
+
+/// A `METH_FASTCALL | METH_KEYWORDS` function of `module`.
+fn function<'py>(
+    module: &Bound<'py, PyModule>,
+    name: &'static std::ffi::CStr,
+    doc: &'static std::ffi::CStr,
+    fast: FastWithKeywords,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = module.py();
-    let fast: FastWithKeywords = decode_fast;
     // A function's method table must outlive it; the module is initialised once per
     // process, so this is one small allocation for the process's life.
     let def = Box::leak(Box::new(ffi::PyMethodDef {
-        ml_name: c"decode".as_ptr(),
+        ml_name: name.as_ptr(),
         ml_meth: ffi::PyMethodDefPointer {
             // SAFETY: the union holds any function pointer; `ml_flags` tells CPython
             // which signature to call it with, and it is this one.
@@ -65,8 +68,8 @@ pub fn decode_function<'py>(module: &Bound<'py, PyModule>) -> PyResult<Bound<'py
                 std::mem::transmute::<FastWithKeywords, ffi::PyCFunctionWithKeywords>(fast)
             },
         },
-        ml_flags: METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: DOC.as_ptr(),
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: doc.as_ptr(),
     }));
     let name = module.name()?;
     // SAFETY: `def` lives forever; `module` (the function's `__self__`, as for PyO3's
@@ -77,6 +80,78 @@ pub fn decode_function<'py>(module: &Bound<'py, PyModule>) -> PyResult<Bound<'py
             py,
             ffi::PyCFunction_NewEx(def, module.as_ptr(), name.as_ptr()),
         )
+    }
+}
+
+/// `encode`'s `METH_FASTCALL | METH_KEYWORDS` entry point: one argument, `message`.
+unsafe extern "C" fn encode_fast(
+    _module: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls this with the GIL held.
+    let py = unsafe { Python::assume_attached() };
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: CPython passes `nargs` positional arguments followed by one per name in
+        // `kwnames`, all borrowed for the call.
+        let message = unsafe { message_argument(py, args, nargs, kwnames) }?;
+        crate::wire::encode(&message).map(Bound::into_any)
+    }));
+    let result = result.unwrap_or_else(|_| {
+        Err(PyRuntimeError::new_err(
+            "internal error in encode (a Rust panic); please report it",
+        ))
+    });
+    match result {
+        Ok(obj) => obj.into_ptr(),
+        Err(e) => {
+            e.restore(py);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `encode`'s one argument, positional or the keyword `message`.
+unsafe fn message_argument<'py>(
+    py: Python<'py>,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<Bound<'py, PyAny>> {
+    let names = if kwnames.is_null() {
+        None
+    } else {
+        // SAFETY: `kwnames` is a tuple of str when not NULL.
+        Some(unsafe { Bound::from_borrowed_ptr(py, kwnames) }.cast_into::<PyTuple>()?)
+    };
+    let nkw = names.as_ref().map_or(0, |n| n.len());
+    // SAFETY: `args` has `nargs + nkw` valid borrowed references.
+    let arg = |i: usize| unsafe { Bound::from_borrowed_ptr(py, *args.add(i)) };
+    match (nargs, &names) {
+        (1, None) => Ok(arg(0)),
+        (0, Some(names)) if nkw == 1 => {
+            let name = names.get_item(0)?;
+            // SAFETY: `name` is a str from `kwnames`; the comparison sets no error.
+            let is_message = unsafe {
+                ffi::PyUnicode_CompareWithASCIIString(name.as_ptr(), c"message".as_ptr()) == 0
+            };
+            if is_message {
+                Ok(arg(0))
+            } else {
+                Err(PyTypeError::new_err(format!(
+                    "encode() got an unexpected keyword argument {}",
+                    name.repr()?
+                )))
+            }
+        }
+        _ if nargs + nkw as ffi::Py_ssize_t == 0 => Err(PyTypeError::new_err(
+            "encode() missing 1 required positional argument: 'message'",
+        )),
+        _ => Err(PyTypeError::new_err(format!(
+            "encode() takes 1 argument but {} were given",
+            nargs + nkw as ffi::Py_ssize_t
+        ))),
     }
 }
 
@@ -117,6 +192,10 @@ enum Keyword {
 
 /// Which keyword `name` (a `str` from `kwnames`) is, compared without converting it.
 fn keyword(name: &Bound<'_, PyAny>) -> Option<Keyword> {
+    // Keyword names in calls are interned: the common case is a pointer comparison.
+    if name.is(pyo3::intern!(name.py(), "validate")) {
+        return Some(Keyword::Validate);
+    }
     // SAFETY: `name` is a valid object; the comparison sets no error for a str (the
     // names in `kwnames` always are) and returns -1/0/1.
     let is = |ascii: &std::ffi::CStr| unsafe {
@@ -202,12 +281,14 @@ fn decode_object<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bou
     // SAFETY: `s` is a str; the view lives as long as `s` (borrowed for this call) and is
     // valid UTF-8 of `len` bytes; NULL means the str has lone surrogates.
     let text = unsafe {
-        let data = PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut len);
+        let data = ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut len);
         if data.is_null() {
             drop(PyErr::take(py));
             return Err(crate::wire::not_utf8(py));
         }
         std::str::from_utf8_unchecked(std::slice::from_raw_parts(data.cast::<u8>(), len as usize))
     };
-    crate::wire::decode_text(py, text, validate)
+    // SAFETY: `text` is the UTF-8 view of the immutable `str` `frame`, which lives as
+    // long as the str does.
+    unsafe { crate::wire::decode_text(py, text, validate, Some(frame)) }
 }

@@ -15,6 +15,119 @@ use stapel_runner_protocol::json::{Object, Value};
 
 use crate::json::{object_to_py, py_to_jvalue, py_to_object, strings_to_py, text_to_py};
 
+/// Text a message holds: owned, or borrowed from the immutable frame object (`str` or
+/// `bytes`) it was decoded from, which the message keeps alive (its `frame` field) — a
+/// decoded `task.progress` copies nothing out of its frame.
+pub enum Text {
+    /// Owned text.
+    Owned(String),
+    /// A span of the message's frame object's UTF-8.
+    Frame(FrameSpan),
+}
+
+/// UTF-8 text inside the immutable buffer of the frame object (a `str`'s UTF-8 view or a
+/// `bytes` object's buffer) that the message holding the span keeps alive. Spans never
+/// leave their message: cloning or lending one copies the text.
+pub struct FrameSpan {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the span only reads an immutable buffer that its message keeps alive through a
+// `Py<PyAny>` (itself `Send + Sync`); no thread mutates a `str` or `bytes` buffer.
+unsafe impl Send for FrameSpan {}
+// SAFETY: as above.
+unsafe impl Sync for FrameSpan {}
+
+impl FrameSpan {
+    /// The span `text`.
+    ///
+    /// # Safety
+    /// `text` lies inside the UTF-8 buffer of an immutable `str` (its UTF-8 view) or
+    /// `bytes` object that the message holding the span keeps alive for as long as it
+    /// holds the span.
+    pub unsafe fn new(text: &str) -> Self {
+        Self {
+            ptr: text.as_ptr(),
+            len: text.len(),
+        }
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // SAFETY: `new`'s contract: valid UTF-8 in a buffer kept alive and unchanged
+        // while the span exists.
+        unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(self.ptr, self.len)) }
+    }
+}
+
+impl Text {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Text::Owned(s) => s,
+            Text::Frame(f) => f.as_str(),
+        }
+    }
+}
+
+impl Clone for Text {
+    fn clone(&self) -> Self {
+        Text::Owned(self.as_str().to_owned())
+    }
+}
+
+impl<'py> IntoPyObject<'py> for &Text {
+    type Target = PyString;
+    type Output = Bound<'py, PyString>;
+    type Error = std::convert::Infallible;
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(crate::pyobj::value_str(py, self.as_str()))
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Text {
+    type Error = PyErr;
+    fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        obj.extract::<String>().map(Text::Owned)
+    }
+}
+
+impl Field for Text {
+    type Core = String;
+    type Arg<'a> = &'a str;
+    fn from_arg(_py: Python<'_>, arg: &str) -> PyResult<Self> {
+        Ok(Text::Owned(arg.to_owned()))
+    }
+    fn from_core(value: String) -> Self {
+        Text::Owned(value)
+    }
+    fn native(&self, _py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(Some(self.as_str().to_owned()))
+    }
+    fn prepare(&self, _py: Python<'_>) -> PyResult<Lend<String>> {
+        Ok(Lend::Native)
+    }
+    /// Owned text is moved out (and comes back in `give_back`); borrowed text is copied.
+    fn take(&mut self, _prepared: Lend<String>) -> String {
+        match self {
+            Text::Owned(s) => std::mem::take(s),
+            Text::Frame(f) => f.as_str().to_owned(),
+        }
+    }
+    fn give_back(&mut self, value: String) {
+        if let Text::Owned(s) = self {
+            *s = value;
+        }
+    }
+    fn json(&self, _py: Python<'_>) -> PyResult<Value> {
+        Ok(Value::from(self.as_str()))
+    }
+    fn repr(&self, py: Python<'_>) -> PyResult<String> {
+        Plain::repr(&self.as_str().to_owned(), py)
+    }
+}
+
 /// A container type a field can hold natively.
 pub trait Native: Sized + Default + Clone + PartialEq {
     /// As a new Python object.
@@ -141,7 +254,7 @@ pub enum Slot<T> {
     /// The Python object that is the field's value.
     Py(Py<PyAny>),
     /// Not yet read: the field's JSON text, validated by the core.
-    Text(Box<str>),
+    Text(Text),
 }
 
 impl<T: Native> Default for Slot<T> {
@@ -161,7 +274,7 @@ impl<T: Native> Slot<T> {
                 Ok(obj)
             }
             Slot::Text(text) => {
-                let obj = text_to_py(py, text)?.unbind();
+                let obj = text_to_py(py, text.as_str())?.unbind();
                 *self = Slot::Py(obj.clone_ref(py));
                 Ok(obj)
             }
@@ -175,6 +288,18 @@ impl<T: Native> Slot<T> {
         })
     }
 
+    /// `true` when the field holds nothing: an empty native value, or an empty `dict`.
+    pub fn is_empty(&self, py: Python<'_>) -> bool {
+        match self {
+            Slot::Native(v) => *v == T::default(),
+            Slot::Py(p) => p
+                .bind(py)
+                .cast_exact::<PyDict>()
+                .is_ok_and(|d| d.is_empty()),
+            Slot::Text(_) => false,
+        }
+    }
+
     /// Replace the field with a Python object.
     pub fn set(&mut self, obj: &Bound<'_, PyAny>) {
         *self = Slot::Py(obj.clone().unbind());
@@ -185,7 +310,7 @@ impl<T: Native> Slot<T> {
         match self {
             Slot::Native(v) => Ok(Some(v.clone())),
             Slot::Py(p) => T::from_py(p.bind(py)),
-            Slot::Text(text) => Self::parse(text).map(Some),
+            Slot::Text(text) => Self::parse(text.as_str()).map(Some),
         }
     }
 
@@ -198,7 +323,7 @@ impl<T: Native> Slot<T> {
                 Some(v) => Lend::Value(v),
                 None => Lend::Mismatch,
             }),
-            Slot::Text(text) => Self::parse(text).map(Lend::Value),
+            Slot::Text(text) => Self::parse(text.as_str()).map(Lend::Value),
         }
     }
 
@@ -230,7 +355,7 @@ impl<T: Native> Slot<T> {
         match self {
             Slot::Native(v) => Ok(v.to_json()),
             Slot::Py(p) => py_to_jvalue(p.bind(py)),
-            Slot::Text(text) => Ok(Self::parse(text)?.to_json()),
+            Slot::Text(text) => Ok(Self::parse(text.as_str())?.to_json()),
         }
     }
 
@@ -239,7 +364,7 @@ impl<T: Native> Slot<T> {
         let obj = match self {
             Slot::Native(v) => v.to_py(py)?,
             Slot::Py(p) => p.bind(py).clone(),
-            Slot::Text(text) => text_to_py(py, text)?,
+            Slot::Text(text) => text_to_py(py, text.as_str())?,
         };
         Ok(obj.repr()?.to_cow()?.into_owned())
     }

@@ -10,7 +10,6 @@
 //! and nesting deeper than [`MAX_DEPTH`] a `ValueError` (this also stops cycles).
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use std::cell::RefCell;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -61,7 +60,7 @@ pub fn jvalue_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAn
         Value::Null => py.None().into_bound(py),
         Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
         Value::Number(n) => number_to_py(py, n)?,
-        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::String(s) => crate::pyobj::new_str(py, s).into_any(),
         Value::Array(items) => {
             let list = PyList::empty(py);
             for item in items {
@@ -93,46 +92,9 @@ pub fn object_to_py<'py>(py: Python<'py>, m: &Object) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
-/// Slots of the key cache (a power of two).
-const KEY_SLOTS: usize = 512;
-/// Longest key the cache holds.
-const MAX_CACHED_KEY: usize = 32;
-
-/// A cache slot: a key and its `str`.
-type KeySlot = Option<(CompactString, Py<PyString>)>;
-
-thread_local! {
-    /// The `str` objects of recently converted object keys, direct-mapped by a hash of
-    /// the key: protocol objects use a small set of keys over and over, and reusing the
-    /// `str` saves creating it and hashing it again on `dict` insertion. Bounded
-    /// (`KEY_SLOTS` × at most `MAX_CACHED_KEY` bytes); a colliding key replaces the slot.
-    static KEYS: RefCell<Vec<KeySlot>> = RefCell::new((0..KEY_SLOTS).map(|_| None).collect());
-}
-
 /// An object key as a Python `str`, from the cache when it was seen recently.
 fn key_to_py<'py>(py: Python<'py>, key: &str) -> Bound<'py, PyString> {
-    if key.len() > MAX_CACHED_KEY {
-        return PyString::new(py, key);
-    }
-    // FNV-1a: a few nanoseconds for a short key; the slot is confirmed by comparison.
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    let slot = (hash as usize) & (KEY_SLOTS - 1);
-    KEYS.with(|cache| {
-        // A finaliser run by an allocation below could re-enter; then skip the cache.
-        let Ok(mut cache) = cache.try_borrow_mut() else {
-            return PyString::new(py, key);
-        };
-        if let Some((k, s)) = &cache[slot] {
-            if k == key {
-                return s.bind(py).clone();
-            }
-        }
-        let s = PyString::new(py, key);
-        cache[slot] = Some((CompactString::new(key), s.clone().unbind()));
-        s
-    })
+    crate::pyobj::key(py, key)
 }
 
 /// A list of strings as a new Python `list`.
@@ -172,21 +134,110 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 }
 
 fn dict_to_object(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Object> {
-    let mut m = Vec::with_capacity(d.len());
-    for (k, v) in d.iter() {
-        let key = match k.cast::<PyString>() {
-            Ok(s) => CompactString::from(s.to_cow()?),
-            Err(_) => {
-                return Err(PyTypeError::new_err(format!(
-                    "JSON object keys must be str, not {}",
-                    type_name(&k)
-                )))
+    let py = d.py();
+    let dict = d.as_ptr();
+    // SAFETY: the GIL is held and `dict` is a dict. The key `PyDict_Next` lends is
+    // copied before anything else runs; a value is read in place only when it is an exact
+    // built-in scalar (no Python code runs), otherwise it is turned into an owned reference
+    // first; and a dict that changes size meanwhile (Python code run by a subclass's
+    // conversion) is refused.
+    unsafe {
+        let size = pyo3::ffi::PyDict_Size(dict);
+        let mut m = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        let mut pos: pyo3::ffi::Py_ssize_t = 0;
+        let mut key: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+        let mut value: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+        while pyo3::ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+            let key = match utf8_exact(key) {
+                Some(s) => CompactString::new(s),
+                None => {
+                    let k = Bound::from_borrowed_ptr(py, key);
+                    match k.cast::<PyString>() {
+                        Ok(s) => CompactString::from(s.to_cow()?),
+                        Err(_) => {
+                            return Err(PyTypeError::new_err(format!(
+                                "JSON object keys must be str, not {}",
+                                type_name(&k)
+                            )))
+                        }
+                    }
+                }
+            };
+            let value = match exact_scalar(value) {
+                Some(v) => v,
+                None => to_value(&Bound::from_borrowed_ptr(py, value), depth + 1)?,
+            };
+            m.push((key, value));
+            if pyo3::ffi::PyDict_Size(dict) != size {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "dictionary changed size during iteration",
+                ));
             }
-        };
-        m.push((key, to_value(&v, depth + 1)?));
+        }
+        // A dict's keys are unique; two distinct `str` keys are distinct JSON keys.
+        Object::from_unique(m).map_err(|e| PyValueError::new_err(e.to_string()))
     }
-    // A dict's keys are unique; two distinct `str` keys are distinct JSON keys.
-    Object::from_unique(m).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// An exact `str`, `int` (within 64 bits), finite `float`, `bool` or `None` as JSON, read
+/// without running Python code; `None` for anything else (the caller's general path).
+///
+/// # Safety
+/// The GIL is held and `obj` is a valid object.
+#[inline(always)]
+unsafe fn exact_scalar(obj: *mut pyo3::ffi::PyObject) -> Option<Value> {
+    // SAFETY: the caller's contract; each accessor is used on its exact type.
+    unsafe {
+        if let Some(s) = utf8_exact(obj) {
+            return Some(Value::String(CompactString::new(s)));
+        }
+        if pyo3::ffi::PyLong_CheckExact(obj) != 0 {
+            let mut overflow = 0;
+            let v = pyo3::ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+            if overflow == 0 {
+                return Some(Value::from(v));
+            }
+            return None;
+        }
+        if pyo3::ffi::PyFloat_CheckExact(obj) != 0 {
+            return Number::from_f64(pyo3::ffi::PyFloat_AS_DOUBLE(obj)).map(Value::Number);
+        }
+        if obj == pyo3::ffi::Py_None() {
+            return Some(Value::Null);
+        }
+        if obj == pyo3::ffi::Py_True() {
+            return Some(Value::Bool(true));
+        }
+        if obj == pyo3::ffi::Py_False() {
+            return Some(Value::Bool(false));
+        }
+        None
+    }
+}
+
+/// The UTF-8 of an exact `str`, borrowed from it; `None` for any other object and for a
+/// `str` with lone surrogates (the caller's slower path then reports it).
+///
+/// # Safety
+/// The GIL is held and `obj` is a valid object that outlives the result.
+#[inline]
+unsafe fn utf8_exact<'a>(obj: *mut pyo3::ffi::PyObject) -> Option<&'a str> {
+    // SAFETY: the caller's contract; the view lives as long as the str.
+    unsafe {
+        if pyo3::ffi::PyUnicode_CheckExact(obj) == 0 {
+            return None;
+        }
+        let mut len: pyo3::ffi::Py_ssize_t = 0;
+        let data = pyo3::ffi::PyUnicode_AsUTF8AndSize(obj, &mut len);
+        if data.is_null() {
+            pyo3::ffi::PyErr_Clear();
+            return None;
+        }
+        Some(std::str::from_utf8_unchecked(std::slice::from_raw_parts(
+            data.cast::<u8>(),
+            usize::try_from(len).ok()?,
+        )))
+    }
 }
 
 fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
@@ -195,8 +246,9 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
             "value nested deeper than {MAX_DEPTH} levels (or a reference cycle)"
         )));
     }
-    if let Ok(s) = obj.cast_exact::<PyString>() {
-        return Ok(Value::String(CompactString::from(s.to_cow()?)));
+    // SAFETY: the GIL is held and `obj` is valid.
+    if let Some(v) = unsafe { exact_scalar(obj.as_ptr()) } {
+        return Ok(v);
     }
     if obj.is_none() {
         return Ok(Value::Null);
@@ -257,56 +309,96 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
 /// error of a failed Python allocation.
 pub fn text_to_py<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     walk(text, &mut ToPy(py)).map_err(|e| match e {
-        WalkError::Sink(e) => e,
-        syntax => PyValueError::new_err(format!("invalid JSON text: {syntax}")),
+        WalkError::Sink(Raised) => PyErr::fetch(py),
+        WalkError::Syntax { message, offset } => {
+            PyValueError::new_err(format!("invalid JSON text: {message} at byte {offset}"))
+        }
     })
 }
 
+/// A Python error is set (the interpreter holds it; [`text_to_py`] fetches it). A
+/// zero-sized error keeps the sink's results one pointer wide.
+struct Raised;
+
 /// Builds Python objects from `json::walk`'s events.
 struct ToPy<'py>(Python<'py>);
+
+impl<'py> ToPy<'py> {
+    /// A new reference from a C-API call: the object, or [`Raised`] for NULL.
+    #[inline(always)]
+    fn own<T>(&self, ptr: *mut pyo3::ffi::PyObject) -> Result<Bound<'py, T>, Raised> {
+        if ptr.is_null() {
+            return Err(Raised);
+        }
+        // SAFETY: the GIL is held; `ptr` is a new reference of a `T` (each caller creates
+        // one of that type).
+        Ok(unsafe { Bound::from_owned_ptr(self.0, ptr).cast_into_unchecked() })
+    }
+}
 
 impl<'py> Sink for ToPy<'py> {
     type Value = Bound<'py, PyAny>;
     type Object = Bound<'py, PyDict>;
     type Array = Bound<'py, PyList>;
-    type Error = PyErr;
+    type Error = Raised;
 
-    fn null(&mut self) -> PyResult<Self::Value> {
+    fn null(&mut self) -> Result<Self::Value, Raised> {
         Ok(self.0.None().into_bound(self.0))
     }
-    fn boolean(&mut self, v: bool) -> PyResult<Self::Value> {
+    fn boolean(&mut self, v: bool) -> Result<Self::Value, Raised> {
         Ok(PyBool::new(self.0, v).to_owned().into_any())
     }
-    fn unsigned(&mut self, v: u64) -> PyResult<Self::Value> {
-        let Ok(int) = v.into_pyobject(self.0);
-        Ok(int.into_any())
+    fn unsigned(&mut self, v: u64) -> Result<Self::Value, Raised> {
+        // SAFETY: the GIL is held.
+        let ptr = unsafe { pyo3::ffi::PyLong_FromUnsignedLongLong(v) };
+        self.own(ptr)
     }
-    fn signed(&mut self, v: i64) -> PyResult<Self::Value> {
-        let Ok(int) = v.into_pyobject(self.0);
-        Ok(int.into_any())
+    fn signed(&mut self, v: i64) -> Result<Self::Value, Raised> {
+        // SAFETY: the GIL is held.
+        let ptr = unsafe { pyo3::ffi::PyLong_FromLongLong(v) };
+        self.own(ptr)
     }
-    fn float(&mut self, v: f64) -> PyResult<Self::Value> {
-        Ok(PyFloat::new(self.0, v).into_any())
+    fn float(&mut self, v: f64) -> Result<Self::Value, Raised> {
+        // SAFETY: the GIL is held.
+        let ptr = unsafe { pyo3::ffi::PyFloat_FromDouble(v) };
+        self.own(ptr)
     }
-    fn string(&mut self, v: &str) -> PyResult<Self::Value> {
-        Ok(PyString::new(self.0, v).into_any())
+    fn string(&mut self, v: &str) -> Result<Self::Value, Raised> {
+        Ok(crate::pyobj::value_str(self.0, v).into_any())
     }
-    fn object(&mut self) -> PyResult<Self::Object> {
-        Ok(PyDict::new(self.0))
+    fn object(&mut self) -> Result<Self::Object, Raised> {
+        // SAFETY: the GIL is held.
+        let ptr = unsafe { pyo3::ffi::PyDict_New() };
+        self.own(ptr)
     }
-    fn member(&mut self, o: &mut Self::Object, key: &str, v: Self::Value) -> PyResult<()> {
-        o.set_item(key_to_py(self.0, key), v)
+    fn member(&mut self, o: &mut Self::Object, key: &str, v: Self::Value) -> Result<(), Raised> {
+        let key = key_to_py(self.0, key);
+        // SAFETY: the GIL is held; `o` is a dict, `key` a str and `v` an object, all
+        // valid; `PyDict_SetItem` takes its own references.
+        if unsafe { pyo3::ffi::PyDict_SetItem(o.as_ptr(), key.as_ptr(), v.as_ptr()) } == 0 {
+            Ok(())
+        } else {
+            Err(Raised)
+        }
     }
-    fn end_object(&mut self, o: Self::Object) -> PyResult<Self::Value> {
+    fn end_object(&mut self, o: Self::Object) -> Result<Self::Value, Raised> {
         Ok(o.into_any())
     }
-    fn array(&mut self) -> PyResult<Self::Array> {
-        Ok(PyList::empty(self.0))
+    fn array(&mut self) -> Result<Self::Array, Raised> {
+        // SAFETY: the GIL is held.
+        let ptr = unsafe { pyo3::ffi::PyList_New(0) };
+        self.own(ptr)
     }
-    fn item(&mut self, a: &mut Self::Array, v: Self::Value) -> PyResult<()> {
-        a.append(v)
+    fn item(&mut self, a: &mut Self::Array, v: Self::Value) -> Result<(), Raised> {
+        // SAFETY: the GIL is held; `a` is a list and `v` an object; the list takes its
+        // own reference.
+        if unsafe { pyo3::ffi::PyList_Append(a.as_ptr(), v.as_ptr()) } == 0 {
+            Ok(())
+        } else {
+            Err(Raised)
+        }
     }
-    fn end_array(&mut self, a: Self::Array) -> PyResult<Self::Value> {
+    fn end_array(&mut self, a: Self::Array) -> Result<Self::Value, Raised> {
         Ok(a.into_any())
     }
 }

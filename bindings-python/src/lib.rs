@@ -8,6 +8,7 @@
 
 mod adapter;
 mod contract;
+mod encode;
 mod errors;
 mod fastcall;
 mod fields;
@@ -16,6 +17,7 @@ mod host;
 mod json;
 mod local;
 mod messages;
+mod pyobj;
 mod reducer;
 mod sequencing;
 mod session;
@@ -23,7 +25,7 @@ mod wire;
 
 use pyo3::prelude::*;
 
-#[pymodule]
+#[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<messages::PyHello>()?;
     m.add_class::<messages::PyTaskAssign>()?;
@@ -76,12 +78,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_class::<framing::PyLineFramer>()?;
     m.add_class::<framing::PyLineError>()?;
-    m.add_function(wrap_pyfunction!(wire::encode, m)?)?;
-    if fastcall::available(m.py()) {
-        m.add("decode", fastcall::decode_function(m)?)?;
-    } else {
-        m.add_function(wrap_pyfunction!(wire::decode, m)?)?;
-    }
+    m.add("encode", fastcall::encode_function(m)?)?;
+    m.add("decode", fastcall::decode_function(m)?)?;
     m.add_function(wrap_pyfunction!(wire::validate, m)?)?;
     m.add_function(wrap_pyfunction!(wire::is_valid, m)?)?;
     m.add_function(wrap_pyfunction!(wire::iter_errors, m)?)?;

@@ -13,7 +13,7 @@ use stapel_runner_protocol::wire::{
 };
 
 use crate::errors::{decode_error, schema_error};
-use crate::fields::{Field, Plain, Property, Slot};
+use crate::fields::{Field, FrameSpan, Plain, Property, Slot, Text};
 use crate::json::{number_to_py, object_to_py, py_to_object, type_name};
 
 // The constructors' defaults (`schema_version=1`, `protocol_version=1`) are the seed's
@@ -197,18 +197,41 @@ pub fn message_to_py(py: Python<'_>, m: Message) -> PyResult<Bound<'_, PyAny>> {
 
 /// A `task.progress` frame the core's fast path validated, as a `TaskProgress` whose
 /// payload stays JSON text until it is first read or used.
-pub fn progress_from_view<'py>(
+///
+/// With `frame` (the immutable `str` or `bytes` object whose UTF-8 buffer the view borrows
+/// from) the message borrows its text from it instead of copying.
+///
+/// # Safety
+/// When `frame` is given, the view's strings lie inside its UTF-8 buffer.
+pub unsafe fn progress_from_view<'py>(
     py: Python<'py>,
     view: &wire::ProgressView<'_>,
+    frame: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let (task_id, kind, payload) = match frame {
+        // SAFETY: the caller's contract; the message keeps `frame` (below).
+        Some(_) => unsafe {
+            (
+                Text::Frame(FrameSpan::new(view.task_id)),
+                Text::Frame(FrameSpan::new(view.kind)),
+                Text::Frame(FrameSpan::new(view.payload)),
+            )
+        },
+        None => (
+            Text::Owned(view.task_id.to_owned()),
+            Text::Owned(view.kind.to_owned()),
+            Text::Owned(view.payload.to_owned()),
+        ),
+    };
     let m = PyTaskProgress {
-        task_id: view.task_id.to_owned(),
+        task_id,
         seq: view.seq,
-        kind: view.kind.to_owned(),
-        payload: Slot::Text(view.payload.into()),
+        kind,
+        payload: Slot::Text(payload),
         attempt: view.attempt,
         schema_version: wire::SCHEMA_VERSION,
         extra: Slot::default(),
+        frame: frame.map(|f| f.clone().unbind()),
     };
     Ok(Bound::new(py, m)?.into_any())
 }
@@ -280,6 +303,26 @@ pub fn with_message<R>(
     Ok(f(m).0)
 }
 
+/// `encode` of a `TaskProgress` built in Python, written straight from its Python objects
+/// with the core's frame layout ([`crate::encode`]); `None` when the message is anything
+/// else or not in the plain form (then the core's path encodes it).
+pub fn encode_fast<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
+    let c = obj.cast::<PyTaskProgress>().ok()?;
+    let b = c.try_borrow().ok()?;
+    let (Slot::Py(payload), true) = (&b.payload, b.extra.is_empty(obj.py())) else {
+        return None;
+    };
+    let template = crate::encode::Template::get()?;
+    template.write(&crate::encode::Fields {
+        schema_version: b.schema_version,
+        task_id: b.task_id.as_str(),
+        seq: b.seq,
+        kind: b.kind.as_str(),
+        attempt: b.attempt,
+        payload: payload.bind(obj.py()),
+    })
+}
+
 /// What the sequencing state reads of a received message object — its type, `task_id`,
 /// `attempt` and `seq` — as a core message with empty containers, read straight from the
 /// object's fields (no attribute lookups, no conversion of `payload` & co.). `None` for
@@ -291,6 +334,7 @@ pub fn sequencing_view(obj: &Bound<'_, PyAny>) -> PyResult<Option<Message>> {
     if let Ok(c) = obj.cast::<PyTaskProgress>() {
         let b = c.try_borrow()?;
         let mut m = TaskProgress::new(b.task_id.as_str(), String::new(), Default::default());
+        // (`task_id` is a `Text`: borrowed from the frame or owned.)
         (m.seq, m.attempt) = (b.seq, b.attempt);
         return Ok(Some(Message::TaskProgress(m)));
     }
@@ -382,6 +426,11 @@ macro_rules! message_class {
             #[pyo3(get, set)]
             schema_version: u64,
             extra: Obj,
+            /// The frame object the message's [`Text::Frame`] spans borrow from (kept
+            /// alive with the message; `None` when it borrows nothing). Never read: it only
+            /// keeps the buffer alive.
+            #[allow(dead_code)]
+            frame: Option<Py<PyAny>>,
         }
 
         impl $class {
@@ -411,6 +460,7 @@ macro_rules! message_class {
                     $($field: Field::from_core(m.$field),)*
                     schema_version: m.schema_version,
                     extra: Slot::Native(m.extra),
+                    frame: None,
                 }
             }
             /// The message as JSON, whatever the shape of its fields.
@@ -454,6 +504,7 @@ macro_rules! message_class {
                     $($field: Field::from_arg(py, $field)?,)*
                     schema_version,
                     extra: Field::from_arg(py, extra)?,
+                    frame: None,
                 })
             }
 
@@ -609,11 +660,11 @@ message_class! {
     PyTaskProgress("TaskProgress", TaskProgress(TaskProgress), "task.progress",
                    mismatch = shape_error) {
         #[pyo3(get, set)]
-        task_id: String = "",
+        task_id: Text = "",
         #[pyo3(get, set)]
         seq: u64 = 0,
         #[pyo3(get, set)]
-        kind: String = "",
+        kind: Text = "",
         payload: Obj = None => {
             /// Kind-specific body (a dict, keys in arrival order).
             set_payload

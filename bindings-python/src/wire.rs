@@ -11,31 +11,35 @@ use crate::json::{py_to_jvalue, py_to_object, type_name};
 use crate::messages::{message_from_py, message_to_py, progress_from_view, with_message};
 
 /// Encode a message (or a dict, built with the tolerant rules) as one compact JSON frame:
-/// the core's deterministic, byte-stable encoding.
-#[pyfunction]
-pub fn encode(message: &Bound<'_, PyAny>) -> PyResult<String> {
+/// the core's deterministic, byte-stable encoding. The module's `encode` is
+/// [`crate::fastcall`]'s vectorcall function around this.
+pub fn encode<'py>(message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    if let Some(frame) = crate::messages::encode_fast(message) {
+        return Ok(frame);
+    }
+    let py = message.py();
     with_message(message, |m| (wire::try_encode(&m), m))?
-        .map_err(|e| decode_error(message.py(), &e))
+        .map(|frame| crate::pyobj::new_str(py, &frame))
+        .map_err(|e| decode_error(py, &e))
 }
 
 /// Decode one frame (`str`, `bytes`, `bytearray` or an already-parsed `dict`) into its
 /// message class. `validate=True` checks every schema rule.
 ///
-/// On CPython ≥ 3.10 the module's `decode` is [`crate::fastcall`]'s vectorcall function
-/// instead, which reads a `str` without copying and calls this for other frames.
-#[pyfunction]
-#[pyo3(signature = (frame, *, validate = false))]
+/// The module's `decode` is [`crate::fastcall`]'s vectorcall function, which reads a
+/// `str` itself and calls this for other frames.
 pub fn decode<'py>(frame: &Bound<'py, PyAny>, validate: bool) -> PyResult<Bound<'py, PyAny>> {
     let py = frame.py();
     let result = if let Ok(s) = frame.cast::<PyString>() {
-        // One copy into a `bytes` object: under the 3.9 stable ABI there is no borrowed
-        // UTF-8 view of a `str`, and `to_cow` would copy twice.
-        let bytes = s.encode_utf8().map_err(|_| not_utf8(py))?;
-        return decode_bytes(py, bytes.as_bytes(), validate);
+        let text = s.to_str().map_err(|_| not_utf8(py))?;
+        // SAFETY: `text` is the UTF-8 view of the immutable `str` `frame`.
+        return unsafe { decode_text(py, text, validate, Some(frame)) };
     } else if let Ok(b) = frame.cast::<PyBytes>() {
-        return decode_bytes(py, b.as_bytes(), validate);
+        // SAFETY: the buffer of the immutable `bytes` `frame`.
+        return unsafe { decode_bytes(py, b.as_bytes(), validate, Some(frame)) };
     } else if let Ok(b) = frame.cast::<PyByteArray>() {
-        return decode_bytes(py, &b.to_vec(), validate);
+        // SAFETY: no owner: a bytearray can change, so the message copies its text.
+        return unsafe { decode_bytes(py, &b.to_vec(), validate, None) };
     } else if frame.cast::<PyDict>().is_ok() {
         wire::from_object(py_to_object(frame)?, validate)
     } else {
@@ -56,28 +60,48 @@ pub fn not_utf8(py: Python<'_>) -> PyErr {
 }
 
 /// Decode a frame's bytes with the core's choice of path (`wire::decode_view`).
-fn decode_bytes<'py>(py: Python<'py>, bytes: &[u8], validate: bool) -> PyResult<Bound<'py, PyAny>> {
-    decoded_to_py(py, wire::decode_view(bytes, validate))
+///
+/// # Safety
+/// With `owner`, `bytes` is the buffer of that immutable object (see
+/// [`progress_from_view`]).
+unsafe fn decode_bytes<'py>(
+    py: Python<'py>,
+    bytes: &[u8],
+    validate: bool,
+    owner: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the caller's contract.
+    unsafe { decoded_to_py(py, wire::decode_view(bytes, validate), owner) }
 }
 
 /// Decode a text frame with the core's choice of path (`wire::decode_str_view`): a
 /// plain, valid `task.progress` frame as the fast view (its payload kept as text until
 /// read), any other as the full message.
-pub fn decode_text<'py>(
+///
+/// # Safety
+/// With `owner`, `text` is the UTF-8 buffer of that immutable `str` or `bytes` object,
+/// which the message may then borrow from (see [`progress_from_view`]).
+pub unsafe fn decode_text<'py>(
     py: Python<'py>,
     text: &str,
     validate: bool,
+    owner: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    decoded_to_py(py, wire::decode_str_view(text, validate))
+    // SAFETY: the caller's contract.
+    unsafe { decoded_to_py(py, wire::decode_str_view(text, validate), owner) }
 }
 
+/// # Safety
+/// As [`decode_text`].
 #[inline]
-fn decoded_to_py<'py>(
+unsafe fn decoded_to_py<'py>(
     py: Python<'py>,
     decoded: Result<Decoded<'_>, DecodeError>,
+    owner: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     match decoded {
-        Ok(Decoded::Progress(view)) => progress_from_view(py, &view),
+        // SAFETY: the caller's contract: the view borrows from `owner`'s buffer.
+        Ok(Decoded::Progress(view)) => unsafe { progress_from_view(py, &view, owner) },
         Ok(Decoded::Message(m)) => message_to_py(py, m),
         Err(e) => Err(decode_error(py, &e)),
     }
