@@ -102,13 +102,30 @@ fn check_replay(py: Python<'_>, r: &Replay) -> PyResult<()> {
 }
 
 fn replay_messages<'py>(py: Python<'py>, r: &Replay) -> PyResult<Bound<'py, PyDict>> {
+    // Each kept frame goes through the package's decode path (the core's
+    // `wire::decode_str_view`: the fast view for a plain progress frame, the payload
+    // kept as text until read). A kept frame that no longer decodes fails the call
+    // (`undecodable_frame`, the core's policy for `OutboxLog::since`) rather than
+    // vanishing from the replay.
     let out = PyDict::new(py);
-    for (task, msgs) in r.messages() {
-        let list = PyList::empty(py);
-        for m in msgs {
-            list.append(message_to_py(py, m)?)?;
+    for s in &r.streams {
+        let list = match out.get_item(&s.task_id)? {
+            Some(l) => l.cast_into::<PyList>()?,
+            None => {
+                let l = PyList::empty(py);
+                out.set_item(&s.task_id, &l)?;
+                l
+            }
+        };
+        for f in &s.frames {
+            // SAFETY: no owner is given, so the message copies what it keeps of `f.frame`.
+            let m =
+                unsafe { crate::wire::decode_text(py, &f.frame, false, None) }.map_err(|_| {
+                    let e = seq::SequencingError::UndecodableFrame { seq: f.seq };
+                    state_error(py, e.to_string(), e.code())
+                })?;
+            list.append(m)?;
         }
-        out.set_item(task, list)?;
     }
     Ok(out)
 }
