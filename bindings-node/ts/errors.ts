@@ -1,0 +1,110 @@
+/** One schema violation: where, which rule, and a human-readable message. */
+export interface Violation {
+  /** Slash-separated path of the offending value (`""` is the frame itself). */
+  location: string;
+  /** The rule broken: `required`, `type`, `const`, `min_length`, `minimum`, `range`, ... */
+  rule: string;
+  /** Human-readable explanation (not stable; assert on `location` and `rule`). */
+  message: string;
+}
+
+/** Base class of every error this package throws; `code` is the core's stable code. */
+export class RunnerProtocolError extends Error {
+  /** The core's stable snake_case error code. */
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** A frame could not be decoded: `not_json`, `duplicate_key`, `not_object`. */
+export class DecodeError extends RunnerProtocolError {
+  /** The violations (empty unless `code` is `schema_violation`). */
+  readonly violations: Violation[];
+  /** The error as human-readable lines, as the core words them. */
+  readonly lines: string[];
+  constructor(code: string, message: string, violations: Violation[] = [], lines: string[] = []) {
+    super(code, message);
+    this.violations = violations;
+    this.lines = lines;
+  }
+}
+
+/** A message breaks schema rules (`schema_violation`), with the located violations. */
+export class SchemaValidationError extends DecodeError {}
+
+/** The frame's `type` is absent or not one of the seven messages (`unknown_type`). */
+export class UnknownMessageError extends DecodeError {}
+
+/** A machine was used against its rules (not connected, backpressure, ...). */
+export class ProtocolStateError extends RunnerProtocolError {}
+
+/** A configuration the core refused; `key` names the offending key. */
+export class ConfigError extends RunnerProtocolError {
+  /** The configuration key the core refused. */
+  readonly key: string;
+  constructor(code: string, message: string, key: string) {
+    super(code, message);
+    this.key = key;
+  }
+}
+
+/** A harness adapter failed (a turn, a role spec, a usage shape). */
+export class AdapterError extends RunnerProtocolError {}
+
+/** The reducer refused an event. */
+export class ReducerError extends RunnerProtocolError {}
+
+/** A contract-1.0 document or gateway step was refused. */
+export class ContractError extends RunnerProtocolError {}
+
+/** The native core panicked; the process survives and the call throws this (`panic`). */
+export class PanicError extends RunnerProtocolError {}
+
+const MARKER = '\u0001stapel:';
+
+interface Carried {
+  class: string;
+  code: string;
+  message: string;
+  violations?: Violation[];
+  lines?: string[];
+  key?: string;
+}
+
+/** The typed error for an error thrown by the native module (others pass through). */
+export function translate(error: unknown): unknown {
+  if (!(error instanceof Error) || !error.message.startsWith(MARKER)) {
+    return error;
+  }
+  let c: Carried;
+  try {
+    c = JSON.parse(error.message.slice(MARKER.length)) as Carried;
+  } catch {
+    return error;
+  }
+  switch (c.class) {
+    case 'SchemaValidationError':
+      return new SchemaValidationError(c.code, c.message, c.violations ?? [], c.lines ?? []);
+    case 'UnknownMessageError':
+      return new UnknownMessageError(c.code, c.message, c.violations ?? [], c.lines ?? []);
+    case 'DecodeError':
+      return new DecodeError(c.code, c.message, c.violations ?? [], c.lines ?? []);
+    case 'ProtocolStateError':
+      return new ProtocolStateError(c.code, c.message);
+    case 'ConfigError':
+      return new ConfigError(c.code, c.message, c.key ?? '');
+    case 'AdapterError':
+      return new AdapterError(c.code, c.message);
+    case 'ReducerError':
+      return new ReducerError(c.code, c.message);
+    case 'ContractError':
+      return new ContractError(c.code, c.message);
+    case 'PanicError':
+      return new PanicError(c.code, c.message);
+    default:
+      return new RunnerProtocolError(c.code, c.message);
+  }
+}

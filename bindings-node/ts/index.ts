@@ -1,0 +1,10 @@
+/**
+ * stapel-runner-protocol for Node.js and TypeScript: the hub↔runner wire protocol, its
+ * sequencing and session machines, the JSONL framer and the rest of the sans-IO Rust
+ * core, through N-API. Messages are plain objects with the wire field names.
+ */
+export * from './errors';
+export * from './wire';
+export * from './framing';
+export * from './session';
+export { native as __native } from './native';
