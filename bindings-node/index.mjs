@@ -3,6 +3,7 @@ import cjs from './dist/index.js';
 
 export const AdapterError = cjs.AdapterError;
 export const ConfigError = cjs.ConfigError;
+export const ConnectionState = cjs.ConnectionState;
 export const ContractError = cjs.ContractError;
 export const DecodeError = cjs.DecodeError;
 export const HubSession = cjs.HubSession;

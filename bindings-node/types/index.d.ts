@@ -7,4 +7,5 @@ export * from './errors';
 export * from './wire';
 export * from './framing';
 export * from './session';
+export * from './sequencing';
 export { native as __native } from './native';
