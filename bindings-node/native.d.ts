@@ -138,6 +138,25 @@ export declare class NativeSession {
   stats(): string
 }
 
+/** Folds canonical events (`paperclip.prp.event.v1`) into a snapshot; live == replay. */
+export declare class NativeSessionReducer {
+  /** `config`: the JSON text of the reducer configuration. */
+  constructor(config?: string | undefined | null)
+  /** Apply one event (JSON text); the outcome as JSON text (`kind` and its fields). */
+  apply(event: string): string
+  /** Apply one JSONL line of an event log; the outcome as JSON text. */
+  applyLine(line: string): string
+  /**
+   * Apply every event of a JSON array (text); how many were applied before the
+   * first error (which is thrown).
+   */
+  applyAll(events: string): number
+  /** The snapshot as JSON text. */
+  snapshot(): string
+  /** The delivery report as JSON text. */
+  delivery(): string
+}
+
 /**
  * A hidden export for the test that proves a panic becomes a thrown error: it panics
  * when the environment variable `STAPEL_NODE_PANIC_PROBE` is `1`, and returns `false`
@@ -191,6 +210,12 @@ export declare function notUnicodeError(): void
 
 /** The wire protocol version this core speaks (1). */
 export declare function protocolVersion(): number
+
+/**
+ * The snapshot of a fresh reducer after `events` (JSON text of an array), applied
+ * leniently (`reducer::replay`), as JSON text.
+ */
+export declare function reducerReplay(config: string | undefined | null, events: string): string
 
 /** The wire schema version (1). */
 export declare function schemaVersion(): number

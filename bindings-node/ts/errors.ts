@@ -54,8 +54,15 @@ export class ConfigError extends RunnerProtocolError {
 /** A harness adapter failed (a turn, a role spec, a usage shape). */
 export class AdapterError extends RunnerProtocolError {}
 
-/** The reducer refused an event. */
-export class ReducerError extends RunnerProtocolError {}
+/** The reducer refused an event; `detailCode` names the inner cause (`invalid_event`). */
+export class ReducerError extends RunnerProtocolError {
+  /** The code of the inner cause, or `null`. */
+  readonly detailCode: string | null;
+  constructor(code: string, message: string, detailCode: string | null = null) {
+    super(code, message);
+    this.detailCode = detailCode;
+  }
+}
 
 /** A contract-1.0 document or gateway step was refused. */
 export class ContractError extends RunnerProtocolError {}
@@ -72,6 +79,7 @@ interface Carried {
   violations?: Violation[];
   lines?: string[];
   key?: string;
+  detail_code?: string | null;
 }
 
 /** The typed error for an error thrown by the native module (others pass through). */
@@ -99,7 +107,7 @@ export function translate(error: unknown): unknown {
     case 'AdapterError':
       return new AdapterError(c.code, c.message);
     case 'ReducerError':
-      return new ReducerError(c.code, c.message);
+      return new ReducerError(c.code, c.message, c.detail_code ?? null);
     case 'ContractError':
       return new ContractError(c.code, c.message);
     case 'PanicError':

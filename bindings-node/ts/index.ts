@@ -8,4 +8,5 @@ export * from './wire';
 export * from './framing';
 export * from './session';
 export * from './sequencing';
+export * from './reducer';
 export { native as __native } from './native';

@@ -39,8 +39,11 @@ export declare class ConfigError extends RunnerProtocolError {
 /** A harness adapter failed (a turn, a role spec, a usage shape). */
 export declare class AdapterError extends RunnerProtocolError {
 }
-/** The reducer refused an event. */
+/** The reducer refused an event; `detailCode` names the inner cause (`invalid_event`). */
 export declare class ReducerError extends RunnerProtocolError {
+    /** The code of the inner cause, or `null`. */
+    readonly detailCode: string | null;
+    constructor(code: string, message: string, detailCode?: string | null);
 }
 /** A contract-1.0 document or gateway step was refused. */
 export declare class ContractError extends RunnerProtocolError {
