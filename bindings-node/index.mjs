@@ -8,6 +8,7 @@ export const ContractError = cjs.ContractError;
 export const DecodeError = cjs.DecodeError;
 export const HubSession = cjs.HubSession;
 export const LineFramer = cjs.LineFramer;
+export const LocalRun = cjs.LocalRun;
 export const PROTOCOL_VERSION = cjs.PROTOCOL_VERSION;
 export const PanicError = cjs.PanicError;
 export const ProtocolStateError = cjs.ProtocolStateError;

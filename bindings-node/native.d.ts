@@ -103,6 +103,28 @@ export declare class NativeLineFramer {
   maxLineBytes(): number
 }
 
+/** One local run: the machine between the controller and the harness process. */
+export declare class NativeLocalRun {
+  /**
+   * `config`: the JSON text of the local configuration (absent keys take the core's
+   * defaults).
+   */
+  constructor(config?: string | undefined | null)
+  /**
+   * Feed one input: `kind` is `controller_bytes`, `harness_stdout`,
+   * `harness_stderr` (with `bytes`), `controller_eof`, `harness_spawned` (with
+   * `pid`), `harness_spawn_failed` (with `message`), `harness_exited` (with `code`,
+   * `signal`) or `timeout`.
+   */
+  handle(nowMs: number, kind: string, bytes?: Uint8Array | undefined | null, pid?: number | undefined | null, message?: string | undefined | null, code?: number | undefined | null, signal?: number | undefined | null): void
+  /** The next output as JSON text (`kind` and its fields), or `null`. */
+  pollOutput(): string | null
+  /** The absolute deadline for the next `timeout` input, or `null`. */
+  pollTimeout(): number | null
+  /** Whether the run is over (its `exit` was emitted). */
+  isFinished(): boolean
+}
+
 /** One hub-side or runner-side connection machine. */
 export declare class NativeSession {
   /**

@@ -10,6 +10,7 @@
 
 mod errors;
 mod framing;
+mod local;
 mod reducer;
 mod sequencing;
 mod session;

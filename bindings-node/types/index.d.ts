@@ -9,4 +9,5 @@ export * from './framing';
 export * from './session';
 export * from './sequencing';
 export * from './reducer';
+export * from './local';
 export { native as __native } from './native';
