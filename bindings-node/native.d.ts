@@ -78,6 +78,25 @@ export declare class NativeConnectionState {
   streamCounts(): Array<number>
 }
 
+/** The gateway lifecycle machine of contract 1.0. */
+export declare class NativeGateway {
+  /**
+   * `config`: JSON text with `catalog` and optionally `max_tool_calls`,
+   * `max_evidence_refs`, `max_evidence_artifacts` (absent: the core's defaults).
+   */
+  constructor(config: string)
+  /** Feed one input (JSON text of a gateway input). */
+  handle(nowMs: number, input: string): void
+  /** The next output as JSON text, or `null`. */
+  pollOutput(): string | null
+  /** The absolute deadline for the next timeout, or `null`. */
+  pollTimeout(): number | null
+  /** Whether the lifecycle is over. */
+  isFinished(): boolean
+  /** The lifecycle stage's name. */
+  stage(): string
+}
+
 /** A bounded JSONL line framer: push bytes, pull lines and line errors. */
 export declare class NativeLineFramer {
   /**
@@ -125,6 +144,22 @@ export declare class NativeLocalRun {
   isFinished(): boolean
 }
 
+/** One rein session: tool-call prompts, turn usage, the execution summary. */
+export declare class NativeReinSession {
+  /** A session for a harness profile (JSON text), started at `now_ms`. */
+  constructor(profile: string, nowMs: number)
+  /** The prompt of a tool call (JSON text). */
+  toolCallPrompt(call: string): string
+  /** Record a turn's usage (JSON text of a usage split). */
+  recordTurn(usage: string): void
+  /** Tool calls so far. */
+  toolCalls(): number
+  /** The summed usage (JSON text). */
+  usage(): string
+  /** The execution summary at `now_ms` (JSON text). */
+  summary(nowMs: number): string
+}
+
 /** One hub-side or runner-side connection machine. */
 export declare class NativeSession {
   /**
@@ -160,6 +195,14 @@ export declare class NativeSession {
   stats(): string
 }
 
+/** Opens numbered sessions per sandbox. */
+export declare class NativeSessionIds {
+  /** No session opened yet. */
+  constructor()
+  /** Open the next session of a sandbox (JSON text); its session map as JSON text. */
+  open(sandbox: string): string
+}
+
 /** Folds canonical events (`paperclip.prp.event.v1`) into a snapshot; live == replay. */
 export declare class NativeSessionReducer {
   /** `config`: the JSON text of the reducer configuration. */
@@ -191,6 +234,39 @@ export declare function __panicProbe(): boolean
  * message's wire object as JSON text when it passes.
  */
 export declare function checkAs(value: string, typeName: string): string
+
+/** Whether a string is a credential reference (not a credential). */
+export declare function contractIsCredentialReference(value: string): boolean
+
+/** Whether a key names sensitive data. */
+export declare function contractIsSensitiveKey(key: string): boolean
+
+/** Whether a string looks like a credential. */
+export declare function contractLooksLikeCredential(value: string): boolean
+
+/** The names of the contract models. */
+export declare function contractModelNames(): Array<string>
+
+/** Parse a catalog (JSON text); `{profiles, reins}` counts as JSON text. */
+export declare function contractParseCatalog(catalog: string): string
+
+/**
+ * Parse `value` (JSON text) strictly as the contract model `name`; its normalized
+ * JSON text.
+ */
+export declare function contractParseModel(name: string, value: string): string
+
+/**
+ * Resolve a harness profile reference against a catalog: `{profile, rein}` as JSON
+ * text, or a thrown `ResolutionRefused` with the refusal reasons.
+ */
+export declare function contractResolve(profileRef: string, catalog: string): string
+
+/**
+ * An identifier made safe for evidence: `{text, redacted}` as JSON text; `kind`
+ * names an identifier kind, absent the generic rules.
+ */
+export declare function contractSafeIdentifier(value: string, kind?: string | undefined | null): string
 
 /**
  * [`decode_text`] for the bytes of a frame (`Buffer` or `Uint8Array`): `null` when the
@@ -238,6 +314,24 @@ export declare function protocolVersion(): number
  * leniently (`reducer::replay`), as JSON text.
  */
 export declare function reducerReplay(config: string | undefined | null, events: string): string
+
+/** The initial prompt from a rein's inputs (JSON text of a string map), or `null`. */
+export declare function reinInitialPrompt(inputs: string): string | null
+
+/** The rein role spec of a harness profile (JSON text in and out). */
+export declare function reinRoleSpec(profile: string): string
+
+/** The rein session map of turn `n` in a sandbox (JSON text). */
+export declare function reinSessionMap(n: number, sandbox: string): string
+
+/** The tool result of a harness's final text (JSON text). */
+export declare function reinToolResult(text: string): string
+
+/**
+ * The tool result of a turn error (JSON text), or `null` when the error is not one a
+ * tool result reports.
+ */
+export declare function reinToolResultFromTurnError(code: string, message: string): string | null
 
 /** The wire schema version (1). */
 export declare function schemaVersion(): number

@@ -15,13 +15,14 @@ use stapel_runner_protocol::wire::{Hello, Message};
 use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
 use crate::wire::{message_from_text, message_text};
 
-/// A time from JS (milliseconds, a non-negative integer below 2^53).
+/// A time or other `u64` from JS: a non-negative integral number; values beyond
+/// `u64::MAX` saturate (a JS number above 2^53 is approximate anyway).
 pub fn now_of(now_ms: f64) -> napi::Result<u64> {
-    if now_ms.is_finite() && now_ms >= 0.0 && now_ms <= 9_007_199_254_740_991.0 {
+    if now_ms.is_finite() && now_ms >= 0.0 && now_ms.fract() == 0.0 {
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         Ok(now_ms as u64)
     } else {
-        Err(bad_argument("nowMs", "not a non-negative safe integer"))
+        Err(bad_argument("number", "not a non-negative integer"))
     }
 }
 

@@ -64,8 +64,28 @@ export class ReducerError extends RunnerProtocolError {
   }
 }
 
-/** A contract-1.0 document or gateway step was refused. */
-export class ContractError extends RunnerProtocolError {}
+/** A contract-1.0 document or gateway step was refused; `model` and `field` locate it. */
+export class ContractError extends RunnerProtocolError {
+  /** The contract model concerned (empty when none). */
+  readonly model: string;
+  /** The offending field (empty when none). */
+  readonly field: string;
+  constructor(code: string, message: string, model = '', field = '') {
+    super(code, message);
+    this.model = model;
+    this.field = field;
+  }
+}
+
+/** Profile resolution refused the reference; `reasons` lists why. */
+export class ResolutionRefused extends RunnerProtocolError {
+  /** The refusal reasons, in the core's order. */
+  readonly reasons: string[];
+  constructor(code: string, message: string, reasons: string[] = []) {
+    super(code, message);
+    this.reasons = reasons;
+  }
+}
 
 /** The native core panicked; the process survives and the call throws this (`panic`). */
 export class PanicError extends RunnerProtocolError {}
@@ -80,6 +100,9 @@ interface Carried {
   lines?: string[];
   key?: string;
   detail_code?: string | null;
+  model?: string;
+  field?: string;
+  reasons?: string[];
 }
 
 /** The typed error for an error thrown by the native module (others pass through). */
@@ -109,7 +132,9 @@ export function translate(error: unknown): unknown {
     case 'ReducerError':
       return new ReducerError(c.code, c.message, c.detail_code ?? null);
     case 'ContractError':
-      return new ContractError(c.code, c.message);
+      return new ContractError(c.code, c.message, c.model ?? '', c.field ?? '');
+    case 'ResolutionRefused':
+      return new ResolutionRefused(c.code, c.message, c.reasons ?? []);
     case 'PanicError':
       return new PanicError(c.code, c.message);
     default:

@@ -45,8 +45,19 @@ export declare class ReducerError extends RunnerProtocolError {
     readonly detailCode: string | null;
     constructor(code: string, message: string, detailCode?: string | null);
 }
-/** A contract-1.0 document or gateway step was refused. */
+/** A contract-1.0 document or gateway step was refused; `model` and `field` locate it. */
 export declare class ContractError extends RunnerProtocolError {
+    /** The contract model concerned (empty when none). */
+    readonly model: string;
+    /** The offending field (empty when none). */
+    readonly field: string;
+    constructor(code: string, message: string, model?: string, field?: string);
+}
+/** Profile resolution refused the reference; `reasons` lists why. */
+export declare class ResolutionRefused extends RunnerProtocolError {
+    /** The refusal reasons, in the core's order. */
+    readonly reasons: string[];
+    constructor(code: string, message: string, reasons?: string[]);
 }
 /** The native core panicked; the process survives and the call throws this (`panic`). */
 export declare class PanicError extends RunnerProtocolError {

@@ -10,4 +10,5 @@ export * from './session';
 export * from './sequencing';
 export * from './reducer';
 export * from './local';
+export * from './contract';
 export { native as __native } from './native';
