@@ -222,12 +222,54 @@ export declare class NativeSessionReducer {
   delivery(): string
 }
 
+/** The subprocess JSONL turn machine: one harness process, one turn at a time. */
+export declare class NativeSubprocessSession {
+  /**
+   * `config`: JSON text with `max_line_bytes`, `grace_ms` (absent: the core's
+   * defaults).
+   */
+  constructor(config?: string | undefined | null)
+  /**
+   * Feed one input: `kind` is `open` (with `value`: the spawn spec's JSON text),
+   * `spawned` (with `value`: `{pid, process_group}`), `spawn_failed`,
+   * `stdin_write_failed` (with `text`), `start_turn` (with `text`), `stdout` (with
+   * `bytes`), `eof`, `exited`, `close` or `timeout`.
+   */
+  handle(nowMs: number, kind: string, text?: string | undefined | null, bytes?: Uint8Array | undefined | null): void
+  /** The next output as JSON text (`type` and its fields), or `null`. */
+  pollOutput(): string | null
+  /** The absolute deadline for the next `timeout` input, or `null`. */
+  pollTimeout(): number | null
+  /** Whether a turn is running. */
+  inTurn(): boolean
+  /** Whether the session is closed. */
+  isClosed(): boolean
+  /** The lifecycle state's name. */
+  lifecycle(): string
+}
+
 /**
  * A hidden export for the test that proves a panic becomes a thrown error: it panics
  * when the environment variable `STAPEL_NODE_PANIC_PROBE` is `1`, and returns `false`
  * otherwise.
  */
 export declare function __panicProbe(): boolean
+
+/** The adapter defaults: `{role, session, grace_ms, turn_max_line_bytes}` as JSON text. */
+export declare function adapterDefaults(): string
+
+/**
+ * The agent options of the role spec of an invocation, with an optional system prompt
+ * override (`undefined`: keep; `null`: none), as JSON text.
+ */
+export declare function agentOptions(invocation: string, role: string | undefined | null, overridePrompt: boolean, systemPrompt?: string | undefined | null): string
+
+/**
+ * Fold an agent turn: its text blocks and, when it ended with a result, the result's
+ * usage (JSON text; `null` text for a result without usage). The turn result as JSON
+ * text.
+ */
+export declare function agentTurn(textBlocks: Array<string>, hasResult: boolean, usage?: string | undefined | null): string
 
 /**
  * Check a JSON value (as text) against every rule of message type `type_name`; the
@@ -294,6 +336,12 @@ export declare function encode(message: string, validate: boolean): string
  */
 export declare function fromObject(fields: string, validate: boolean, extra?: string | undefined | null): string
 
+/**
+ * Throw the adapter error a host fault code stands for, or return `false` when the code
+ * is not a host fault.
+ */
+export declare function hostFault(code: string, message: string): boolean
+
 /** Whether the message named `name` belongs to a per-task sequence. */
 export declare function isSequenced(name: string): boolean
 
@@ -333,5 +381,27 @@ export declare function reinToolResult(text: string): string
  */
 export declare function reinToolResultFromTurnError(code: string, message: string): string | null
 
+/** The role spec of an invocation (JSON text) and optional role, as JSON text. */
+export declare function roleSpecFromInvocation(invocation: string, role?: string | undefined | null): string
+
+/** The system prompt of the role spec of an invocation, or `null`. */
+export declare function roleSpecSystemPrompt(invocation: string, role?: string | undefined | null): string | null
+
 /** The wire schema version (1). */
 export declare function schemaVersion(): number
+
+/** Validate a turn result (JSON text) strictly; its JSON text. */
+export declare function turnResultFromValue(value: string): string
+
+/** The keys the core reads inside the detail object at `key`, or `null`. */
+export declare function usageDetailKeyList(key: string): Array<string> | null
+
+/**
+ * Map a provider usage object (JSON text) of `shape` (`anthropic`, `openai`,
+ * `mapping`) to a UsageSplit; `thinking` overrides the anthropic thinking tokens.
+ * `{usage, total_tokens}` as JSON text.
+ */
+export declare function usageFrom(shape: string, usage: string, thinking?: number | undefined | null): string
+
+/** The keys the core reads from a usage object of `shape` (`anthropic`, `openai`). */
+export declare function usageKeys(shape: string): Array<string>

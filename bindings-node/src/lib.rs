@@ -8,6 +8,7 @@
 //! (`ts/`) turns it into an `Error` subclass with a `.code`. Every export runs inside
 //! [`errors::guard`], so a panic in the core surfaces as a thrown error, never an abort.
 
+mod adapter;
 mod contract;
 mod errors;
 mod framing;

@@ -52,7 +52,20 @@ export class ConfigError extends RunnerProtocolError {
 }
 
 /** A harness adapter failed (a turn, a role spec, a usage shape). */
-export class AdapterError extends RunnerProtocolError {}
+export class AdapterError extends RunnerProtocolError {
+  /** The core's JSON form of the error (`code` and its fields). */
+  readonly details: Record<string, unknown>;
+  /** The harness output line the error is about, or `null`. */
+  readonly lineNumber: number | null;
+  constructor(code: string, message: string, details: Record<string, unknown> = {}, lineNumber: number | null = null) {
+    super(code, message);
+    this.details = details;
+    this.lineNumber = lineNumber;
+  }
+}
+
+/** The harness adapter cannot run here (a missing SDK or program). */
+export class AdapterUnavailableError extends AdapterError {}
 
 /** The reducer refused an event; `detailCode` names the inner cause (`invalid_event`). */
 export class ReducerError extends RunnerProtocolError {
@@ -103,6 +116,8 @@ interface Carried {
   model?: string;
   field?: string;
   reasons?: string[];
+  details?: Record<string, unknown>;
+  line_number?: number | null;
 }
 
 /** The typed error for an error thrown by the native module (others pass through). */
@@ -128,7 +143,9 @@ export function translate(error: unknown): unknown {
     case 'ConfigError':
       return new ConfigError(c.code, c.message, c.key ?? '');
     case 'AdapterError':
-      return new AdapterError(c.code, c.message);
+      return new AdapterError(c.code, c.message, c.details ?? {}, c.line_number ?? null);
+    case 'AdapterUnavailableError':
+      return new AdapterUnavailableError(c.code, c.message, c.details ?? {}, c.line_number ?? null);
     case 'ReducerError':
       return new ReducerError(c.code, c.message, c.detail_code ?? null);
     case 'ContractError':

@@ -11,4 +11,5 @@ export * from './sequencing';
 export * from './reducer';
 export * from './local';
 export * from './contract';
+export * from './adapter';
 export { native as __native } from './native';

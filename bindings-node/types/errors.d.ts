@@ -38,6 +38,14 @@ export declare class ConfigError extends RunnerProtocolError {
 }
 /** A harness adapter failed (a turn, a role spec, a usage shape). */
 export declare class AdapterError extends RunnerProtocolError {
+    /** The core's JSON form of the error (`code` and its fields). */
+    readonly details: Record<string, unknown>;
+    /** The harness output line the error is about, or `null`. */
+    readonly lineNumber: number | null;
+    constructor(code: string, message: string, details?: Record<string, unknown>, lineNumber?: number | null);
+}
+/** The harness adapter cannot run here (a missing SDK or program). */
+export declare class AdapterUnavailableError extends AdapterError {
 }
 /** The reducer refused an event; `detailCode` names the inner cause (`invalid_event`). */
 export declare class ReducerError extends RunnerProtocolError {
