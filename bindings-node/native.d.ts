@@ -97,6 +97,28 @@ export declare class NativeGateway {
   stage(): string
 }
 
+/** The hub's connection policy: token check before upgrade, one session per runner. */
+export declare class NativeHubHost {
+  /** `config`: JSON text of the host configuration (with its token table). */
+  constructor(config?: string | undefined | null)
+  /**
+   * Feed one input: `kind` is `request`, `upgraded` (`{conn, headers}`),
+   * `authenticated` (`{conn, runner_id}`), `runner_added` (`{runner_id, activity}`)
+   * or `timeout`; `fields` its JSON text.
+   */
+  handle(nowMs: number, kind: string, fields?: string | undefined | null): void
+  /** The next output as JSON text, or `null`. */
+  pollOutput(): string | null
+  /** The absolute deadline for the next `timeout` input, or `null`. */
+  pollTimeout(): number | null
+  /** The runner ids with a session. */
+  runners(): Array<string>
+  /** Connections waiting for authentication or acceptance. */
+  pendingConnections(): number
+  /** The runner id a full `Authorization` header value maps to in the token table. */
+  runnerIdFor(authorization: string): string | null
+}
+
 /** A bounded JSONL line framer: push bytes, pull lines and line errors. */
 export declare class NativeLineFramer {
   /**
@@ -222,6 +244,25 @@ export declare class NativeSessionReducer {
   delivery(): string
 }
 
+/** One WebSocket connection's host policy. */
+export declare class NativeSocketHost {
+  /** `config`: JSON text of the host configuration. */
+  constructor(config?: string | undefined | null)
+  /**
+   * Feed one input: `kind` is `opened`, `text` (with `text`), `binary` (with
+   * `bytes`), `transmit` (with `text`), `session_close` (with `text`: the reason),
+   * `close` (with `code` and `text`: the reason), `failed`, `socket_closed` or
+   * `timeout`.
+   */
+  handle(nowMs: number, kind: string, text?: string | undefined | null, bytes?: Uint8Array | undefined | null, code?: number | undefined | null): void
+  /** The next output as JSON text, or `null`. */
+  pollOutput(): string | null
+  /** The absolute deadline for the next `timeout` input, or `null`. */
+  pollTimeout(): number | null
+  /** The connection state's name. */
+  state(): string
+}
+
 /** The subprocess JSONL turn machine: one harness process, one turn at a time. */
 export declare class NativeSubprocessSession {
   /**
@@ -270,6 +311,21 @@ export declare function agentOptions(invocation: string, role: string | undefine
  * text.
  */
 export declare function agentTurn(textBlocks: Array<string>, hasResult: boolean, usage?: string | undefined | null): string
+
+/**
+ * The `Authorization` header value for a bearer token, or `null` for a token the
+ * header cannot carry.
+ */
+export declare function bearerAuthorization(token: string): string | null
+
+/**
+ * The refusal code of an upgrade request's headers (JSON text of `[name, value]`
+ * pairs), or `null` when they present a bearer token.
+ */
+export declare function bearerRefusal(headersJson: string): string | null
+
+/** The token of an `Authorization` header value, or `null`. */
+export declare function bearerToken(value: string): string | null
 
 /**
  * Check a JSON value (as text) against every rule of message type `type_name`; the
@@ -336,6 +392,9 @@ export declare function encode(message: string, validate: boolean): string
  */
 export declare function fromObject(fields: string, validate: boolean, extra?: string | undefined | null): string
 
+/** The host configuration as the core reads it (JSON text in and out). */
+export declare function hostConfig(config?: string | undefined | null): string
+
 /**
  * Throw the adapter error a host fault code stands for, or return `false` when the code
  * is not a host fault.
@@ -386,6 +445,9 @@ export declare function roleSpecFromInvocation(invocation: string, role?: string
 
 /** The system prompt of the role spec of an invocation, or `null`. */
 export declare function roleSpecSystemPrompt(invocation: string, role?: string | undefined | null): string | null
+
+/** The core's idle rule for one runner's activity (JSON text). */
+export declare function runnerIsIdle(activityJson: string): boolean
 
 /** The wire schema version (1). */
 export declare function schemaVersion(): number

@@ -12,6 +12,7 @@ mod adapter;
 mod contract;
 mod errors;
 mod framing;
+mod host;
 mod local;
 mod reducer;
 mod sequencing;

@@ -12,4 +12,5 @@ export * from './reducer';
 export * from './local';
 export * from './contract';
 export * from './adapter';
+export * from './host';
 export { native as __native } from './native';
