@@ -8,7 +8,7 @@
 // --out DIR writes the generated files (native.d.ts, types/, index.mjs) under DIR
 // instead, for the test that compares them with the committed ones.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync, copyFileSync, rmSync } from 'node:fs';
+import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,12 +22,10 @@ const bin = (name) => join(root, 'node_modules', '.bin', name);
 const run = (cmd, argv) => execFileSync(cmd, argv, { cwd: root, stdio: 'inherit' });
 
 mkdirSync(out, { recursive: true });
-const napiArgs = ['build', '--dts', 'native.d.ts', '--no-js', '--output-dir', root];
+// With --out, the addon and its native.d.ts are written there (the tree is untouched).
+const napiArgs = ['build', '--dts', 'native.d.ts', '--no-js', '--output-dir', out];
 if (!debug) napiArgs.push('--release');
 run(bin('napi'), napiArgs);
-if (out !== root) {
-  copyFileSync(join(root, 'native.d.ts'), join(out, 'native.d.ts'));
-}
 rmSync(join(root, 'dist'), { recursive: true, force: true });
 run(bin('tsc'), ['-p', 'tsconfig.json', '--declarationDir', join(out, 'types')]);
 

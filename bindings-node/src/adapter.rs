@@ -30,7 +30,7 @@ fn adapter_error(e: &AdapterError) -> napi::Error {
         class,
         e.code(),
         e,
-        json!({"details": Value::from(e.to_value()), "line_number": e.line_number()}),
+        json!({"details": e.to_value(), "line_number": e.line_number()}),
     )
 }
 
@@ -78,7 +78,7 @@ pub fn agent_options(
         if override_prompt {
             spec.set_system_prompt(system_prompt);
         }
-        Ok(Value::from(AgentOptions::from_role(&spec).to_value()).to_string())
+        Ok(AgentOptions::from_role(&spec).to_value().to_string())
     })
 }
 
@@ -104,7 +104,7 @@ pub fn agent_turn(
             turn.result(usage);
         }
         let r = turn.finish().map_err(|e| adapter_error(&e))?;
-        Ok(Value::from(r.to_value()).to_string())
+        Ok(r.to_value().to_string())
     })
 }
 
@@ -156,7 +156,7 @@ pub fn turn_result_from_value(value: String) -> napi::Result<String> {
     guard(|| {
         let r = TurnResult::from_value(&parse_arg("turn result", &value)?)
             .map_err(|e| adapter_error(&e))?;
-        Ok(Value::from(r.to_value()).to_string())
+        Ok(r.to_value().to_string())
     })
 }
 
@@ -311,12 +311,7 @@ impl NativeSubprocessSession {
     /// The next output as JSON text (`type` and its fields), or `null`.
     #[napi]
     pub fn poll_output(&mut self) -> napi::Result<Option<String>> {
-        guard(|| {
-            Ok(self
-                .session
-                .poll_output()
-                .map(|o| Value::from(o.to_value()).to_string()))
-        })
+        guard(|| Ok(self.session.poll_output().map(|o| o.to_value().to_string())))
     }
 
     /// The absolute deadline for the next `timeout` input, or `null`.

@@ -35,16 +35,6 @@ pub fn decode_error(e: &stapel_runner_protocol::wire::DecodeError) -> napi::Erro
     )
 }
 
-/// A schema error of a message or artifact built in code.
-pub fn schema_error(e: &stapel_runner_protocol::wire::SchemaError) -> napi::Error {
-    fail(
-        "SchemaValidationError",
-        e.code(),
-        e,
-        violations_json(&e.violations, e.lines()),
-    )
-}
-
 fn violations_json(v: &[stapel_runner_protocol::wire::Violation], lines: Vec<String>) -> Value {
     json!({
         "violations": v.iter().map(|x| json!({

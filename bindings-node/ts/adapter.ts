@@ -5,7 +5,7 @@ import { call } from './wire';
 
 /** The five components of a usage split (`stapel-taskspecs` UsageSplit), closed. */
 export interface UsageSplit {
-  input: number;
+  fresh_input: number;
   output: number;
   cache_read: number;
   cache_write: number;

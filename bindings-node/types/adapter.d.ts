@@ -1,6 +1,6 @@
 /** The five components of a usage split (`stapel-taskspecs` UsageSplit), closed. */
 export interface UsageSplit {
-    input: number;
+    fresh_input: number;
     output: number;
     cache_read: number;
     cache_write: number;
