@@ -9,6 +9,7 @@ export const ConnectionState = cjs.ConnectionState;
 export const ContractError = cjs.ContractError;
 export const DecodeError = cjs.DecodeError;
 export const Gateway = cjs.Gateway;
+export const HOST_CONSTANTS = cjs.HOST_CONSTANTS;
 export const HubHost = cjs.HubHost;
 export const HubSession = cjs.HubSession;
 export const LineFramer = cjs.LineFramer;

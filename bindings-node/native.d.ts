@@ -396,6 +396,12 @@ export declare function fromObject(fields: string, validate: boolean, extra?: st
 export declare function hostConfig(config?: string | undefined | null): string
 
 /**
+ * The host constants an I/O shell needs: `{replaced_reason, close_normal,
+ * close_timeout_ms, max_idle_runners, max_queued_events}` as JSON text.
+ */
+export declare function hostConstants(): string
+
+/**
  * Throw the adapter error a host fault code stands for, or return `false` when the code
  * is not a host fault.
  */

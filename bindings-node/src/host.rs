@@ -155,6 +155,22 @@ pub fn runner_is_idle(activity_json: String) -> napi::Result<bool> {
     guard(|| Ok(activity(&parse_arg("activity", &activity_json)?)?.is_idle()))
 }
 
+/// The host constants an I/O shell needs: `{replaced_reason, close_normal,
+/// close_timeout_ms, max_idle_runners, max_queued_events}` as JSON text.
+#[napi]
+pub fn host_constants() -> napi::Result<String> {
+    guard(|| {
+        Ok(json!({
+            "replaced_reason": host::REPLACED_REASON,
+            "close_normal": host::CLOSE_NORMAL,
+            "close_timeout_ms": host::DEFAULT_CLOSE_TIMEOUT_MS,
+            "max_idle_runners": host::DEFAULT_MAX_IDLE_RUNNERS,
+            "max_queued_events": host::DEFAULT_MAX_QUEUED_EVENTS,
+        })
+        .to_string())
+    })
+}
+
 /// One WebSocket connection's host policy.
 #[napi]
 pub struct NativeSocketHost {

@@ -2,7 +2,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import * as srp from 'stapel-runner-protocol';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 const PROGRESS =
   '{"schema_version":1,"type":"task.progress","task_id":"T-1","seq":3,"kind":"usage","attempt":1,' +
@@ -90,6 +94,7 @@ test('a panic in the native core is a thrown PanicError, and the process lives o
     console.log(srp.encode({ type: 'ping' }));
   `;
   const run = spawnSync(process.execPath, ['-e', script], {
+    cwd: root,
     env: { ...process.env, STAPEL_NODE_PANIC_PROBE: '1' },
     encoding: 'utf8',
   });

@@ -172,3 +172,18 @@ export function bearerRefusal(headers: [string, string][]): string | null {
 export function runnerIsIdle(activity: RunnerActivity): boolean {
   return call(() => native.runnerIsIdle(JSON.stringify(activity)));
 }
+
+/** The host constants of the core an I/O shell needs. */
+export const HOST_CONSTANTS: {
+  replaced_reason: string;
+  close_normal: number;
+  close_timeout_ms: number;
+  max_idle_runners: number;
+  max_queued_events: number;
+} = JSON.parse(native.hostConstants()) as {
+  replaced_reason: string;
+  close_normal: number;
+  close_timeout_ms: number;
+  max_idle_runners: number;
+  max_queued_events: number;
+};

@@ -148,3 +148,11 @@ export declare function bearerToken(value: string): string | null;
 export declare function bearerRefusal(headers: [string, string][]): string | null;
 /** The core's idle rule for one runner's activity. */
 export declare function runnerIsIdle(activity: RunnerActivity): boolean;
+/** The host constants of the core an I/O shell needs. */
+export declare const HOST_CONSTANTS: {
+    replaced_reason: string;
+    close_normal: number;
+    close_timeout_ms: number;
+    max_idle_runners: number;
+    max_queued_events: number;
+};
