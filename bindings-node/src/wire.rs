@@ -3,7 +3,7 @@
 
 use napi::bindgen_prelude::Uint8Array;
 use napi_derive::napi;
-use stapel_runner_protocol::json::{walk, Sink, Value as CoreValue, MAX_DEPTH};
+use stapel_runner_protocol::json::{Value as CoreValue, MAX_DEPTH};
 use stapel_runner_protocol::wire::{self, DecodeError, Message, MessageType};
 
 use crate::errors::{bad_argument, decode_error, guard};
@@ -76,64 +76,64 @@ fn decoded_text(msg: &Message) -> napi::Result<String> {
     Ok(format!("{LOSSY}{frame}\n{text}"))
 }
 
-/// Whether JSON `text` holds a number that would not survive a round trip through a
-/// JS number and back into the core's encoding.
+/// Whether well-formed JSON `text` holds a number that would not survive a round trip
+/// through a JS number and back into the core's encoding: an integer beyond
+/// ±(2^53 − 1), or a number written with a fraction or exponent whose value is integral
+/// and below 1e21 (JS writes it as an integer literal, which the core then reads as an
+/// integer, not the float it decoded). One pass over the bytes, strings skipped.
 fn lossy_in_js(text: &str) -> bool {
-    walk(text, &mut LossyNumbers).map_or(true, |lossy| lossy)
+    let bytes = text.as_bytes();
+    let mut i = 0usize;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'"' => {
+                // Skip the string (the text is well-formed: it ends).
+                i = i.saturating_add(1);
+                while let Some(&c) = bytes.get(i) {
+                    i = i.saturating_add(if c == b'\\' { 2 } else { 1 });
+                    if c == b'"' {
+                        break;
+                    }
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                let mut float = false;
+                while let Some(&c) = bytes.get(i) {
+                    match c {
+                        b'0'..=b'9' | b'-' | b'+' => {}
+                        b'.' | b'e' | b'E' => float = true,
+                        _ => break,
+                    }
+                    i = i.saturating_add(1);
+                }
+                let token = text.get(start..i).unwrap_or_default();
+                if number_is_lossy(token, float) {
+                    return true;
+                }
+            }
+            _ => i = i.saturating_add(1),
+        }
+    }
+    false
+}
+
+/// Whether one JSON number token is lossy in JS (see [`lossy_in_js`]).
+fn number_is_lossy(token: &str, float: bool) -> bool {
+    if float {
+        return token
+            .parse::<f64>()
+            .map_or(true, |v| v.fract() == 0.0 && v.abs() < 1e21);
+    }
+    let digits = token.trim_start_matches('-');
+    if digits.len() < 16 {
+        return false;
+    }
+    digits.parse::<u64>().map_or(true, |v| v > JS_MAX_SAFE)
 }
 
 /// Largest integer a JS number holds exactly: 2^53 − 1.
 const JS_MAX_SAFE: u64 = (1 << 53) - 1;
-
-/// A [`Sink`] answering whether any number of a document is lossy in JS.
-struct LossyNumbers;
-
-impl Sink for LossyNumbers {
-    type Value = bool;
-    type Object = bool;
-    type Array = bool;
-    type Error = std::convert::Infallible;
-    fn null(&mut self) -> Result<bool, Self::Error> {
-        Ok(false)
-    }
-    fn boolean(&mut self, _: bool) -> Result<bool, Self::Error> {
-        Ok(false)
-    }
-    fn unsigned(&mut self, value: u64) -> Result<bool, Self::Error> {
-        Ok(value > JS_MAX_SAFE)
-    }
-    fn signed(&mut self, value: i64) -> Result<bool, Self::Error> {
-        Ok(value.unsigned_abs() > JS_MAX_SAFE)
-    }
-    fn float(&mut self, value: f64) -> Result<bool, Self::Error> {
-        // JS writes an integral double below 1e21 as an integer literal, which the core
-        // then reads as an integer, not the float it decoded.
-        Ok(value.fract() == 0.0 && value.abs() < 1e21)
-    }
-    fn string(&mut self, _: &str) -> Result<bool, Self::Error> {
-        Ok(false)
-    }
-    fn object(&mut self) -> Result<bool, Self::Error> {
-        Ok(false)
-    }
-    fn member(&mut self, object: &mut bool, _: &str, value: bool) -> Result<(), Self::Error> {
-        *object |= value;
-        Ok(())
-    }
-    fn end_object(&mut self, object: bool) -> Result<bool, Self::Error> {
-        Ok(object)
-    }
-    fn array(&mut self) -> Result<bool, Self::Error> {
-        Ok(false)
-    }
-    fn item(&mut self, array: &mut bool, value: bool) -> Result<(), Self::Error> {
-        *array |= value;
-        Ok(())
-    }
-    fn end_array(&mut self, array: bool) -> Result<bool, Self::Error> {
-        Ok(array)
-    }
-}
 
 /// The error for JSON text the TS layer made from a JS value: the core's, except that
 /// text nesting deeper than the decoder reads is the core's `too_deep` error, as for a

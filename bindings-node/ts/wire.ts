@@ -111,9 +111,16 @@ export function checkedText(text: string): string {
 export function decode(frame: Frame, options?: CodecOptions): Message {
   const validate = options?.validate ?? false;
   if (typeof frame === 'string') {
-    const text = checkedText(frame);
-    const out = call(() => native.decodeText(text, validate));
-    return out === null ? (JSON.parse(text) as Message) : fromDecoded(out);
+    if (!(frame as unknown as WellFormed).isWellFormed()) {
+      call(() => native.notUnicodeError());
+    }
+    let out: string | null;
+    try {
+      out = native.decodeText(frame, validate);
+    } catch (e) {
+      throw translate(e);
+    }
+    return out === null ? (JSON.parse(frame) as Message) : fromDecoded(out);
   }
   const out = call(() => native.decodeBytes(frame, validate));
   if (out !== null) {
