@@ -195,6 +195,13 @@ export declare class NativeSession {
    * `text`), `bytes` (with `bytes`) or `send` (with `text`, a message's JSON text).
    */
   handle(nowMs: number, kind: string, text?: string | undefined | null, bytes?: Uint8Array | undefined | null): void
+  /** Feed one whole frame (a WebSocket text message). */
+  handleFrame(nowMs: number, frame: string): void
+  /**
+   * Feed whole frames in order, then drain: every output as the JSON text of an
+   * array. A refused frame input stops the batch with its error.
+   */
+  handleFrames(nowMs: number, frames: Array<string>): string
   /** Send a sequenced message; the stamped message's JSON text. */
   send(nowMs: number, message: string): string
   /** The next output as JSON text (`kind` and its fields), or `null`. */

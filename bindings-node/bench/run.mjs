@@ -87,7 +87,18 @@ for (let i = 0; i < INGEST; i += 1) {
 }
 delivered += hub.drainOutputs().filter((o) => o.kind === 'received').length;
 const ingestS = Number(process.hrtime.bigint() - t0) / 1e9;
-console.log(`${INGEST} frames in ${(ingestS * 1000).toFixed(0)} ms: ${(INGEST / ingestS).toFixed(0)} frames/s (target >= 500000), ${delivered} delivered`);
+console.log(`handleInput per frame: ${INGEST} frames in ${(ingestS * 1000).toFixed(0)} ms: ${(INGEST / ingestS).toFixed(0)} frames/s (target >= 500000), ${delivered} delivered`);
+const hub2 = new srp.HubSession({ config: { ping_interval_ms: 0, peer_timeout_ms: 0 } });
+hub2.handleInput(0, { type: 'connected' });
+hub2.handleInput(0, { type: 'frame', frame: srp.encode({ type: 'hello', project_id: 'p', runner_version: '1' }) });
+hub2.drainOutputs();
+let delivered2 = 0;
+const t1 = process.hrtime.bigint();
+for (let i = 0; i < INGEST; i += 256) {
+  for (const o of hub2.handleFrames(1, frames.slice(i, i + 256))) if (o.kind === 'received') delivered2 += 1;
+}
+const batchS = Number(process.hrtime.bigint() - t1) / 1e9;
+console.log(`handleFrames, 256 per call: ${INGEST} frames in ${(batchS * 1000).toFixed(0)} ms: ${(INGEST / batchS).toFixed(0)} frames/s, ${delivered2} delivered`);
 
 console.log('\n3. session reducer over 100,000 canonical events');
 const base = {

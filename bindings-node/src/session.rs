@@ -10,7 +10,7 @@ use stapel_runner_protocol::sequencing::{ConnectionState, Resync};
 use stapel_runner_protocol::session::{
     Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig, SessionError,
 };
-use stapel_runner_protocol::wire::{Hello, Message};
+use stapel_runner_protocol::wire::{self, Hello, Message};
 
 use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
 use crate::wire::{message_from_text, message_text};
@@ -45,27 +45,25 @@ pub fn resync_json(r: &Resync) -> Value {
     Value::Object(m)
 }
 
-fn message_value(m: &Message) -> napi::Result<Value> {
-    serde_json::from_str(&message_text(m)?).map_err(|e| bad_argument("message", e))
-}
-
-fn output_json(o: &Output) -> napi::Result<Value> {
+/// One output as JSON text: `kind` and its fields; a message is its canonical frame
+/// (the text of its wire object), spliced in without an intermediate value.
+fn output_text(o: &Output) -> String {
     let kind = o.kind();
-    Ok(match o {
-        Output::Transmit(frame) => json!({"kind": kind, "frame": frame}),
-        Output::Close(reason) => json!({"kind": kind, "reason": reason.code()}),
-        Output::Event(Event::Hello(h)) => {
-            json!({"kind": kind, "message": message_value(&Message::Hello(h.clone()))?})
-        }
-        Output::Event(Event::Received(m)) => json!({"kind": kind, "message": message_value(m)?}),
+    let with_message =
+        |m: &Message| format!("{{\"kind\":\"{kind}\",\"message\":{}}}", wire::encode(m));
+    match o {
+        Output::Transmit(frame) => json!({"kind": kind, "frame": frame}).to_string(),
+        Output::Close(reason) => json!({"kind": kind, "reason": reason.code()}).to_string(),
+        Output::Event(Event::Hello(h)) => with_message(&Message::Hello(h.clone())),
+        Output::Event(Event::Received(m)) => with_message(m),
         Output::Event(Event::InboundGap(r)) | Output::Event(Event::OutboundResync(r)) => {
-            json!({"kind": kind, "resync": resync_json(r)})
+            json!({"kind": kind, "resync": resync_json(r)}).to_string()
         }
         Output::Event(Event::PeerError { code, detail }) => {
-            json!({"kind": kind, "code": code, "detail": detail})
+            json!({"kind": kind, "code": code, "detail": detail}).to_string()
         }
-        Output::Event(_) => json!({"kind": kind}),
-    })
+        Output::Event(_) => json!({"kind": kind}).to_string(),
+    }
 }
 
 /// A session error as a thrown `ProtocolStateError` (a refused send keeps its code).
@@ -155,6 +153,40 @@ impl NativeSession {
         })
     }
 
+    /// Feed one whole frame (a WebSocket text message).
+    #[napi]
+    pub fn handle_frame(&mut self, now_ms: f64, frame: String) -> napi::Result<()> {
+        guard(|| {
+            let now = now_of(now_ms)?;
+            self.machine
+                .handle_input(now, Input::Frame(frame))
+                .map_err(session_error)
+        })
+    }
+
+    /// Feed whole frames in order, then drain: every output as the JSON text of an
+    /// array. A refused frame input stops the batch with its error.
+    #[napi]
+    pub fn handle_frames(&mut self, now_ms: f64, frames: Vec<String>) -> napi::Result<String> {
+        guard(|| {
+            let now = now_of(now_ms)?;
+            let mut out = String::from("[");
+            for frame in frames {
+                self.machine
+                    .handle_input(now, Input::Frame(frame))
+                    .map_err(session_error)?;
+                while let Some(o) = self.machine.poll_output() {
+                    if out.len() > 1 {
+                        out.push(',');
+                    }
+                    out.push_str(&output_text(&o));
+                }
+            }
+            out.push(']');
+            Ok(out)
+        })
+    }
+
     /// Send a sequenced message; the stamped message's JSON text.
     #[napi]
     pub fn send(&mut self, now_ms: f64, message: String) -> napi::Result<String> {
@@ -170,7 +202,7 @@ impl NativeSession {
     #[napi]
     pub fn poll_output(&mut self) -> napi::Result<Option<String>> {
         guard(|| match self.machine.poll_output() {
-            Some(o) => Ok(Some(output_json(&o)?.to_string())),
+            Some(o) => Ok(Some(output_text(&o))),
             None => Ok(None),
         })
     }
@@ -179,11 +211,15 @@ impl NativeSession {
     #[napi]
     pub fn drain_outputs(&mut self) -> napi::Result<String> {
         guard(|| {
-            let mut out = Vec::new();
+            let mut out = String::from("[");
             while let Some(o) = self.machine.poll_output() {
-                out.push(output_json(&o)?);
+                if out.len() > 1 {
+                    out.push(',');
+                }
+                out.push_str(&output_text(&o));
             }
-            Ok(Value::Array(out).to_string())
+            out.push(']');
+            Ok(out)
         })
     }
 

@@ -10,7 +10,9 @@ use crate::errors::{bad_argument, decode_error, guard};
 
 /// The message as the JSON text of its wire object (declared fields, then unknown ones).
 pub fn message_text(msg: &Message) -> napi::Result<String> {
-    serde_json::to_string(&wire::to_object(msg)).map_err(|e| bad_argument("message", e))
+    // The canonical frame is the JSON text of the wire object (`to_object`): declared
+    // fields by the encoding rules, then unknown ones.
+    Ok(wire::encode(msg))
 }
 
 /// Build a message from the JSON text of an object, tolerant unless `validate`, then

@@ -106,3 +106,27 @@ test('a panic in the native core is a thrown PanicError, and the process lives o
   // Without the environment variable the probe does not panic.
   assert.equal(srp.__native.__panicProbe(), false);
 });
+
+test('handleFrames feeds a batch and returns the outputs handleInput would give', () => {
+  const hello = srp.encode({ type: 'hello', project_id: 'p', runner_version: '1' });
+  const frames = [1, 2, 3].map((seq) => srp.encode({ type: 'task.progress', task_id: 'T', seq, kind: 'log', payload: { seq } }));
+  const one = new srp.HubSession({ config: { ping_interval_ms: 0 } });
+  const batch = new srp.HubSession({ config: { ping_interval_ms: 0 } });
+  for (const h of [one, batch]) {
+    h.handleInput(0, { type: 'connected' });
+    h.handleInput(0, { type: 'frame', frame: hello });
+    h.drainOutputs();
+  }
+  const expected = [];
+  for (const f of [...frames, frames[1]]) {
+    one.handleInput(1, { type: 'frame', frame: f });
+    expected.push(...one.drainOutputs());
+  }
+  const got = batch.handleFrames(1, [...frames, frames[1]]);
+  assert.deepEqual(got, expected);
+  assert.deepEqual(
+    got.filter((o) => o.kind === 'received').map((o) => o.message.seq),
+    [1, 2, 3],
+  );
+  assert.throws(() => new srp.HubSession().handleFrames(0, frames), (e) => e.code === 'not_connected');
+});

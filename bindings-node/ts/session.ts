@@ -1,5 +1,6 @@
 import { native } from './native';
 import type { NativeSession } from '../native';
+import { translate } from './errors';
 import { call, checkedText, type Hello, type Message } from './wire';
 
 /** Session configuration: every key optional, absent keys take the core's defaults. */
@@ -67,9 +68,15 @@ abstract class SessionBase {
   handleInput(nowMs: number, input: SessionInput): void {
     const inner = this.inner;
     switch (input.type) {
-      case 'frame':
-        call(() => inner.handle(nowMs, 'frame', checkedText(input.frame)));
+      case 'frame': {
+        const frame = checkedText(input.frame);
+        try {
+          inner.handleFrame(nowMs, frame);
+        } catch (e) {
+          throw translate(e);
+        }
         return;
+      }
       case 'bytes':
         call(() => inner.handle(nowMs, 'bytes', undefined, input.bytes));
         return;
@@ -79,6 +86,15 @@ abstract class SessionBase {
       default:
         call(() => inner.handle(nowMs, input.type));
     }
+  }
+
+  /**
+   * Feed whole frames (WebSocket text messages) in order and drain: every output, as
+   * {@link drainOutputs} would return it after each frame. One native call for the batch.
+   */
+  handleFrames(nowMs: number, frames: string[]): SessionOutput[] {
+    for (const f of frames) checkedText(f);
+    return JSON.parse(call(() => this.inner.handleFrames(nowMs, frames))) as SessionOutput[];
   }
 
   /** Send a sequenced message; returns it stamped with its `seq`. */

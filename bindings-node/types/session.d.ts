@@ -76,6 +76,11 @@ declare abstract class SessionBase {
     protected constructor(inner: NativeSession);
     /** Feed one input at time `nowMs` (host-chosen monotonic milliseconds). */
     handleInput(nowMs: number, input: SessionInput): void;
+    /**
+     * Feed whole frames (WebSocket text messages) in order and drain: every output, as
+     * {@link drainOutputs} would return it after each frame. One native call for the batch.
+     */
+    handleFrames(nowMs: number, frames: string[]): SessionOutput[];
     /** Send a sequenced message; returns it stamped with its `seq`. */
     send(nowMs: number, message: Message): Message;
     /** The next output, or `null` when there is nothing more to do now. */
