@@ -115,22 +115,23 @@ impl NativeLineFramer {
 
     /// Bytes of the line being assembled.
     #[napi]
-    pub fn buffered_bytes(&self) -> u32 {
-        u32::try_from(self.framer.buffered_bytes()).unwrap_or(u32::MAX)
+    pub fn buffered_bytes(&self) -> napi::Result<u32> {
+        guard(|| Ok(u32::try_from(self.framer.buffered_bytes()).unwrap_or(u32::MAX)))
     }
 
     /// Lines and line errors waiting to be pulled.
     #[napi]
-    pub fn ready_len(&self) -> u32 {
-        u32::try_from(self.framer.ready_len()).unwrap_or(u32::MAX)
+    pub fn ready_len(&self) -> napi::Result<u32> {
+        guard(|| Ok(u32::try_from(self.framer.ready_len()).unwrap_or(u32::MAX)))
     }
 
     /// The line bound in bytes.
     #[napi]
-    pub fn max_line_bytes(&self) -> f64 {
-        #[allow(clippy::cast_precision_loss)]
-        {
-            self.framer.config().max_line_bytes as f64
-        }
+    pub fn max_line_bytes(&self) -> napi::Result<f64> {
+        guard(|| {
+            Ok(crate::session::num(
+                self.framer.config().max_line_bytes as u64,
+            ))
+        })
     }
 }

@@ -249,12 +249,12 @@ pub fn is_sequenced(name: String) -> napi::Result<bool> {
 
 /// The wire schema version (1).
 #[napi]
-pub fn schema_version() -> u32 {
-    u32::try_from(wire::SCHEMA_VERSION).unwrap_or(u32::MAX)
+pub fn schema_version() -> napi::Result<u32> {
+    guard(|| Ok(u32::try_from(wire::SCHEMA_VERSION).unwrap_or(u32::MAX)))
 }
 
 /// The wire protocol version this core speaks (1).
 #[napi]
-pub fn protocol_version() -> u32 {
-    u32::try_from(wire::PROTOCOL_VERSION).unwrap_or(u32::MAX)
+pub fn protocol_version() -> napi::Result<u32> {
+    guard(|| Ok(u32::try_from(wire::PROTOCOL_VERSION).unwrap_or(u32::MAX)))
 }

@@ -54,11 +54,11 @@ export class LineFramer {
 
   /** Bytes of the line being assembled. */
   get bufferedBytes(): number {
-    return this.#inner.bufferedBytes();
+    return call(() => this.#inner.bufferedBytes());
   }
 
   /** Lines and line errors waiting to be pulled. */
   get readyLen(): number {
-    return this.#inner.readyLen();
+    return call(() => this.#inner.readyLen());
   }
 }
