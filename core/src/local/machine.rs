@@ -281,6 +281,21 @@ pub enum Output {
     Exit(i32),
 }
 
+impl Output {
+    /// The output's stable name, the tag every binding uses for it: `to_controller`,
+    /// `to_harness`, `spawn`, `close_harness_stdin`, `signal`, `exit`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Output::ToController(_) => "to_controller",
+            Output::ToHarness(_) => "to_harness",
+            Output::Spawn(_) => "spawn",
+            Output::CloseHarnessStdin => "close_harness_stdin",
+            Output::Signal { .. } => "signal",
+            Output::Exit(_) => "exit",
+        }
+    }
+}
+
 /// The outcome of dispatching one recorded command.
 enum Dispatch {
     /// Receipt `accepted` now.

@@ -263,6 +263,18 @@ pub enum Output {
     Close(CloseReason),
 }
 
+impl Output {
+    /// The output's stable name, the tag every binding uses for it: `transmit`,
+    /// `close`, or for an [`Output::Event`] the event's own [`Event::kind`].
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Output::Transmit(_) => "transmit",
+            Output::Close(_) => "close",
+            Output::Event(e) => e.kind(),
+        }
+    }
+}
+
 /// What [`Machine::send`] stamped: the message with its `seq` set, and the stream it
 /// was stamped on.
 #[derive(Debug, Clone, PartialEq)]
@@ -390,6 +402,20 @@ pub enum Event {
         /// Human-readable detail (not stable).
         detail: String,
     },
+}
+
+impl Event {
+    /// The event's stable name, the tag every binding uses for it: `hello`,
+    /// `received`, `inbound_gap`, `outbound_resync`, `peer_error`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Hello(_) => "hello",
+            Event::Received(_) => "received",
+            Event::InboundGap(_) => "inbound_gap",
+            Event::OutboundResync(_) => "outbound_resync",
+            Event::PeerError { .. } => "peer_error",
+        }
+    }
 }
 
 /// Why a session asks the host to close the transport.

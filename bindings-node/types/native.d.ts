@@ -1,0 +1,2 @@
+import type * as Native from '../native';
+export declare const native: typeof Native;
