@@ -11,9 +11,15 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod connect;
 pub mod controller;
+pub mod exec;
 pub mod fake;
 pub mod host;
 pub mod pretty;
 pub mod scripts;
+pub mod store;
 pub mod supervisor;
+pub mod task;
+pub mod testhub;
+pub mod ws;
