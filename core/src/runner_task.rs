@@ -396,6 +396,224 @@ impl From<ProgressItem> for (String, Object) {
     }
 }
 
+impl Admission {
+    /// `start`, `busy` or `duplicate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Admission::Start => "start",
+            Admission::Busy => "busy",
+            Admission::Duplicate => "duplicate",
+        }
+    }
+}
+
+impl ProgressItem {
+    /// `{"kind": …, "payload": {…}}`.
+    pub fn to_value(&self) -> JsonValue {
+        serde_json::json!({"kind": self.kind, "payload": JsonValue::from(crate::json::Value::Object(self.payload.clone()))})
+    }
+}
+
+impl TaskOutcome {
+    /// JSON form: `{"type": "done" | "blocked" | "failed" | "cancelled" | "refused" |
+    /// "invalid_assignment" | "busy" | "duplicate" | "runner_restarted", …}` with the
+    /// variant's fields (`failure_type`; `reason`; `code`, `reasons`; `code`;
+    /// `max_tasks`).
+    pub fn to_value(&self) -> JsonValue {
+        use serde_json::json;
+        match self {
+            TaskOutcome::Done => json!({"type": "done"}),
+            TaskOutcome::Blocked => json!({"type": "blocked"}),
+            TaskOutcome::Failed { failure_type } => {
+                json!({"type": "failed", "failure_type": failure_type})
+            }
+            TaskOutcome::Cancelled { reason } => json!({"type": "cancelled", "reason": reason}),
+            TaskOutcome::Refused { code, reasons } => {
+                json!({"type": "refused", "code": code, "reasons": reasons})
+            }
+            TaskOutcome::InvalidAssignment { code } => {
+                json!({"type": "invalid_assignment", "code": code})
+            }
+            TaskOutcome::Busy { max_tasks } => json!({"type": "busy", "max_tasks": max_tasks}),
+            TaskOutcome::Duplicate => json!({"type": "duplicate"}),
+            TaskOutcome::RunnerRestarted => json!({"type": "runner_restarted"}),
+        }
+    }
+
+    /// Parse the JSON form of [`to_value`](Self::to_value).
+    ///
+    /// # Errors
+    /// `invalid_call` naming the bad field.
+    pub fn from_value(v: &JsonValue) -> Result<Self, RunnerTaskError> {
+        let s = |k: &str| -> Result<String, RunnerTaskError> {
+            v.get(k)
+                .and_then(JsonValue::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| invalid(format!("outcome.{k} must be a string")))
+        };
+        Ok(match v.get("type").and_then(JsonValue::as_str) {
+            Some("done") => TaskOutcome::Done,
+            Some("blocked") => TaskOutcome::Blocked,
+            Some("failed") => TaskOutcome::Failed {
+                failure_type: s("failure_type")?,
+            },
+            Some("cancelled") => TaskOutcome::Cancelled {
+                reason: s("reason")?,
+            },
+            Some("refused") => TaskOutcome::Refused {
+                code: s("code")?,
+                reasons: strings(v.get("reasons"))
+                    .ok_or_else(|| invalid("outcome.reasons must be an array of strings"))?,
+            },
+            Some("invalid_assignment") => TaskOutcome::InvalidAssignment { code: s("code")? },
+            Some("busy") => TaskOutcome::Busy {
+                max_tasks: v
+                    .get("max_tasks")
+                    .and_then(JsonValue::as_u64)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| invalid("outcome.max_tasks must be an integer"))?,
+            },
+            Some("duplicate") => TaskOutcome::Duplicate,
+            Some("runner_restarted") => TaskOutcome::RunnerRestarted,
+            _ => return Err(invalid("outcome.type is not a known outcome")),
+        })
+    }
+}
+
+fn strings(v: Option<&JsonValue>) -> Option<Vec<String>> {
+    v?.as_array()?
+        .iter()
+        .map(|x| x.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A call of [`call`] that cannot be evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunnerTaskError {
+    /// The call object is malformed. Code `invalid_call`.
+    #[error("invalid call: {0}")]
+    InvalidCall(String),
+}
+
+impl RunnerTaskError {
+    /// Stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RunnerTaskError::InvalidCall(_) => "invalid_call",
+        }
+    }
+}
+
+fn invalid(msg: impl Into<String>) -> RunnerTaskError {
+    RunnerTaskError::InvalidCall(msg.into())
+}
+
+/// Every decision of this module in JSON form, so that a binding exposes the whole policy
+/// through one function (and conformance vectors exercise it). The call object has
+/// exactly one key:
+///
+/// | call | result |
+/// |---|---|
+/// | `{"backoff": {"initial_ms"?, "max_ms"?, "failures", "random"}}` | `{"capped_ms", "delay_ms"}` (absent bounds: the defaults) |
+/// | `{"admit": {"running", "max_tasks", "already_running"}}` | `"start"`, `"busy"` or `"duplicate"` |
+/// | `{"local_event": <stream message>}` | `{"kind","payload"}` or `null` |
+/// | `{"harness_event": <event>}` | `{"kind","payload"}` |
+/// | `{"report": {"task_id", "outcome": <outcome>, "usage"?: <UsageSplit>}}` | the TaskReport object |
+/// | `{"local_terminal": <run.terminal payload>}` | an outcome |
+/// | `{"profile_ref": {"invocation": {…}, "role"?}}` | a string |
+/// | `{"gateway_outcome": {"result": <GatewayResult>, "harness"?: <outcome> or null}}` | an outcome |
+///
+/// # Errors
+/// `invalid_call` for a malformed call (a `RoleSpec` or `GatewayResult` error keeps its
+/// own code in the text).
+pub fn call(input: &JsonValue) -> Result<JsonValue, RunnerTaskError> {
+    let obj = input
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .ok_or_else(|| invalid("a call is an object with exactly one key"))?;
+    let Some((name, arg)) = obj.iter().next() else {
+        return Err(invalid("empty call"));
+    };
+    let u64_at = |k: &str| -> Result<u64, RunnerTaskError> {
+        arg.get(k)
+            .and_then(JsonValue::as_u64)
+            .ok_or_else(|| invalid(format!("{name}.{k} must be a non-negative integer")))
+    };
+    match name.as_str() {
+        "backoff" => {
+            let d = Backoff::default();
+            let b = Backoff {
+                initial_ms: arg
+                    .get("initial_ms")
+                    .and_then(JsonValue::as_u64)
+                    .unwrap_or(d.initial_ms),
+                max_ms: arg
+                    .get("max_ms")
+                    .and_then(JsonValue::as_u64)
+                    .unwrap_or(d.max_ms),
+            };
+            let failures = u32::try_from(u64_at("failures")?).unwrap_or(u32::MAX);
+            let random = u64_at("random")?;
+            Ok(
+                serde_json::json!({"capped_ms": b.capped_ms(failures), "delay_ms": b.delay_ms(failures, random)}),
+            )
+        }
+        "admit" => {
+            let n = |k: &str| u64_at(k).map(|v| usize::try_from(v).unwrap_or(usize::MAX));
+            let dup = arg
+                .get("already_running")
+                .and_then(JsonValue::as_bool)
+                .ok_or_else(|| invalid("admit.already_running must be a boolean"))?;
+            Ok(JsonValue::from(
+                admit(n("running")?, n("max_tasks")?, dup).as_str(),
+            ))
+        }
+        "local_event" => {
+            Ok(progress_from_local_event(arg).map_or(JsonValue::Null, |p| p.to_value()))
+        }
+        "harness_event" => Ok(progress_from_harness_event(arg).to_value()),
+        "report" => {
+            let task_id = arg
+                .get("task_id")
+                .and_then(JsonValue::as_str)
+                .ok_or_else(|| invalid("report.task_id must be a string"))?;
+            let outcome = TaskOutcome::from_value(arg.get("outcome").unwrap_or(&JsonValue::Null))?;
+            let usage = match arg.get("usage") {
+                None => UsageSplit::default(),
+                Some(u) => UsageSplit::from_value(&crate::json::Value::from(u))
+                    .map_err(|e| invalid(format!("report.usage: {e}")))?,
+            };
+            Ok(JsonValue::from(crate::json::Value::Object(report_object(
+                task_id, &outcome, &usage,
+            ))))
+        }
+        "local_terminal" => Ok(outcome_from_local_terminal(arg).to_value()),
+        "profile_ref" => {
+            let inv = arg
+                .get("invocation")
+                .and_then(JsonValue::as_object)
+                .ok_or_else(|| invalid("profile_ref.invocation must be an object"))?;
+            let role = arg.get("role").and_then(JsonValue::as_str);
+            let spec = crate::adapter::RoleSpec::from_invocation(inv, role)
+                .map_err(|e| invalid(format!("{}: {e}", e.code())))?;
+            Ok(JsonValue::from(profile_ref(&spec)))
+        }
+        "gateway_outcome" => {
+            let result = crate::contract::GatewayResult::from_value(
+                arg.get("result").unwrap_or(&JsonValue::Null),
+            )
+            .map_err(|e| invalid(format!("{}: {e}", e.code())))?;
+            let harness = match arg.get("harness") {
+                None | Some(JsonValue::Null) => None,
+                Some(h) => Some(TaskOutcome::from_value(h)?),
+            };
+            Ok(outcome_from_gateway(&result, harness).to_value())
+        }
+        other => Err(invalid(format!("unknown call {other:?}"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
