@@ -14,7 +14,8 @@ use futures_util::{SinkExt, StreamExt};
 use stapel_runner_protocol::json::Object;
 use stapel_runner_protocol::session::{Event, HubSession, Input, Machine, Output, SessionConfig};
 use stapel_runner_protocol::wire::{Message, TaskAssign, TaskCancel};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -71,6 +72,19 @@ impl TestHub {
     /// # Panics
     /// When the listener cannot be bound (test code).
     pub fn start(token: &str, config: SessionConfig) -> Self {
+        Self::start_with(token, config, None)
+    }
+
+    /// [`start`](Self::start) serving `wss://` with this TLS configuration (`None`:
+    /// plain `ws://`).
+    ///
+    /// # Panics
+    /// When the listener cannot be bound (test code).
+    pub fn start_with(
+        token: &str,
+        config: SessionConfig,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Self {
         let log = Arc::new(Mutex::new(HubLog::default()));
         let token = Arc::new(Mutex::new(token.to_string()));
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
@@ -86,7 +100,7 @@ impl TestHub {
                 addr_tx
                     .send(listener.local_addr().expect("addr"))
                     .expect("addr");
-                serve(listener, config, l, t, cmd_rx).await;
+                serve(listener, config, l, t, cmd_rx, tls).await;
             });
         });
         let addr = addr_rx.recv().expect("hub address");
@@ -98,7 +112,7 @@ impl TestHub {
         }
     }
 
-    /// `ws://127.0.0.1:PORT/`.
+    /// `ws://127.0.0.1:PORT/` (use `wss://localhost:PORT/` for a TLS hub).
     pub fn url(&self) -> String {
         format!("ws://{}/", self.addr)
     }
@@ -160,7 +174,11 @@ impl TestHub {
     }
 }
 
-type Ws = WebSocketStream<TcpStream>;
+/// A plain or TLS stream.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+type Ws = WebSocketStream<Box<dyn Io>>;
 
 async fn serve(
     listener: TcpListener,
@@ -168,13 +186,23 @@ async fn serve(
     log: Arc<Mutex<HubLog>>,
     token: Arc<Mutex<String>>,
     mut cmd: mpsc::UnboundedReceiver<Command>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let (sock_tx, mut sock_rx) = mpsc::channel::<Ws>(4);
     let (l2, t2) = (log.clone(), token.clone());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let (tx, l, t) = (sock_tx.clone(), l2.clone(), t2.clone());
+            let acceptor = acceptor.clone();
             tokio::spawn(async move {
+                let tcp: Box<dyn Io> = match acceptor {
+                    None => Box::new(tcp),
+                    Some(a) => match a.accept(tcp).await {
+                        Ok(s) => Box::new(s),
+                        Err(_) => return,
+                    },
+                };
                 let expected = format!("Bearer {}", t.lock().expect("token"));
                 // The callback's type is fixed by tungstenite.
                 #[allow(clippy::result_large_err)]

@@ -86,7 +86,11 @@ impl std::fmt::Display for ConnectError {
 fn describe(e: &WsError) -> ConnectError {
     match e {
         WsError::Http(resp) => ConnectError::Rejected(resp.status().as_u16()),
-        WsError::Io(io) => ConnectError::Other(format!("i/o error: {}", io.kind())),
+        WsError::Io(io) => match io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+            // tokio-rustls reports handshake failures as I/O errors.
+            Some(tls) => ConnectError::Other(format!("TLS handshake failed: {tls}")),
+            None => ConnectError::Other(format!("i/o error: {}", io.kind())),
+        },
         WsError::Tls(_) => ConnectError::Other("TLS handshake failed".into()),
         WsError::Url(_) => ConnectError::Other("invalid hub URL".into()),
         WsError::HttpFormat(_) => ConnectError::Other("invalid HTTP request".into()),

@@ -40,25 +40,27 @@ impl Runner {
         if !token.exists() {
             std::fs::write(&token, TOKEN).unwrap();
         }
+        let defaults = [
+            (
+                "--session-config",
+                r#"{"ping_interval_ms":200,"peer_timeout_ms":1500,"ack_delay_ms":20}"#,
+            ),
+            ("--backoff-initial-ms", "50"),
+            ("--backoff-max-ms", "400"),
+            ("--delay-ms", "5"),
+        ];
+        let mut args: Vec<&str> = Vec::new();
+        for (flag, value) in defaults {
+            if !extra.contains(&flag) {
+                args.extend([flag, value]);
+            }
+        }
         let child = Command::new(env!("CARGO_BIN_EXE_stapel-runner"))
             .args(["connect", "--url", url, "--token-file"])
             .arg(&token)
             .arg("--state-dir")
             .arg(dir.join("state"))
-            .args(if extra.contains(&"--session-config") {
-                &[][..]
-            } else {
-                &[
-                    "--session-config",
-                    r#"{"ping_interval_ms":200,"peer_timeout_ms":1500,"ack_delay_ms":20}"#,
-                ][..]
-            })
-            .args(["--backoff-initial-ms", "50", "--backoff-max-ms", "400"])
-            .args(if extra.contains(&"--delay-ms") {
-                &[][..]
-            } else {
-                &["--delay-ms", "5"][..]
-            })
+            .args(&args)
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -429,7 +431,7 @@ fn schedule(seed: u64, connections: usize) -> Vec<Fault> {
         .collect()
 }
 
-const FAULT_SESSION: &str = r#"{"ping_interval_ms":100,"peer_timeout_ms":600,"ack_delay_ms":10}"#;
+const FAULT_SESSION: &str = r#"{"ping_interval_ms":100,"peer_timeout_ms":400,"ack_delay_ms":10}"#;
 
 /// One runner lifetime behind a proxy whose n-th connection gets the n-th seeded fault:
 /// batches of tasks (some cancelled at random) until every fault was used, with one
@@ -458,6 +460,7 @@ fn run_schedule(seed: u64, faults: Vec<Fault>) -> usize {
     let mut ids: Vec<String> = Vec::new();
     let mut batch = 0;
     let mut killed = false;
+    let started = std::time::Instant::now();
     while seen.load(Ordering::SeqCst) < n_faults && batch < 40 {
         let new: Vec<String> = (0..16).map(|i| format!("T-{seed}-{batch}-{i}")).collect();
         for id in &new {
@@ -495,6 +498,14 @@ fn run_schedule(seed: u64, faults: Vec<Fault>) -> usize {
             seen.load(Ordering::SeqCst)
         );
         batch += 1;
+        if std::env::var_os("STAPEL_FAULT_TRACE").is_some() {
+            eprintln!(
+                "seed {seed} batch {batch}: {} connections, {} tasks, {:?}",
+                seen.load(Ordering::SeqCst),
+                ids.len(),
+                started.elapsed()
+            );
+        }
     }
     let log = hub.log();
     let pid = runner.pid();
@@ -550,12 +561,20 @@ fn seeded_fault_schedules_lose_nothing_and_apply_nothing_twice() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(4);
     let per_run = 60;
+    // The lifetimes are independent (own hub, proxy, runner, state directory): run them
+    // side by side; each mostly waits on sockets and timers.
     let mut connections = 0;
-    for r in 0..runs {
-        connections += run_schedule(
-            base.wrapping_add(r),
-            schedule(base.wrapping_add(r), per_run),
-        );
+    for chunk in (0..runs).collect::<Vec<_>>().chunks(4) {
+        let lifetimes: Vec<_> = chunk
+            .iter()
+            .map(|r| {
+                let seed = base.wrapping_add(*r);
+                std::thread::spawn(move || run_schedule(seed, schedule(seed, per_run)))
+            })
+            .collect();
+        for t in lifetimes {
+            connections += t.join().expect("a fault schedule failed");
+        }
     }
     eprintln!("fault schedules: {} seeded connection faults over {runs} runner lifetimes ({connections} connections)", per_run * runs as usize);
 }
@@ -588,4 +607,50 @@ fn a_silent_harness_dies_with_a_sigkilled_runner() {
         wait_gone(&harness),
         "the harness outlived the SIGKILLed runner"
     );
+}
+
+/// `wss://` with rustls: a hub certificate signed by a test CA is accepted with
+/// `--ca-file`, refused against the system roots.
+#[test]
+fn wss_with_a_given_ca_file() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    let hub = TestHub::start_with(TOKEN, fast_session(), Some(Arc::new(server)));
+    let url = format!("wss://localhost:{}/", hub.addr.port());
+    let dir = tmpdir("wss");
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+
+    // Against the system roots the hub's certificate is not trusted.
+    let untrusted = tmpdir("wss-untrusted");
+    let runner = Runner::start(&url, &untrusted, &[]);
+    std::thread::sleep(Duration::from_millis(800));
+    let err = runner.stop();
+    assert!(err.contains("TLS handshake failed"), "{err}");
+    assert_eq!(hub.log().hellos, 0);
+
+    let ca_file = dir.join("ca.pem").display().to_string();
+    let runner = Runner::start(&url, &dir, &["--ca-file", &ca_file]);
+    hub.assign("T-tls", 1, json!({"backend": "fake"}));
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-tls".into()]));
+    let err = runner.stop();
+    assert!(ok, "{log:?}\n{err}");
+    assert_eq!(check_task(&log, "T-tls", 1).unwrap(), "done");
 }
