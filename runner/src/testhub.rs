@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use stapel_runner_protocol::json::Object;
+use stapel_runner_protocol::sequencing::ConnectionState;
 use stapel_runner_protocol::session::{Event, HubSession, Input, Machine, Output, SessionConfig};
 use stapel_runner_protocol::wire::{Message, TaskAssign, TaskCancel};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -40,6 +41,8 @@ pub struct HubLog {
     pub hellos: u64,
     /// Gaps the hub was told about (`InboundGap`): frames lost for good.
     pub gaps: u64,
+    /// Restarts from a snapshot.
+    pub restarts: u64,
 }
 
 impl HubLog {
@@ -55,6 +58,7 @@ impl HubLog {
 enum Command {
     Send(Message),
     Drop,
+    Restart,
 }
 
 /// A running test hub (its own thread and runtime).
@@ -153,6 +157,14 @@ impl TestHub {
         let _ = self.cmd.send(Command::Drop);
     }
 
+    /// Restart the hub from a snapshot of its state taken now: the connection is
+    /// dropped, the session is rebuilt with `HubSession::with_state` over
+    /// `ConnectionState::restore(snapshot)` (as a hub process restarted from its last
+    /// persisted state would be). The log (the application's record) is kept.
+    pub fn restart(&self) {
+        let _ = self.cmd.send(Command::Restart);
+    }
+
     /// A copy of the log.
     pub fn log(&self) -> HubLog {
         self.log.lock().expect("log").clone()
@@ -238,7 +250,7 @@ async fn serve(
     });
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as u64;
-    let mut hub = HubSession::new(config);
+    let mut hub = HubSession::new(config.clone());
     let mut socket: Option<Ws> = None;
     loop {
         let mut frames = Vec::new();
@@ -307,6 +319,13 @@ async fn serve(
                     if socket.take().is_some() {
                         let _ = hub.handle_input(now(), Input::Disconnected);
                     }
+                }
+                Some(Command::Restart) => {
+                    let snapshot = hub.state().snapshot();
+                    socket = None;
+                    let state = ConnectionState::restore(&snapshot).expect("restore the hub snapshot");
+                    hub = HubSession::with_state(config.clone(), state);
+                    log.lock().expect("log").restarts += 1;
                 }
                 None => return,
             },

@@ -435,7 +435,8 @@ const FAULT_SESSION: &str = r#"{"ping_interval_ms":100,"peer_timeout_ms":400,"ac
 
 /// One runner lifetime behind a proxy whose n-th connection gets the n-th seeded fault:
 /// batches of tasks (some cancelled at random) until every fault was used, with one
-/// SIGKILL of the runner and a restart from its state directory at a seeded moment.
+/// SIGKILL of the runner and a restart from its state directory at a seeded moment, and
+/// one restart of the hub from a snapshot of its state.
 /// Checks the oracle for every task and that no process is left behind. Returns the
 /// number of connections.
 fn run_schedule(seed: u64, faults: Vec<Fault>) -> usize {
@@ -461,7 +462,7 @@ fn run_schedule(seed: u64, faults: Vec<Fault>) -> usize {
     let mut batch = 0;
     let mut killed = false;
     let started = std::time::Instant::now();
-    while seen.load(Ordering::SeqCst) < n_faults && batch < 40 {
+    while (seen.load(Ordering::SeqCst) < n_faults || batch < 3) && batch < 40 {
         let new: Vec<String> = (0..16).map(|i| format!("T-{seed}-{batch}-{i}")).collect();
         for id in &new {
             hub.assign(id, 1, json!({"backend": "fake"}));
@@ -488,6 +489,11 @@ fn run_schedule(seed: u64, faults: Vec<Fault>) -> usize {
             );
             runner = Runner::start(&url, &dir, &args);
             killed = true;
+        }
+        if batch == 2 {
+            // The hub restarts from a snapshot of its state, mid-stream.
+            std::thread::sleep(Duration::from_millis(rng.below(300)));
+            hub.restart();
         }
         let (ok, log) = hub.wait_for(Duration::from_secs(60), |l| reported(l, &ids));
         assert!(
