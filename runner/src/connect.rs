@@ -200,7 +200,23 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
         }
         // Persist before anything reaches the socket.
         if !frames.is_empty() || close {
-            if let Err(e) = store.save(&session.state().snapshot(), &started) {
+            // The fsyncs run on the blocking pool, so the tasks (harness pipes) go on
+            // meanwhile; the loop itself waits: nothing is sent before it is saved.
+            let (snapshot, tasks, mut st) =
+                (session.state().snapshot(), started.clone(), store.clone());
+            let saved = tokio::task::spawn_blocking(move || {
+                let r = st.save(&snapshot, &tasks);
+                (st, r)
+            })
+            .await;
+            let result = match saved {
+                Ok((st, r)) => {
+                    store = st;
+                    r
+                }
+                Err(e) => Err(std::io::Error::other(e)),
+            };
+            if let Err(e) = result {
                 log(format!(
                     "cannot save the state ({}); dropping the connection",
                     e.kind()
@@ -326,29 +342,57 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                     Some(Ok(_)) => {}
                 }
             }
-            ev = ev_rx.recv(), if accept_events => match ev {
-                Some(TaskEvent::Progress { task_id, attempt, item }) => {
-                    let mut p = TaskProgress::new(task_id, item.kind, item.payload);
-                    p.attempt = attempt;
-                    outbox.push_back(Message::TaskProgress(p));
+            ev = ev_rx.recv(), if accept_events => {
+                // Take every event already waiting (up to a bound): one state save then
+                // covers all of their frames.
+                let mut next = ev;
+                let mut taken = 0;
+                while let Some(ev) = next {
+                    take_event(ev, &mut outbox, &mut running, &mut started, &mut finished);
+                    taken += 1;
+                    next = if taken < 256 { ev_rx.try_recv().ok() } else { None };
                 }
-                Some(TaskEvent::Report { task_id, attempt, report }) => {
-                    running.remove(&task_id);
-                    started.remove(&task_id);
-                    finished.push(task_id.clone());
-                    let mut r = TaskReportMessage::new(report);
-                    r.task_id = task_id;
-                    r.attempt = attempt;
-                    outbox.push_back(Message::TaskReport(r));
-                }
-                None => {}
-            },
+            }
             () = session_sleep => {
                 let _ = session.handle_input(now(), Input::Timeout);
             }
             () = shutdown_sleep => {}
             _ = term.recv() => begin_shutdown(&mut shutting_down, &running),
             _ = int.recv() => begin_shutdown(&mut shutting_down, &running),
+        }
+    }
+}
+
+/// Queue a task's progress or report for the session.
+fn take_event(
+    ev: TaskEvent,
+    outbox: &mut VecDeque<Message>,
+    running: &mut HashMap<String, Running>,
+    started: &mut BTreeMap<String, u64>,
+    finished: &mut Vec<String>,
+) {
+    match ev {
+        TaskEvent::Progress {
+            task_id,
+            attempt,
+            item,
+        } => {
+            let mut p = TaskProgress::new(task_id, item.kind, item.payload);
+            p.attempt = attempt;
+            outbox.push_back(Message::TaskProgress(p));
+        }
+        TaskEvent::Report {
+            task_id,
+            attempt,
+            report,
+        } => {
+            running.remove(&task_id);
+            started.remove(&task_id);
+            finished.push(task_id.clone());
+            let mut r = TaskReportMessage::new(report);
+            r.task_id = task_id;
+            r.attempt = attempt;
+            outbox.push_back(Message::TaskReport(r));
         }
     }
 }
