@@ -334,7 +334,10 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                     }
                     Some(Ok(WsMessage::Binary(_))) => log("binary frame ignored"),
                     Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => {
-                        socket = None;
+                        if let Some(mut s) = socket.take() {
+                            // Complete a close handshake the hub started (bounded).
+                            let _ = tokio::time::timeout(Duration::from_millis(200), s.close(None)).await;
+                        }
                         let _ = session.handle_input(now(), Input::Disconnected);
                         log("connection lost");
                         schedule(&mut retry_at, &mut failures, got_frame, &opts.backoff);
