@@ -294,7 +294,7 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
                     }
                 }
                 Output::Spawn(req) => {
-                    let (program, args) = wrap(&wrapper, req.program, req.args);
+                    let (program, args) = wrap_command(&wrapper, req.program, req.args);
                     let spec = SpawnSpec {
                         program,
                         args,
@@ -419,7 +419,11 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
 }
 
 /// The command to start: `wrapper… -- program args…`, or `program args…` without one.
-fn wrap(wrapper: &[String], program: String, args: Vec<String>) -> (String, Vec<String>) {
+pub fn wrap_command(
+    wrapper: &[String],
+    program: String,
+    args: Vec<String>,
+) -> (String, Vec<String>) {
     match wrapper.split_first() {
         None => (program, args),
         Some((first, rest)) => {

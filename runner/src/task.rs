@@ -219,7 +219,7 @@ async fn execute(
             GatewayOutput::Action(GatewayAction::CreateSandbox { .. }) => {
                 // The sandbox of a connected runner is the harness's process group.
                 GatewayInput::SandboxCreated {
-                    sandbox: SandboxHandle::new(format!("pg-{}", assign.task_id.len())),
+                    sandbox: SandboxHandle::new("process-group"),
                 }
             }
             GatewayOutput::Action(GatewayAction::StartSession { profile, .. }) => {
@@ -371,7 +371,8 @@ async fn run_jsonl(
         while let Some(out) = s.poll_output() {
             match out {
                 SubprocessOutput::Spawn(req) => {
-                    let (program, args) = wrap(&harnesses.wrapper, req.program, req.args);
+                    let (program, args) =
+                        host::wrap_command(&harnesses.wrapper, req.program, req.args);
                     let spec = SpawnSpec {
                         program,
                         args,
@@ -380,11 +381,12 @@ async fn run_jsonl(
                     };
                     match supervisor::spawn(&spec) {
                         Ok(sp) => {
-                            pid = Some(sp.pid);
-                            guard = Some(GroupGuard::new(sp.pid));
+                            let child_pid = sp.pid;
+                            pid = Some(child_pid);
+                            guard = Some(GroupGuard::new(child_pid));
                             stdin = Some(start_jsonl_io(sp, pipe_tx.clone()));
                             pending.push(SubprocessInput::Spawned {
-                                pid: u32::try_from(sp_pid(pid)).ok(),
+                                pid: u32::try_from(child_pid).ok(),
                                 process_group: true,
                             });
                             pending.push(SubprocessInput::StartTurn {
@@ -484,24 +486,6 @@ async fn run_jsonl(
         },
     };
     (outcome, usage)
-}
-
-fn sp_pid(pid: Option<i32>) -> i32 {
-    pid.unwrap_or(0)
-}
-
-/// `wrapper… -- program args…` (or the command alone without a wrapper).
-fn wrap(wrapper: &[String], program: String, args: Vec<String>) -> (String, Vec<String>) {
-    match wrapper.split_first() {
-        None => (program, args),
-        Some((first, rest)) => {
-            let mut all = rest.to_vec();
-            all.push("--".into());
-            all.push(program);
-            all.extend(args);
-            (first.clone(), all)
-        }
-    }
 }
 
 /// Writer of the child's stdin, reader of its stdout (stderr is drained and dropped);
