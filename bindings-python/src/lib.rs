@@ -19,6 +19,7 @@ mod local;
 mod messages;
 mod pyobj;
 mod reducer;
+mod runner_task;
 mod sequencing;
 mod session;
 mod wire;
@@ -60,6 +61,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host::runner_is_idle, m)?)?;
     m.add_function(wrap_pyfunction!(host::bearer_authorization, m)?)?;
     m.add_function(wrap_pyfunction!(host::host_config, m)?)?;
+    m.add_function(wrap_pyfunction!(runner_task::runner_task_call, m)?)?;
     m.add(
         "HOST_REPLACED_REASON",
         stapel_runner_protocol::host::REPLACED_REASON,

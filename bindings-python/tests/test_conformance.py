@@ -19,6 +19,7 @@ from conformance_contract import run_contract
 from conformance_host import run_host
 from conformance_local import run_local
 from conformance_reducer import run_reducer
+from conformance_runner_task import run_runner_task
 from conformance_sequencing import run_sequencing
 from conformance_session import run_session
 from conftest import CONFORMANCE, conformance_dir, json_equal
@@ -218,6 +219,7 @@ RUNNERS["reducer"] = run_reducer
 RUNNERS["local"] = run_local
 RUNNERS["contract"] = run_contract
 RUNNERS["host"] = run_host
+RUNNERS["runner_task"] = run_runner_task
 
 
 def test_vectors_exist() -> None:

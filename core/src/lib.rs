@@ -74,6 +74,7 @@ pub mod host;
 pub mod json;
 pub mod local;
 pub mod reducer;
+pub mod runner_task;
 pub mod sequencing;
 pub mod session;
 pub mod wire;

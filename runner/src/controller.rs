@@ -74,6 +74,12 @@ impl AutoController {
         line
     }
 
+    /// A `run.cancel` command (the hub cancelled the task): the machine ends the harness
+    /// and the run terminates as cancelled.
+    pub fn cancel(&mut self, reason: &str) -> String {
+        self.command(CommandType::RunCancel, json!({"reason": reason}))
+    }
+
     /// The first command: `run.prepare`.
     pub fn start(&mut self) -> Vec<String> {
         vec![self.command(CommandType::RunPrepare, json!({}))]

@@ -78,6 +78,24 @@ pub struct HostOptions {
     /// A controller that accepts no stdout line for this long counts as closed. Default
     /// 10 s.
     pub controller_stall: Duration,
+    /// Run as one task of a connected runner (`stapel-runner connect`) instead of as the
+    /// whole process: see [`TaskLink`]. `None` for `run` and `serve`.
+    pub task: Option<TaskLink>,
+}
+
+/// How a local run is wired into a connected runner: the stream goes to a channel
+/// instead of stdout, the runner's signals are left to the connect loop, a cancel arrives
+/// on a channel, and the harness is started through a wrapper (e.g. `stapel-runner
+/// harness-exec`, which makes it die with the runner).
+#[derive(Debug)]
+pub struct TaskLink {
+    /// Every `paperclip.runner.stream.v1` line, in order (the JSONL view).
+    pub lines: mpsc::Sender<String>,
+    /// A cancel: the built-in controller sends `run.cancel` with this reason.
+    pub cancel: mpsc::Receiver<String>,
+    /// Program and leading arguments the harness command is appended to (after `--`);
+    /// empty: start the harness directly.
+    pub wrapper: Vec<String>,
 }
 
 enum Event {
@@ -100,8 +118,13 @@ struct Harness {
 /// # Errors
 /// An invalid configuration.
 pub async fn run(opts: HostOptions) -> io::Result<i32> {
+    let task_mode = opts.task.is_some();
     let result = drive(opts).await;
-    supervisor::kill_adopted(&[], 16);
+    if !task_mode {
+        // A task shares the process with other tasks: only the whole runner may kill
+        // every adopted process (the connect loop does at exit).
+        supervisor::kill_adopted(&[], 16);
+    }
     result
 }
 
@@ -135,6 +158,15 @@ impl StdoutWriter {
         }
     }
 
+    /// A writer that writes nothing (a task's stream goes to its channel).
+    fn disabled() -> Self {
+        Self {
+            tx: None,
+            stall: Duration::ZERO,
+            done: None,
+        }
+    }
+
     /// Queue a line; `false` when the controller is gone or stalled past the bound.
     async fn write(&mut self, line: String) -> bool {
         let Some(tx) = &self.tx else { return false };
@@ -163,20 +195,32 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
         view,
         drain_after_exit,
         controller_stall,
+        task,
     } = opts;
+    let (task_lines, mut task_cancel, wrapper) = match task {
+        Some(t) => (Some(t.lines), Some(t.cancel), t.wrapper),
+        None => (None, None, Vec::new()),
+    };
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as u64;
     let mut machine = LocalRun::new(config)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
-    let mut out = StdoutWriter::new(controller_stall);
+    let mut out = match &task_lines {
+        Some(_) => StdoutWriter::disabled(),
+        None => StdoutWriter::new(controller_stall),
+    };
     let mut controller_gone = false;
     let mut pending: Vec<Input> = Vec::new();
-    let mut signals = [
-        signal(UnixSignal::terminate())?,
-        signal(UnixSignal::interrupt())?,
-        signal(UnixSignal::hangup())?,
-    ];
+    let mut signals = if task_lines.is_none() {
+        Some([
+            signal(UnixSignal::terminate())?,
+            signal(UnixSignal::interrupt())?,
+            signal(UnixSignal::hangup())?,
+        ])
+    } else {
+        None
+    };
     let mut signalled = false;
 
     match &mut controller {
@@ -210,6 +254,17 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
                     if let Controller::Auto(auto) = &mut controller {
                         commands = auto.observe(&line);
                     }
+                    if let Some(lines) = &task_lines {
+                        // The connect loop gone means the runner is shutting down.
+                        if lines.send(line).await.is_err() && !controller_gone {
+                            controller_gone = true;
+                            pending.push(Input::ControllerEof);
+                        }
+                        for cmd in commands {
+                            pending.push(Input::ControllerBytes(cmd.into_bytes()));
+                        }
+                        continue;
+                    }
                     let shown = match view {
                         View::Jsonl => line,
                         View::Pretty => pretty::render(&line),
@@ -239,9 +294,10 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
                     }
                 }
                 Output::Spawn(req) => {
+                    let (program, args) = wrap_command(&wrapper, req.program, req.args);
                     let spec = SpawnSpec {
-                        program: req.program,
-                        args: req.args,
+                        program,
+                        args,
                         env: req.env,
                         new_process_group: req.new_process_group,
                     };
@@ -295,8 +351,25 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
                 None => std::future::pending().await,
             }
         };
-        let [term, int, hup] = &mut signals;
         let mut got_signal = false;
+        let signalled_now = async {
+            match &mut signals {
+                Some([term, int, hup]) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                        _ = hup.recv() => {}
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let cancelled = async {
+            match &mut task_cancel {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             ev = rx.recv() => match ev {
                 Some(Event::Controller(bytes)) => pending.push(Input::ControllerBytes(bytes)),
@@ -315,9 +388,20 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
                 None => {}
             },
             () = sleep => pending.push(Input::Timeout),
-            _ = term.recv() => got_signal = true,
-            _ = int.recv() => got_signal = true,
-            _ = hup.recv() => got_signal = true,
+            () = signalled_now => got_signal = true,
+            reason = cancelled => match (reason, &mut controller) {
+                (Some(reason), Controller::Auto(auto)) => {
+                    pending.push(Input::ControllerBytes(auto.cancel(&reason).into_bytes()));
+                }
+                // The connect loop is gone: end the run as a closed controller would.
+                _ => {
+                    task_cancel = None;
+                    if !controller_gone {
+                        controller_gone = true;
+                        pending.push(Input::ControllerEof);
+                    }
+                }
+            },
         }
         if got_signal {
             if signalled {
@@ -332,6 +416,24 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
     drop(harness);
     out.close().await;
     Ok(exit_code)
+}
+
+/// The command to start: `wrapper… -- program args…`, or `program args…` without one.
+pub fn wrap_command(
+    wrapper: &[String],
+    program: String,
+    args: Vec<String>,
+) -> (String, Vec<String>) {
+    match wrapper.split_first() {
+        None => (program, args),
+        Some((first, rest)) => {
+            let mut all = rest.to_vec();
+            all.push("--".into());
+            all.push(program);
+            all.extend(args);
+            (first.clone(), all)
+        }
+    }
 }
 
 fn feed(machine: &mut LocalRun, now: u64, input: Input) {

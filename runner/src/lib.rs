@@ -7,13 +7,25 @@
 //! * [`controller`] — the built-in controller (the seed's mock core) for `stapel-runner run`;
 //! * [`pretty`] — the human-readable view of the event stream;
 //! * [`scripts`] — the seven built-in fake-harness scripts;
-//! * [`fake`] — the fake harness (`fake-harness`, or `stapel-runner fake-harness`).
+//! * [`fake`] — the fake harness (`fake-harness`, or `stapel-runner fake-harness`);
+//! * [`connect`] — `stapel-runner connect`, the connected runner of seed 000, with
+//!   [`ws`] (outbound WebSocket, token, TLS), [`task`] (one task: RoleSpec, profile
+//!   resolution, the gateway lifecycle, the harness), [`store`] (the atomic state
+//!   directory) and [`exec`] (the `harness-exec` wrapper: the harness dies with the
+//!   runner);
+//! * [`testhub`] — a minimal hub over the core's `HubSession` for tests and benchmarks.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod connect;
 pub mod controller;
+pub mod exec;
 pub mod fake;
 pub mod host;
 pub mod pretty;
 pub mod scripts;
+pub mod store;
 pub mod supervisor;
+pub mod task;
+pub mod testhub;
+pub mod ws;

@@ -13,6 +13,7 @@ mod framing;
 mod host;
 mod local;
 mod reducer;
+mod runner_task;
 mod sequencing;
 mod session;
 mod wire;
@@ -31,6 +32,7 @@ fn run_vector(area: &str, vector: &Value) -> Result<(), String> {
         "local" => local::run(vector),
         "reducer" => reducer::run(vector),
         "host" => host::run(vector),
+        "runner_task" => runner_task::run(vector),
         other => Err(format!("no runner for area {other:?}")),
     }
 }

@@ -55,6 +55,64 @@ enum Command {
     /// Be the fake harness (the runner's default harness re-invokes itself this way).
     #[command(hide = true)]
     FakeHarness(stapel_runner::fake::FakeArgs),
+    /// Connect to a hub (seed 000) and run the tasks it assigns.
+    Connect {
+        #[command(flatten)]
+        connect: Box<ConnectArgs>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Start a harness so that it dies with the runner (used by `connect`).
+    #[command(hide = true)]
+    HarnessExec {
+        /// The runner's pid.
+        #[arg(long)]
+        parent: i32,
+        /// The harness command.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Args, Debug)]
+struct ConnectArgs {
+    /// Hub URL, ws:// or wss://.
+    #[arg(long)]
+    url: String,
+    /// File holding the bearer token (re-read on every reconnect).
+    #[arg(long, conflicts_with = "token_env")]
+    token_file: Option<PathBuf>,
+    /// Environment variable holding the bearer token (re-read on every reconnect).
+    #[arg(long, default_value = "STAPEL_RUNNER_TOKEN")]
+    token_env: String,
+    /// PEM file of the CA certificates to trust for wss:// (default: the system roots).
+    #[arg(long)]
+    ca_file: Option<PathBuf>,
+    /// hello.project_id.
+    #[arg(long, default_value = "local-project")]
+    project_id: String,
+    /// State directory (session snapshot and running tasks, saved atomically).
+    #[arg(long)]
+    state_dir: PathBuf,
+    /// Most tasks at once; further assignments are answered with a runner_busy report.
+    #[arg(long, default_value_t = 4)]
+    max_tasks: usize,
+    /// Harness profiles and reins (a contract Catalog JSON file). Default: profiles
+    /// `fake` (local-run) and `subprocess` (JSONL).
+    #[arg(long)]
+    profiles: Option<PathBuf>,
+    /// Session configuration as a JSON object (SessionConfig keys, e.g. ping_interval_ms).
+    #[arg(long, value_name = "JSON")]
+    session_config: Option<String>,
+    /// The seed-000 JSONL harness command for the `subprocess` rein (repeat for args).
+    #[arg(long = "jsonl-harness", value_name = "ARG", allow_hyphen_values = true)]
+    jsonl_harness: Vec<String>,
+    /// First reconnect delay, ms (capped exponential backoff with jitter).
+    #[arg(long)]
+    backoff_initial_ms: Option<u64>,
+    /// Largest reconnect delay, ms.
+    #[arg(long)]
+    backoff_max_ms: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -162,6 +220,12 @@ fn build_config(c: &Common) -> LocalConfig {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let cli = Cli::parse();
+    if let Command::HarnessExec { parent, command } = &cli.command {
+        std::process::exit(stapel_runner::exec::exec_with_pdeathsig(*parent, command));
+    }
+    if let Command::Connect { connect, common } = &cli.command {
+        std::process::exit(run_connect(connect, common).await);
+    }
     let (config, controller, view) = match &cli.command {
         Command::Serve { common } => (build_config(common), Controller::Stdio, View::Jsonl),
         Command::FakeHarness(args) => {
@@ -192,6 +256,7 @@ async fn main() {
                 view,
             )
         }
+        Command::Connect { .. } | Command::HarnessExec { .. } => return,
     };
     if let Err(e) = supervisor::become_subreaper() {
         eprintln!("stapel-runner: cannot become a child subreaper ({e}); escaped grandchildren may survive");
@@ -202,9 +267,79 @@ async fn main() {
         view,
         drain_after_exit: Duration::from_millis(250),
         controller_stall: Duration::from_secs(10),
+        task: None,
     };
     match host::run(opts).await {
         Ok(code) => std::process::exit(code),
+        Err(e) => fail(e),
+    }
+}
+
+async fn run_connect(a: &ConnectArgs, common: &Common) -> i32 {
+    use stapel_runner::connect::{self, ConnectOptions};
+    use stapel_runner::ws::{TokenSource, Trust};
+    use stapel_runner_protocol::contract::Catalog;
+    use stapel_runner_protocol::runner_task::Backoff;
+    use stapel_runner_protocol::session::SessionConfig;
+    if common.allow_env.contains(&a.token_env) {
+        fail("--allow-env must not pass the token variable to the harness");
+    }
+    let catalog = match &a.profiles {
+        Some(p) => std::fs::read(p)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            .and_then(|v| Catalog::from_value(&v).map_err(|e| e.to_string()))
+            .unwrap_or_else(|e| fail(format!("--profiles: {e}"))),
+        None => stapel_runner::task::default_catalog(),
+    };
+    let session = match &a.session_config {
+        Some(j) => serde_json::from_str(j)
+            .map_err(|e| e.to_string())
+            .and_then(|v| SessionConfig::from_value(&v).map_err(|e| e.to_string()))
+            .unwrap_or_else(|e| fail(format!("--session-config: {e}"))),
+        None => SessionConfig::default(),
+    };
+    let mut backoff = Backoff::default();
+    if let Some(v) = a.backoff_initial_ms {
+        backoff.initial_ms = v;
+    }
+    if let Some(v) = a.backoff_max_ms {
+        backoff.max_ms = v;
+    }
+    let wrapper = stapel_runner::exec::wrapper()
+        .unwrap_or_else(|e| fail(format!("cannot locate this executable: {e}")));
+    let local = build_config(common);
+    let opts = ConnectOptions {
+        url: a.url.clone(),
+        token: match &a.token_file {
+            Some(p) => TokenSource::File(p.clone()),
+            None => TokenSource::Env(a.token_env.clone()),
+        },
+        trust: match &a.ca_file {
+            Some(p) => Trust::CaFile(p.clone()),
+            None => Trust::System,
+        },
+        project_id: a.project_id.clone(),
+        capabilities: vec!["local-run".into(), "subprocess".into()],
+        state_dir: a.state_dir.clone(),
+        max_tasks: a.max_tasks,
+        session,
+        backoff,
+        catalog,
+        harnesses: stapel_runner::task::Harnesses {
+            path: std::env::var("PATH").unwrap_or_default(),
+            grace_ms: local.shutdown_grace_ms,
+            local,
+            jsonl: a.jsonl_harness.clone(),
+            wrapper,
+        },
+        connect_timeout: Duration::from_secs(10),
+    };
+    if let Err(e) = supervisor::become_subreaper() {
+        eprintln!("stapel-runner: cannot become a child subreaper ({e})");
+    }
+    match connect::run(opts).await {
+        Ok(code) => code,
         Err(e) => fail(e),
     }
 }

@@ -1,0 +1,750 @@
+//! The connected runner's task policy (seed 000 end to end), sans-IO.
+//!
+//! A connected runner takes `task.assign` frames from a hub, runs each through a harness
+//! and answers with `task.progress` frames and one `task.report`. The I/O (the socket,
+//! the processes, the files) belongs to the host; the decisions every host must make the
+//! same way live here:
+//!
+//! * [`Backoff`] — the reconnect schedule: capped exponential with "equal jitter" (half
+//!   the capped delay fixed, half drawn from the host's randomness, which the host passes
+//!   in as a number: the core has no randomness);
+//! * [`admit`] — whether an assignment starts, or is answered at once because the runner
+//!   is at its `max_tasks` bound or the task already runs;
+//! * [`progress_from_local_event`] / [`progress_from_harness_event`] — which harness
+//!   event becomes which `task.progress` (`kind`, `payload`), and which is not forwarded.
+//!   Progress carries the shape of the work, never its content (no prompt, no output
+//!   text);
+//! * [`TaskOutcome`] and [`report_object`] — the end of a task as one TaskReport
+//!   (`status` `done`, `blocked` or `failed`, a `failure_type` naming why, strict
+//!   five-component usage), with [`outcome_from_local_terminal`] for a local-run
+//!   `run.terminal` payload.
+
+use serde_json::Value as JsonValue;
+
+use crate::json::Object;
+use crate::wire::{progress_kind, report_status, UsageSplit, SCHEMA_VERSION};
+
+/// Default first reconnect delay (before jitter): 250 ms.
+pub const DEFAULT_BACKOFF_INITIAL_MS: u64 = 250;
+/// Default longest reconnect delay (before jitter): 30 s.
+pub const DEFAULT_BACKOFF_MAX_MS: u64 = 30_000;
+
+/// The reconnect schedule: after the `n`-th consecutive failure (0-based) the capped
+/// delay is `min(max_ms, initial_ms · 2ⁿ)`; the host waits half of it plus a random part
+/// of the other half ("equal jitter"), so a fleet of runners cut at once does not return
+/// at once, and no runner retries sooner than half the capped delay (no tight loop, even
+/// when every attempt is refused at once, e.g. a bad token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// First capped delay, ms (values below 1 act as 1).
+    pub initial_ms: u64,
+    /// Largest capped delay, ms.
+    pub max_ms: u64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial_ms: DEFAULT_BACKOFF_INITIAL_MS,
+            max_ms: DEFAULT_BACKOFF_MAX_MS,
+        }
+    }
+}
+
+impl Backoff {
+    /// The capped delay after `failures` consecutive failures (0 = the first one).
+    pub fn capped_ms(&self, failures: u32) -> u64 {
+        let initial = self.initial_ms.max(1);
+        let factor = 1u64.checked_shl(failures.min(63)).unwrap_or(u64::MAX);
+        initial.saturating_mul(factor).min(self.max_ms.max(initial))
+    }
+
+    /// The delay to wait after `failures` consecutive failures: `capped/2 + random mod
+    /// (capped − capped/2 + 1)`. `random` is any number from the host's random source.
+    pub fn delay_ms(&self, failures: u32, random: u64) -> u64 {
+        let capped = self.capped_ms(failures);
+        let half = capped / 2;
+        let span = capped.saturating_sub(half).saturating_add(1);
+        half.saturating_add(random.checked_rem(span).unwrap_or(0))
+    }
+}
+
+/// What the runner does with a new assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Start it.
+    Start,
+    /// Answer at once with a `failed` report (`failure_type` `runner_busy`): the runner
+    /// already runs `max_tasks` tasks.
+    Busy,
+    /// Answer at once with a `failed` report (`failure_type` `attempt_in_progress`): an
+    /// attempt of the same task is still running.
+    Duplicate,
+}
+
+/// Decide on an assignment: `running` tasks run now, at most `max_tasks` at once (0 acts
+/// as 1); `already_running` when an attempt of the same task id still runs. A duplicate
+/// is checked first.
+pub fn admit(running: usize, max_tasks: usize, already_running: bool) -> Admission {
+    if already_running {
+        Admission::Duplicate
+    } else if running >= max_tasks.max(1) {
+        Admission::Busy
+    } else {
+        Admission::Start
+    }
+}
+
+/// A progress frame's `kind` and `payload`, before the session stamps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressItem {
+    /// `state`, `tool`, `usage` or `controls` (open strings; only these are produced).
+    pub kind: String,
+    /// The payload.
+    pub payload: Object,
+}
+
+fn item(kind: &str, payload: Object) -> ProgressItem {
+    ProgressItem {
+        kind: kind.to_owned(),
+        payload,
+    }
+}
+
+fn copy_str(into: &mut Object, key: &str, from: &JsonValue, src: &str) {
+    if let Some(s) = from.get(src).and_then(JsonValue::as_str) {
+        into.insert(key, s);
+    }
+}
+
+/// The progress for one `paperclip.runner.stream.v1` line of a local run (the message
+/// object of the line, `{"kind": …, "event": …}`), or `None` when it is not forwarded.
+///
+/// | stream message | progress |
+/// |---|---|
+/// | not an `event` (receipts, diagnostics), or `run.terminal` (the report says it) | none |
+/// | `item.delta` (content) | none |
+/// | `item.*` | `tool` `{event, item_id?, item_kind?}` |
+/// | `runtime_request.*` | `controls` `{event, request_type?}` |
+/// | a payload with a `usage` object that maps onto a [`UsageSplit`] | `usage` `{event, usage}` |
+/// | any other event | `state` `{event, phase?}` |
+///
+/// `event` is the canonical `eventType`; the other fields are copied from the event only
+/// when they are strings (`itemId`, `payload.kind`, `payload.request.type`,
+/// `payload.phase`). No text content is copied.
+pub fn progress_from_local_event(message: &JsonValue) -> Option<ProgressItem> {
+    if message.get("kind").and_then(JsonValue::as_str) != Some("event") {
+        return None;
+    }
+    let event = message.get("event")?;
+    let event_type = event.get("eventType").and_then(JsonValue::as_str)?;
+    if event_type == "run.terminal" || event_type == "item.delta" {
+        return None;
+    }
+    let empty = JsonValue::Null;
+    let payload = event.get("payload").unwrap_or(&empty);
+    let mut out = Object::new();
+    out.insert("event", event_type);
+    if event_type.starts_with("item.") {
+        copy_str(&mut out, "item_id", event, "itemId");
+        copy_str(&mut out, "item_kind", payload, "kind");
+        return Some(item(progress_kind::TOOL, out));
+    }
+    if event_type.starts_with("runtime_request.") {
+        if let Some(request) = payload.get("request") {
+            copy_str(&mut out, "request_type", request, "type");
+        }
+        return Some(item(progress_kind::CONTROLS, out));
+    }
+    if let Some(split) = payload
+        .get("usage")
+        .and_then(|u| crate::adapter::usage_from_mapping(u).ok())
+    {
+        out.insert("usage", split.to_value());
+        return Some(item(progress_kind::USAGE, out));
+    }
+    copy_str(&mut out, "phase", payload, "phase");
+    Some(item(progress_kind::STATE, out))
+}
+
+/// The progress for one progress event of a subprocess JSONL harness (a stdout line whose
+/// `type` is not `result` or `error`, as the turn machine passes it on).
+///
+/// | event `type` | progress |
+/// |---|---|
+/// | `tool` | `tool` `{event: "tool", name?}` |
+/// | `usage` with a `usage` object that maps onto a [`UsageSplit`] | `usage` `{event: "usage", usage}` |
+/// | `controls` | `controls` `{event: "controls"}` |
+/// | anything else | `state` `{event: <type>, state?}` |
+///
+/// Only `name` (tool) and `state` (state) are copied, and only when they are strings.
+pub fn progress_from_harness_event(event: &JsonValue) -> ProgressItem {
+    let ty = event
+        .get("type")
+        .and_then(JsonValue::as_str)
+        .unwrap_or("event");
+    let mut out = Object::new();
+    out.insert("event", ty);
+    match ty {
+        "tool" => {
+            copy_str(&mut out, "name", event, "name");
+            item(progress_kind::TOOL, out)
+        }
+        "usage" => match event
+            .get("usage")
+            .and_then(|u| crate::adapter::usage_from_mapping(u).ok())
+        {
+            Some(split) => {
+                out.insert("usage", split.to_value());
+                item(progress_kind::USAGE, out)
+            }
+            None => item(progress_kind::STATE, out),
+        },
+        "controls" => item(progress_kind::CONTROLS, out),
+        _ => {
+            copy_str(&mut out, "state", event, "state");
+            item(progress_kind::STATE, out)
+        }
+    }
+}
+
+/// How a task ended, as the runner knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskOutcome {
+    /// The harness finished the work. Status `done`.
+    Done,
+    /// The harness stopped and needs an answer. Status `blocked`.
+    Blocked,
+    /// The harness run failed; `failure_type` names how (a stable code). Status `failed`.
+    Failed {
+        /// Stable code, e.g. `harness_failed`, `unexpected_eof`, `ready_timeout`.
+        failure_type: String,
+    },
+    /// The hub cancelled the task. Status `failed`, `failure_type` `cancelled`.
+    Cancelled {
+        /// The cancel's reason.
+        reason: String,
+    },
+    /// The harness profile was refused (resolution). Status `failed`, `failure_type`
+    /// `profile_refused`.
+    Refused {
+        /// The refusal kind's code (`unknown`, `disabled`, …).
+        code: String,
+        /// The refusal's reasons.
+        reasons: Vec<String>,
+    },
+    /// The assignment could not be read (`RoleSpec`, task). Status `failed`,
+    /// `failure_type` `invalid_assignment`.
+    InvalidAssignment {
+        /// The error's stable code.
+        code: String,
+    },
+    /// See [`Admission::Busy`]. Status `failed`, `failure_type` `runner_busy`.
+    Busy {
+        /// The runner's bound.
+        max_tasks: usize,
+    },
+    /// See [`Admission::Duplicate`]. Status `failed`, `failure_type`
+    /// `attempt_in_progress`.
+    Duplicate,
+    /// The runner restarted while the task ran (its harness died with it). Status
+    /// `failed`, `failure_type` `runner_restarted`.
+    RunnerRestarted,
+}
+
+impl TaskOutcome {
+    /// The report `status`: `done`, `blocked` or `failed`.
+    pub fn status(&self) -> &'static str {
+        match self {
+            TaskOutcome::Done => report_status::DONE,
+            TaskOutcome::Blocked => report_status::BLOCKED,
+            _ => report_status::FAILED,
+        }
+    }
+
+    /// The report `failure_type` (`None` for `done` and `blocked`).
+    pub fn failure_type(&self) -> Option<&str> {
+        Some(match self {
+            TaskOutcome::Done | TaskOutcome::Blocked => return None,
+            TaskOutcome::Failed { failure_type } => failure_type,
+            TaskOutcome::Cancelled { .. } => "cancelled",
+            TaskOutcome::Refused { .. } => "profile_refused",
+            TaskOutcome::InvalidAssignment { .. } => "invalid_assignment",
+            TaskOutcome::Busy { .. } => "runner_busy",
+            TaskOutcome::Duplicate => "attempt_in_progress",
+            TaskOutcome::RunnerRestarted => "runner_restarted",
+        })
+    }
+
+    /// One sentence for `summary_business` saying why (never content).
+    pub fn summary(&self) -> String {
+        match self {
+            TaskOutcome::Done => "the harness finished the task".into(),
+            TaskOutcome::Blocked => "the harness stopped and needs an answer".into(),
+            TaskOutcome::Failed { failure_type } => {
+                format!("the harness run failed ({failure_type})")
+            }
+            TaskOutcome::Cancelled { reason } => format!("cancelled by the hub: {reason}"),
+            TaskOutcome::Refused { code, reasons } => {
+                format!("harness profile refused ({code}): {}", reasons.join(", "))
+            }
+            TaskOutcome::InvalidAssignment { code } => {
+                format!("the assignment could not be read ({code})")
+            }
+            TaskOutcome::Busy { max_tasks } => {
+                format!("the runner already runs its maximum of {max_tasks} tasks")
+            }
+            TaskOutcome::Duplicate => "an attempt of this task is still running".into(),
+            TaskOutcome::RunnerRestarted => {
+                "the runner restarted while the task ran; its harness did not survive".into()
+            }
+        }
+    }
+}
+
+/// The TaskReport object (taskspecs `task_report.v1`) for `outcome`: `schema_version`,
+/// `task_id`, `status`, `summary_business`, `failure_type` (when failed) and `usage`.
+pub fn report_object(task_id: &str, outcome: &TaskOutcome, usage: &UsageSplit) -> Object {
+    let mut o = Object::new();
+    o.insert("schema_version", SCHEMA_VERSION);
+    o.insert("task_id", task_id);
+    o.insert("status", outcome.status());
+    o.insert("summary_business", outcome.summary());
+    if let Some(f) = outcome.failure_type() {
+        o.insert("failure_type", f);
+    }
+    o.insert("usage", usage.to_value());
+    o
+}
+
+/// The outcome of a local run from its `run.terminal` payload (`runTerminalState`,
+/// `reportedWorkDisposition`): `succeeded` with `done` or `needs_review` → done;
+/// `succeeded` with `blocked` or `yielded` → blocked; `cancelled` → failed
+/// `cancelled`-like (`failure_type` `run_cancelled`); `failed` or anything else → failed
+/// (`harness_failed`).
+pub fn outcome_from_local_terminal(payload: &JsonValue) -> TaskOutcome {
+    let run = payload.get("runTerminalState").and_then(JsonValue::as_str);
+    let disposition = payload
+        .get("reportedWorkDisposition")
+        .and_then(JsonValue::as_str);
+    match (run, disposition) {
+        (Some("succeeded"), Some("blocked" | "yielded")) => TaskOutcome::Blocked,
+        (Some("succeeded"), _) => TaskOutcome::Done,
+        (Some("cancelled"), _) => TaskOutcome::Failed {
+            failure_type: "run_cancelled".into(),
+        },
+        _ => TaskOutcome::Failed {
+            failure_type: "harness_failed".into(),
+        },
+    }
+}
+
+/// The invocation key naming the harness profile explicitly.
+pub const PROFILE_REF_KEY: &str = "harness_profile_ref";
+
+/// The harness profile a role runs under: the invocation's `harness_profile_ref` (kept in
+/// [`RoleSpec::extra`](crate::adapter::RoleSpec)) when it is a string, else its
+/// `backend`, else `""` (which resolution refuses as `unknown`).
+pub fn profile_ref(role: &crate::adapter::RoleSpec) -> &str {
+    role.extra
+        .get(PROFILE_REF_KEY)
+        .and_then(JsonValue::as_str)
+        .or(role.backend.as_deref())
+        .unwrap_or("")
+}
+
+/// The task's outcome from the gateway's result and, when the harness ran, the harness's
+/// own outcome: a refused resolution → [`TaskOutcome::Refused`] (code and reasons from
+/// the evidence); a harness outcome, when there is one, wins over the gateway's (it says
+/// why: cancelled, failed, blocked); a failed lifecycle without one (or after a harness
+/// that finished, e.g. a failed teardown) →
+/// [`TaskOutcome::Failed`] with the evidence's `failure_code`; success → done.
+pub fn outcome_from_gateway(
+    result: &crate::contract::GatewayResult,
+    harness: Option<TaskOutcome>,
+) -> TaskOutcome {
+    use crate::contract::Outcome;
+    let ev = &result.evidence;
+    match (ev.outcome, harness) {
+        (Outcome::Refused, _) => TaskOutcome::Refused {
+            code: ev.failure_code.clone().unwrap_or_default(),
+            reasons: ev.failure_reasons.clone(),
+        },
+        (_, Some(h)) if h != TaskOutcome::Done => h,
+        (Outcome::Succeeded, _) => TaskOutcome::Done,
+        _ => TaskOutcome::Failed {
+            failure_type: ev
+                .failure_code
+                .clone()
+                .unwrap_or_else(|| "gateway_failed".into()),
+        },
+    }
+}
+
+/// `true` when `value` is the JSON form of a usage progress payload this module builds
+/// (a helper for hosts that check a payload before sending it).
+pub fn is_usage_payload(payload: &Object) -> bool {
+    payload
+        .get("usage")
+        .is_some_and(|u| UsageSplit::from_value(u).is_ok())
+}
+
+impl From<ProgressItem> for (String, Object) {
+    fn from(p: ProgressItem) -> Self {
+        (p.kind, p.payload)
+    }
+}
+
+impl Admission {
+    /// `start`, `busy` or `duplicate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Admission::Start => "start",
+            Admission::Busy => "busy",
+            Admission::Duplicate => "duplicate",
+        }
+    }
+}
+
+impl ProgressItem {
+    /// `{"kind": …, "payload": {…}}`.
+    pub fn to_value(&self) -> JsonValue {
+        serde_json::json!({"kind": self.kind, "payload": JsonValue::from(crate::json::Value::Object(self.payload.clone()))})
+    }
+}
+
+impl TaskOutcome {
+    /// JSON form: `{"type": "done" | "blocked" | "failed" | "cancelled" | "refused" |
+    /// "invalid_assignment" | "busy" | "duplicate" | "runner_restarted", …}` with the
+    /// variant's fields (`failure_type`; `reason`; `code`, `reasons`; `code`;
+    /// `max_tasks`).
+    pub fn to_value(&self) -> JsonValue {
+        use serde_json::json;
+        match self {
+            TaskOutcome::Done => json!({"type": "done"}),
+            TaskOutcome::Blocked => json!({"type": "blocked"}),
+            TaskOutcome::Failed { failure_type } => {
+                json!({"type": "failed", "failure_type": failure_type})
+            }
+            TaskOutcome::Cancelled { reason } => json!({"type": "cancelled", "reason": reason}),
+            TaskOutcome::Refused { code, reasons } => {
+                json!({"type": "refused", "code": code, "reasons": reasons})
+            }
+            TaskOutcome::InvalidAssignment { code } => {
+                json!({"type": "invalid_assignment", "code": code})
+            }
+            TaskOutcome::Busy { max_tasks } => json!({"type": "busy", "max_tasks": max_tasks}),
+            TaskOutcome::Duplicate => json!({"type": "duplicate"}),
+            TaskOutcome::RunnerRestarted => json!({"type": "runner_restarted"}),
+        }
+    }
+
+    /// Parse the JSON form of [`to_value`](Self::to_value).
+    ///
+    /// # Errors
+    /// `invalid_call` naming the bad field.
+    pub fn from_value(v: &JsonValue) -> Result<Self, RunnerTaskError> {
+        let s = |k: &str| -> Result<String, RunnerTaskError> {
+            v.get(k)
+                .and_then(JsonValue::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| invalid(format!("outcome.{k} must be a string")))
+        };
+        Ok(match v.get("type").and_then(JsonValue::as_str) {
+            Some("done") => TaskOutcome::Done,
+            Some("blocked") => TaskOutcome::Blocked,
+            Some("failed") => TaskOutcome::Failed {
+                failure_type: s("failure_type")?,
+            },
+            Some("cancelled") => TaskOutcome::Cancelled {
+                reason: s("reason")?,
+            },
+            Some("refused") => TaskOutcome::Refused {
+                code: s("code")?,
+                reasons: strings(v.get("reasons"))
+                    .ok_or_else(|| invalid("outcome.reasons must be an array of strings"))?,
+            },
+            Some("invalid_assignment") => TaskOutcome::InvalidAssignment { code: s("code")? },
+            Some("busy") => TaskOutcome::Busy {
+                max_tasks: v
+                    .get("max_tasks")
+                    .and_then(JsonValue::as_u64)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| invalid("outcome.max_tasks must be an integer"))?,
+            },
+            Some("duplicate") => TaskOutcome::Duplicate,
+            Some("runner_restarted") => TaskOutcome::RunnerRestarted,
+            _ => return Err(invalid("outcome.type is not a known outcome")),
+        })
+    }
+}
+
+fn strings(v: Option<&JsonValue>) -> Option<Vec<String>> {
+    v?.as_array()?
+        .iter()
+        .map(|x| x.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A call of [`call`] that cannot be evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunnerTaskError {
+    /// The call object is malformed. Code `invalid_call`.
+    #[error("invalid call: {0}")]
+    InvalidCall(String),
+}
+
+impl RunnerTaskError {
+    /// Stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RunnerTaskError::InvalidCall(_) => "invalid_call",
+        }
+    }
+}
+
+fn invalid(msg: impl Into<String>) -> RunnerTaskError {
+    RunnerTaskError::InvalidCall(msg.into())
+}
+
+/// Every decision of this module in JSON form, so that a binding exposes the whole policy
+/// through one function (and conformance vectors exercise it). The call object has
+/// exactly one key:
+///
+/// | call | result |
+/// |---|---|
+/// | `{"backoff": {"initial_ms"?, "max_ms"?, "failures", "random"}}` | `{"capped_ms", "delay_ms"}` (absent bounds: the defaults) |
+/// | `{"admit": {"running", "max_tasks", "already_running"}}` | `"start"`, `"busy"` or `"duplicate"` |
+/// | `{"local_event": <stream message>}` | `{"kind","payload"}` or `null` |
+/// | `{"harness_event": <event>}` | `{"kind","payload"}` |
+/// | `{"report": {"task_id", "outcome": <outcome>, "usage"?: <UsageSplit>}}` | the TaskReport object |
+/// | `{"local_terminal": <run.terminal payload>}` | an outcome |
+/// | `{"profile_ref": {"invocation": {…}, "role"?}}` | a string |
+/// | `{"gateway_outcome": {"result": <GatewayResult>, "harness"?: <outcome> or null}}` | an outcome |
+///
+/// # Errors
+/// `invalid_call` for a malformed call (a `RoleSpec` or `GatewayResult` error keeps its
+/// own code in the text).
+pub fn call(input: &JsonValue) -> Result<JsonValue, RunnerTaskError> {
+    let obj = input
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .ok_or_else(|| invalid("a call is an object with exactly one key"))?;
+    let Some((name, arg)) = obj.iter().next() else {
+        return Err(invalid("empty call"));
+    };
+    let u64_at = |k: &str| -> Result<u64, RunnerTaskError> {
+        arg.get(k)
+            .and_then(JsonValue::as_u64)
+            .ok_or_else(|| invalid(format!("{name}.{k} must be a non-negative integer")))
+    };
+    match name.as_str() {
+        "backoff" => {
+            let d = Backoff::default();
+            let b = Backoff {
+                initial_ms: arg
+                    .get("initial_ms")
+                    .and_then(JsonValue::as_u64)
+                    .unwrap_or(d.initial_ms),
+                max_ms: arg
+                    .get("max_ms")
+                    .and_then(JsonValue::as_u64)
+                    .unwrap_or(d.max_ms),
+            };
+            let failures = u32::try_from(u64_at("failures")?).unwrap_or(u32::MAX);
+            let random = u64_at("random")?;
+            Ok(
+                serde_json::json!({"capped_ms": b.capped_ms(failures), "delay_ms": b.delay_ms(failures, random)}),
+            )
+        }
+        "admit" => {
+            let n = |k: &str| u64_at(k).map(|v| usize::try_from(v).unwrap_or(usize::MAX));
+            let dup = arg
+                .get("already_running")
+                .and_then(JsonValue::as_bool)
+                .ok_or_else(|| invalid("admit.already_running must be a boolean"))?;
+            Ok(JsonValue::from(
+                admit(n("running")?, n("max_tasks")?, dup).as_str(),
+            ))
+        }
+        "local_event" => {
+            Ok(progress_from_local_event(arg).map_or(JsonValue::Null, |p| p.to_value()))
+        }
+        "harness_event" => Ok(progress_from_harness_event(arg).to_value()),
+        "report" => {
+            let task_id = arg
+                .get("task_id")
+                .and_then(JsonValue::as_str)
+                .ok_or_else(|| invalid("report.task_id must be a string"))?;
+            let outcome = TaskOutcome::from_value(arg.get("outcome").unwrap_or(&JsonValue::Null))?;
+            let usage = match arg.get("usage") {
+                None => UsageSplit::default(),
+                Some(u) => UsageSplit::from_value(&crate::json::Value::from(u))
+                    .map_err(|e| invalid(format!("report.usage: {e}")))?,
+            };
+            Ok(JsonValue::from(crate::json::Value::Object(report_object(
+                task_id, &outcome, &usage,
+            ))))
+        }
+        "local_terminal" => Ok(outcome_from_local_terminal(arg).to_value()),
+        "profile_ref" => {
+            let inv = arg
+                .get("invocation")
+                .and_then(JsonValue::as_object)
+                .ok_or_else(|| invalid("profile_ref.invocation must be an object"))?;
+            let role = arg.get("role").and_then(JsonValue::as_str);
+            let spec = crate::adapter::RoleSpec::from_invocation(inv, role)
+                .map_err(|e| invalid(format!("{}: {e}", e.code())))?;
+            Ok(JsonValue::from(profile_ref(&spec)))
+        }
+        "gateway_outcome" => {
+            let result = crate::contract::GatewayResult::from_value(
+                arg.get("result").unwrap_or(&JsonValue::Null),
+            )
+            .map_err(|e| invalid(format!("{}: {e}", e.code())))?;
+            let harness = match arg.get("harness") {
+                None | Some(JsonValue::Null) => None,
+                Some(h) => Some(TaskOutcome::from_value(h)?),
+            };
+            Ok(outcome_from_gateway(&result, harness).to_value())
+        }
+        other => Err(invalid(format!("unknown call {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::Value;
+    use serde_json::json;
+
+    #[test]
+    fn backoff_doubles_caps_and_jitters_within_the_upper_half() {
+        let b = Backoff {
+            initial_ms: 100,
+            max_ms: 1_000,
+        };
+        assert_eq!(
+            (0..6).map(|n| b.capped_ms(n)).collect::<Vec<_>>(),
+            [100, 200, 400, 800, 1000, 1000]
+        );
+        assert_eq!(b.capped_ms(400), 1000);
+        for n in 0..8 {
+            let c = b.capped_ms(n);
+            for r in [0, 1, 7, 999, u64::MAX] {
+                let d = b.delay_ms(n, r);
+                assert!(d >= c / 2 && d <= c, "{n} {r} {d}");
+            }
+        }
+        assert_eq!(b.delay_ms(0, 0), 50);
+        assert_eq!(b.delay_ms(0, 50), 100);
+        assert_eq!(b.delay_ms(0, 51), 50);
+    }
+
+    #[test]
+    fn admission_checks_duplicates_then_the_bound() {
+        assert_eq!(admit(0, 2, false), Admission::Start);
+        assert_eq!(admit(2, 2, false), Admission::Busy);
+        assert_eq!(admit(0, 2, true), Admission::Duplicate);
+        assert_eq!(admit(0, 0, false), Admission::Start);
+        assert_eq!(admit(1, 0, false), Admission::Busy);
+    }
+
+    #[test]
+    fn local_events_map_to_progress_without_content() {
+        let ev = |t: &str, payload: JsonValue| json!({"kind": "event", "event": {"eventType": t, "itemId": "i1", "payload": payload}});
+        let p = progress_from_local_event(&ev(
+            "item.started",
+            json!({"kind": "command", "text": "secret"}),
+        ))
+        .unwrap();
+        assert_eq!(p.kind, "tool");
+        assert_eq!(
+            JsonValue::from(Value::Object(p.payload)),
+            json!({"event": "item.started", "item_id": "i1", "item_kind": "command"})
+        );
+        assert!(progress_from_local_event(&ev("item.delta", json!({"text": "x"}))).is_none());
+        assert!(progress_from_local_event(&ev("run.terminal", json!({}))).is_none());
+        assert!(progress_from_local_event(&json!({"kind": "command_receipt"})).is_none());
+        let p =
+            progress_from_local_event(&ev("runtime.phase.changed", json!({"phase": "running"})))
+                .unwrap();
+        assert_eq!(
+            (
+                p.kind.as_str(),
+                p.payload.get("phase").and_then(Value::as_str)
+            ),
+            ("state", Some("running"))
+        );
+        let p = progress_from_local_event(&ev(
+            "runtime_request.created",
+            json!({"request": {"type": "permission"}}),
+        ))
+        .unwrap();
+        assert_eq!(p.kind, "controls");
+        let p = progress_from_local_event(&ev(
+            "x.usage",
+            json!({"usage": {"input_tokens": 3, "output_tokens": 1}}),
+        ))
+        .unwrap();
+        assert_eq!(p.kind, "usage");
+        assert!(is_usage_payload(&p.payload));
+    }
+
+    #[test]
+    fn harness_events_map_to_progress() {
+        assert_eq!(
+            progress_from_harness_event(&json!({"type": "tool", "name": "bash", "args": "x"})).kind,
+            "tool"
+        );
+        let u =
+            progress_from_harness_event(&json!({"type": "usage", "usage": {"input_tokens": 1}}));
+        assert_eq!(u.kind, "usage");
+        assert!(is_usage_payload(&u.payload));
+        assert_eq!(
+            progress_from_harness_event(&json!({"type": "usage", "usage": 3})).kind,
+            "state"
+        );
+        let s = progress_from_harness_event(&json!({"type": "thinking", "state": "planning"}));
+        assert_eq!((s.kind.as_str(), s.payload.len()), ("state", 2));
+    }
+
+    #[test]
+    fn reports_are_valid_task_reports() {
+        let usage = UsageSplit::default();
+        for (o, status) in [
+            (TaskOutcome::Done, "done"),
+            (TaskOutcome::Blocked, "blocked"),
+            (TaskOutcome::Busy { max_tasks: 2 }, "failed"),
+            (TaskOutcome::Cancelled { reason: "r".into() }, "failed"),
+            (
+                TaskOutcome::Refused {
+                    code: "unknown".into(),
+                    reasons: vec!["profile_not_found".into()],
+                },
+                "failed",
+            ),
+        ] {
+            let r = report_object("T-1", &o, &usage);
+            let typed = crate::wire::TaskReport::from_object(&r).unwrap();
+            assert_eq!(typed.status, status);
+            assert_eq!(typed.failure_type.as_deref(), o.failure_type());
+        }
+    }
+
+    #[test]
+    fn local_terminal_outcomes() {
+        let t = |r: &str, d: &str| {
+            outcome_from_local_terminal(
+                &json!({"runTerminalState": r, "reportedWorkDisposition": d}),
+            )
+        };
+        assert_eq!(t("succeeded", "done"), TaskOutcome::Done);
+        assert_eq!(t("succeeded", "needs_review"), TaskOutcome::Done);
+        assert_eq!(t("succeeded", "blocked"), TaskOutcome::Blocked);
+        assert_eq!(t("failed", "done").status(), "failed");
+        assert_eq!(t("cancelled", "done").failure_type(), Some("run_cancelled"));
+    }
+}

@@ -1,0 +1,343 @@
+//! A minimal hub over the core's [`HubSession`], for tests and benchmarks: it accepts one
+//! runner at a time on 127.0.0.1 with a bearer token (a wrong or missing token is refused
+//! with HTTP 401 before the upgrade), assigns and cancels tasks on command, and records
+//! every applied progress seq and report per `(task_id, attempt)` — the oracle the
+//! end-to-end tests check. The reference hub for people is the Python package's
+//! (`python -m stapel_runner_protocol.hub`).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use stapel_runner_protocol::json::Object;
+use stapel_runner_protocol::sequencing::ConnectionState;
+use stapel_runner_protocol::session::{Event, HubSession, Input, Machine, Output, SessionConfig};
+use stapel_runner_protocol::wire::{Message, TaskAssign, TaskCancel};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::WebSocketStream;
+
+/// What the hub saw.
+#[derive(Debug, Clone, Default)]
+pub struct HubLog {
+    /// Applied progress seqs per `(task_id, attempt)`, in the order applied.
+    pub progress: BTreeMap<(String, u64), Vec<u64>>,
+    /// Applied progress kinds per `(task_id, attempt)`.
+    pub kinds: BTreeMap<(String, u64), Vec<String>>,
+    /// Applied reports per `(task_id, attempt)`: `(seq, TaskReport)`.
+    pub reports: BTreeMap<(String, u64), Vec<(u64, Object)>>,
+    /// Upgrades refused for a bad token.
+    pub rejected: u64,
+    /// Upgrades accepted.
+    pub accepted: u64,
+    /// `hello`s received.
+    pub hellos: u64,
+    /// Gaps the hub was told about (`InboundGap`): frames lost for good.
+    pub gaps: u64,
+    /// Restarts from a snapshot.
+    pub restarts: u64,
+}
+
+impl HubLog {
+    /// The report status of a task's attempt, when exactly one report was applied.
+    pub fn status(&self, task: &str, attempt: u64) -> Option<String> {
+        match self.reports.get(&(task.to_string(), attempt))?.as_slice() {
+            [(_, r)] => r.get("status").and_then(|v| v.as_str()).map(str::to_owned),
+            _ => None,
+        }
+    }
+}
+
+enum Command {
+    Send(Message),
+    Drop,
+    Restart,
+}
+
+/// A running test hub (its own thread and runtime).
+pub struct TestHub {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    log: Arc<Mutex<HubLog>>,
+    cmd: mpsc::UnboundedSender<Command>,
+    token: Arc<Mutex<String>>,
+}
+
+impl TestHub {
+    /// Start a hub on 127.0.0.1 (a free port) accepting `token`.
+    ///
+    /// # Panics
+    /// When the listener cannot be bound (test code).
+    pub fn start(token: &str, config: SessionConfig) -> Self {
+        Self::start_with(token, config, None)
+    }
+
+    /// [`start`](Self::start) serving `wss://` with this TLS configuration (`None`:
+    /// plain `ws://`).
+    ///
+    /// # Panics
+    /// When the listener cannot be bound (test code).
+    pub fn start_with(
+        token: &str,
+        config: SessionConfig,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Self {
+        let log = Arc::new(Mutex::new(HubLog::default()));
+        let token = Arc::new(Mutex::new(token.to_string()));
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (l, t) = (log.clone(), token.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                addr_tx
+                    .send(listener.local_addr().expect("addr"))
+                    .expect("addr");
+                serve(listener, config, l, t, cmd_rx, tls).await;
+            });
+        });
+        let addr = addr_rx.recv().expect("hub address");
+        Self {
+            addr,
+            log,
+            cmd: cmd_tx,
+            token,
+        }
+    }
+
+    /// `ws://127.0.0.1:PORT/` (use `wss://localhost:PORT/` for a TLS hub).
+    pub fn url(&self) -> String {
+        format!("ws://{}/", self.addr)
+    }
+
+    /// Accept another token from now on.
+    pub fn set_token(&self, token: &str) {
+        *self.token.lock().expect("token") = token.to_string();
+    }
+
+    /// Assign a task (stamped and kept by the hub's session; replayed after reconnects).
+    pub fn assign(&self, task_id: &str, attempt: u64, invocation: serde_json::Value) {
+        let task = serde_json::json!({"schema_version": 1, "id": task_id, "type": "code",
+            "goal": "exercise the runner", "criteria": [{"id": "c1", "text": "it runs"}], "budget": {"iterations": 3}});
+        let task: Object = match stapel_runner_protocol::json::Value::from(task) {
+            stapel_runner_protocol::json::Value::Object(o) => o,
+            _ => Object::new(),
+        };
+        let inv = match stapel_runner_protocol::json::Value::from(invocation) {
+            stapel_runner_protocol::json::Value::Object(o) => o,
+            _ => Object::new(),
+        };
+        let mut a = TaskAssign::new(task, "coder", inv);
+        a.attempt = attempt;
+        let _ = self.cmd.send(Command::Send(Message::TaskAssign(a)));
+    }
+
+    /// Cancel a task.
+    pub fn cancel(&self, task_id: &str, reason: &str) {
+        let _ = self
+            .cmd
+            .send(Command::Send(Message::TaskCancel(TaskCancel::new(
+                task_id, reason,
+            ))));
+    }
+
+    /// Drop the current connection (the runner reconnects).
+    pub fn drop_connection(&self) {
+        let _ = self.cmd.send(Command::Drop);
+    }
+
+    /// Restart the hub from a snapshot of its state taken now: the connection is
+    /// dropped, the session is rebuilt with `HubSession::with_state` over
+    /// `ConnectionState::restore(snapshot)` (as a hub process restarted from its last
+    /// persisted state would be). The log (the application's record) is kept.
+    pub fn restart(&self) {
+        let _ = self.cmd.send(Command::Restart);
+    }
+
+    /// A copy of the log.
+    pub fn log(&self) -> HubLog {
+        self.log.lock().expect("log").clone()
+    }
+
+    /// Wait until `done(log)` holds, at most `timeout`; the last log either way.
+    pub fn wait_for(&self, timeout: Duration, done: impl Fn(&HubLog) -> bool) -> (bool, HubLog) {
+        let until = std::time::Instant::now() + timeout;
+        loop {
+            let log = self.log();
+            if done(&log) {
+                return (true, log);
+            }
+            if std::time::Instant::now() >= until {
+                return (false, log);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A plain or TLS stream.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+type Ws = WebSocketStream<Box<dyn Io>>;
+
+async fn serve(
+    listener: TcpListener,
+    config: SessionConfig,
+    log: Arc<Mutex<HubLog>>,
+    token: Arc<Mutex<String>>,
+    mut cmd: mpsc::UnboundedReceiver<Command>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let (sock_tx, mut sock_rx) = mpsc::channel::<Ws>(4);
+    let (l2, t2) = (log.clone(), token.clone());
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (tx, l, t) = (sock_tx.clone(), l2.clone(), t2.clone());
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let tcp: Box<dyn Io> = match acceptor {
+                    None => Box::new(tcp),
+                    Some(a) => match a.accept(tcp).await {
+                        Ok(s) => Box::new(s),
+                        Err(_) => return,
+                    },
+                };
+                let expected = format!("Bearer {}", t.lock().expect("token"));
+                // The callback's type is fixed by tungstenite.
+                #[allow(clippy::result_large_err)]
+                let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+                    let ok = req
+                        .headers()
+                        .get("authorization")
+                        .and_then(|v| v.to_str().ok())
+                        == Some(expected.as_str());
+                    if ok {
+                        Ok(resp)
+                    } else {
+                        let mut e = ErrorResponse::new(Some("bad token".into()));
+                        *e.status_mut() = StatusCode::UNAUTHORIZED;
+                        Err(e)
+                    }
+                };
+                match tokio::time::timeout(
+                    Duration::from_secs(5),
+                    tokio_tungstenite::accept_hdr_async(tcp, check),
+                )
+                .await
+                {
+                    Ok(Ok(ws)) => {
+                        l.lock().expect("log").accepted += 1;
+                        let _ = tx.send(ws).await;
+                    }
+                    Ok(Err(_)) => l.lock().expect("log").rejected += 1,
+                    Err(_) => {}
+                }
+            });
+        }
+    });
+    let start = Instant::now();
+    let now = move || start.elapsed().as_millis() as u64;
+    let mut hub = HubSession::new(config.clone());
+    let mut socket: Option<Ws> = None;
+    loop {
+        let mut frames = Vec::new();
+        let mut close = false;
+        while let Some(out) = hub.poll_output() {
+            match out {
+                Output::Transmit(f) => frames.push(f),
+                Output::Close(_) => close = true,
+                Output::Event(Event::Hello(_)) => log.lock().expect("log").hellos += 1,
+                Output::Event(Event::InboundGap(_)) => log.lock().expect("log").gaps += 1,
+                Output::Event(Event::Received(Message::TaskProgress(p))) => {
+                    let mut l = log.lock().expect("log");
+                    let key = (p.task_id.clone(), p.attempt);
+                    l.progress.entry(key.clone()).or_default().push(p.seq);
+                    l.kinds.entry(key).or_default().push(p.kind.clone());
+                }
+                Output::Event(Event::Received(Message::TaskReport(r))) => {
+                    let mut l = log.lock().expect("log");
+                    l.reports
+                        .entry((r.task_id.clone(), r.attempt))
+                        .or_default()
+                        .push((r.seq, r.report.clone()));
+                }
+                Output::Event(_) => {}
+            }
+        }
+        if let Some(s) = socket.as_mut() {
+            if !frames.is_empty() {
+                let write = async {
+                    for f in frames {
+                        s.feed(WsMessage::text(f)).await?;
+                    }
+                    s.flush().await
+                };
+                if !matches!(
+                    tokio::time::timeout(Duration::from_secs(2), write).await,
+                    Ok(Ok(()))
+                ) {
+                    close = true;
+                }
+            }
+        }
+        if close {
+            socket = None;
+            let _ = hub.handle_input(now(), Input::Disconnected);
+            continue;
+        }
+        let deadline = hub.poll_timeout();
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(start + Duration::from_millis(d)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            s = sock_rx.recv() => if let Some(s) = s {
+                if socket.take().is_some() {
+                    let _ = hub.handle_input(now(), Input::Disconnected);
+                }
+                socket = Some(s);
+                let _ = hub.handle_input(now(), Input::Connected);
+            },
+            c = cmd.recv() => match c {
+                Some(Command::Send(m)) => { let _ = hub.send(now(), m); }
+                Some(Command::Drop) => {
+                    if socket.take().is_some() {
+                        let _ = hub.handle_input(now(), Input::Disconnected);
+                    }
+                }
+                Some(Command::Restart) => {
+                    let snapshot = hub.state().snapshot();
+                    socket = None;
+                    let state = ConnectionState::restore(&snapshot).expect("restore the hub snapshot");
+                    hub = HubSession::with_state(config.clone(), state);
+                    log.lock().expect("log").restarts += 1;
+                }
+                None => return,
+            },
+            m = async { match socket.as_mut() { Some(s) => s.next().await, None => std::future::pending().await } } => match m {
+                Some(Ok(WsMessage::Text(t))) => { let _ = hub.handle_input(now(), Input::Frame(t.as_str().to_owned())); }
+                Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => {
+                    socket = None;
+                    let _ = hub.handle_input(now(), Input::Disconnected);
+                }
+                Some(Ok(_)) => {}
+            },
+            () = sleep => { let _ = hub.handle_input(now(), Input::Timeout); }
+        }
+    }
+}
