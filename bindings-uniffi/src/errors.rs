@@ -67,6 +67,27 @@ pub enum ProtocolError {
         /// The field concerned, when the core names one.
         field: Option<String>,
     },
+    /// The session reducer refused an event.
+    #[error("{code}: {detail}")]
+    Reduce {
+        /// Stable code.
+        code: String,
+        /// The invalid event's own code, when the core gives one.
+        detail_code: Option<String>,
+        /// The core's text.
+        detail: String,
+    },
+    /// The harness-adapter seam refused something (`invalid_invocation`, `invalid_usage`,
+    /// a subprocess turn error, …); `json` is the core's JSON form of the error.
+    #[error("{code}: {detail}")]
+    Adapter {
+        /// Stable code.
+        code: String,
+        /// The core's text.
+        detail: String,
+        /// The error's JSON form (`{"code", …}`), as the core gives it.
+        json: String,
+    },
     /// Profile resolution refused the request.
     #[error("{code}: {detail}")]
     Refusal {

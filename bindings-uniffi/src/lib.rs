@@ -13,9 +13,12 @@
 
 uniffi::setup_scaffolding!();
 
+mod contract;
 mod errors;
 mod framing;
 mod jsontext;
+mod machines;
+mod reducer;
 mod sequencing;
 mod session;
 mod wire;
