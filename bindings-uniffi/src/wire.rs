@@ -461,7 +461,38 @@ impl Message {
 /// `ProtocolError::Decode` with the core's code.
 #[uniffi::export]
 pub fn decode(frame: Vec<u8>, validate: bool) -> Result<Message, ProtocolError> {
-    Ok(Message::from(&core_wire::decode(&frame, validate)?))
+    Ok(from_view(core_wire::decode_view(&frame, validate)?))
+}
+
+/// The record of a decoded frame: a plain `task.progress` that the core's one-pass
+/// scanner accepted keeps its validated payload text as is (no value built, nothing
+/// re-encoded); any other frame is converted from the core's message.
+fn from_view(d: core_wire::Decoded<'_>) -> Message {
+    match d {
+        core_wire::Decoded::Progress(v) => Message::TaskProgress {
+            v: TaskProgress {
+                schema_version: core_wire::SCHEMA_VERSION,
+                task_id: v.task_id.to_owned(),
+                seq: v.seq,
+                kind: v.kind.to_owned(),
+                attempt: v.attempt,
+                payload: v.payload.to_owned(),
+                extra: "{}".to_owned(),
+            },
+        },
+        core_wire::Decoded::Message(m) => Message::from(&m),
+    }
+}
+
+/// Checks one frame without building the message record (the core's decode with
+/// `validate`, the result dropped): the cheap way to ask "would this frame decode?".
+///
+/// # Errors
+/// `ProtocolError::Decode` with the core's code.
+#[uniffi::export]
+pub fn check_frame(frame: Vec<u8>, validate: bool) -> Result<(), ProtocolError> {
+    core_wire::decode_view(&frame, validate)?;
+    Ok(())
 }
 
 /// Decodes one text frame (a WebSocket text message); the same rules as [`decode`].
@@ -470,7 +501,7 @@ pub fn decode(frame: Vec<u8>, validate: bool) -> Result<Message, ProtocolError> 
 /// `ProtocolError::Decode` with the core's code.
 #[uniffi::export]
 pub fn decode_text(frame: String, validate: bool) -> Result<Message, ProtocolError> {
-    Ok(Message::from(&core_wire::decode_str(&frame, validate)?))
+    Ok(from_view(core_wire::decode_str_view(&frame, validate)?))
 }
 
 /// Decodes a text frame given as UTF-16 code units (a JVM or Swift string exactly as the
