@@ -1,0 +1,110 @@
+package stapel
+
+import com.fasterxml.jackson.databind.JsonNode
+import com.fasterxml.jackson.databind.node.NullNode
+import com.fasterxml.jackson.databind.node.ObjectNode
+import dev.stapel.runnerprotocol.*
+
+/** Area `session`: `HubSession` and `RunnerSession` through the Kotlin API. */
+object SessionRunner {
+    /** Either session machine behind one shape. */
+    private class Side(val config: String, val hello: Hello?, snapshot: ByteArray?) {
+        val hub: HubSession? = if (hello == null) HubSession(config, snapshot) else null
+        val runner: RunnerSession? = hello?.let { RunnerSession(it, config, snapshot) }
+        fun handle(now: ULong, input: SessionInput) = if (hub != null) hub.handleInput(now, input) else runner!!.handleInput(now, input)
+        fun poll(): SessionOutput? = if (hub != null) hub.pollOutput() else runner!!.pollOutput()
+        fun timeout(): ULong? = if (hub != null) hub.pollTimeout() else runner!!.pollTimeout()
+        fun snapshot(): ByteArray = if (hub != null) hub.snapshot() else runner!!.snapshot()
+        fun resumeMap(): List<ResumeEntry> = if (hub != null) hub.resumeMap() else runner!!.resumeMap()
+        fun outboxFrames(): ULong = if (hub != null) hub.outboxFrames() else runner!!.outboxFrames()
+        fun forget(task: String): Boolean = if (hub != null) hub.forgetTask(task) else runner!!.forgetTask(task)
+    }
+
+    private fun outputJson(o: SessionOutput): JsonNode {
+        fun event(name: String, v: JsonNode): JsonNode = Json.obj().set(name, v)
+        return when (o) {
+            is SessionOutput.Transmit -> Json.obj().put("transmit", o.frame)
+            is SessionOutput.Close -> Json.obj().put("close", o.reason)
+            is SessionOutput.Hello -> Json.obj().set("event", event("hello", Json.of(encode(Message.Hello(o.hello)))))
+            is SessionOutput.Received -> Json.obj().set("event", event("received", Json.of(encode(o.message))))
+            is SessionOutput.InboundGap -> Json.obj().set("event", event("inbound_gap", SequencingRunner.resyncJson(o.resync)))
+            is SessionOutput.OutboundResync -> Json.obj().set("event", event("outbound_resync", SequencingRunner.resyncJson(o.resync)))
+            is SessionOutput.PeerError -> Json.obj().set("event", Json.obj().put("peer_error", o.code))
+            is SessionOutput.Unknown -> Json.obj().set("event", Json.obj().put("unknown_event", o.debug))
+        }
+    }
+
+    fun run(vector: JsonNode) {
+        val cfg = vector.get("config") ?: Json.obj()
+        val sessionCfg = cfg.deepCopy<JsonNode>() as ObjectNode
+        sessionCfg.remove("side")
+        sessionCfg.remove("hello")
+        val config = Json.text(sessionCfg)
+        val wantConfigError = vector.get("steps").get(0)?.get("expect")?.get("config_error")
+        val hello: Hello? = when (cfg.str("side")) {
+            "hub" -> null
+            "runner" -> cfg.get("hello")?.let {
+                (messageFromJson(Json.text(it), false) as? Message.Hello)?.v
+                    ?: throw VectorFailure("config.hello must be a hello message")
+            } ?: Hello(projectId = "p-1", runnerVersion = "0.1.0")
+            else -> throw VectorFailure("config.side must be \"hub\" or \"runner\"")
+        }
+        var side = try {
+            Side(config, hello, null)
+        } catch (e: ProtocolException.Config) {
+            if (wantConfigError == null) throw VectorFailure("config refused: ${e.code} (key ${e.key})")
+            check(0, "config_error", Json.obj().put("code", e.code).put("key", e.key), wantConfigError)
+            return
+        }
+        if (wantConfigError != null) throw VectorFailure("config accepted, expected config_error ${Json.text(wantConfigError)}")
+        var now = 0uL
+        var saved: ByteArray? = null
+        vector.get("steps").forEachIndexed { i, step ->
+            val input = step.get("input")
+            val expect = step.get("expect")
+            input.ulong("now")?.let { now = it }
+            val bytes = bytesOf(input, "bytes")
+            val error: String? = try {
+                when {
+                    input.has("connected") -> side.handle(now, SessionInput.Connected)
+                    input.has("disconnected") -> side.handle(now, SessionInput.Disconnected)
+                    input.has("tick") -> side.handle(now, SessionInput.Timeout)
+                    input.get("frame")?.isTextual == true -> side.handle(now, SessionInput.Frame(input.str("frame")!!))
+                    bytes != null -> side.handle(now, SessionInput.Bytes(bytes))
+                    input.has("send") -> side.handle(now, SessionInput.Send(SequencingRunner.message(input.get("send"))))
+                    input.has("save_snapshot") -> saved = side.snapshot()
+                    input.has("forget_task") -> side.forget(input.str("forget_task")!!)
+                    input.has("restart") -> {
+                        val snap = when (input.get("restart").asText()) {
+                            "fresh" -> null
+                            "saved" -> saved ?: fail(i, "restart \"saved\" without save_snapshot")
+                            else -> side.snapshot()
+                        }
+                        side = Side(config, side.hello, snap)
+                    }
+                    else -> fail(i, "unknown input ${Json.text(input)}")
+                }
+                null
+            } catch (e: ProtocolException.State) {
+                e.code
+            }
+            val want = expect.get("error")
+            when {
+                error == null && want != null -> fail(i, "expected error ${Json.text(want)}, got success")
+                error != null && want == null -> fail(i, "unexpected error $error")
+                error != null -> check(i, "error", Json.of(error), want)
+            }
+            if (input.get("poll")?.asBoolean() == false) return@forEachIndexed
+            val outputs = Json.arr()
+            while (true) {
+                val o = side.poll() ?: break
+                outputs.add(outputJson(o))
+                if (outputs.size() > 10_000) break
+            }
+            outputs.add(Json.obj().set<JsonNode>("timeout", side.timeout()?.let { Json.of(it.toLong()) } ?: NullNode.instance))
+            expect.get("outputs")?.let { check(i, "outputs", outputs, it) }
+            expect.get("resume_map")?.let { check(i, "resume_map", SequencingRunner.resumeJson(side.resumeMap()), it) }
+            expect.get("outbox_frames")?.let { check(i, "outbox_frames", Json.of(side.outboxFrames().toLong()), it) }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! One exception type for every core error: its stable `code` plus the details the core
+//! gives (violations for schema errors, the key of a configuration error, …).
+
+use stapel_runner_protocol::config::ConfigError;
+use stapel_runner_protocol::wire::DecodeError;
+
+/// One broken schema rule, located (`payload/usage/thinking`), with the rule's code
+/// (`required`, `type`, …) and the core's message.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct Violation {
+    /// Slash-separated path of the offending value (`""`: the frame itself).
+    pub location: String,
+    /// The rule's stable code.
+    pub rule: String,
+    /// The core's human-readable message.
+    pub text: String,
+}
+
+/// Errors of the core, by kind. Every variant carries the core's stable snake_case
+/// `code`; `detail` is the core's human-readable text (not part of any contract).
+/// In Kotlin this is `ProtocolException` with one subclass per variant; in Swift an
+/// `enum ProtocolError: Error`.
+#[derive(Debug, thiserror::Error, uniffi::Error)]
+pub enum ProtocolError {
+    /// A frame or JSON text could not be decoded or broke the schema (`not_json`,
+    /// `duplicate_key`, `not_object`, `unknown_type`, `schema_violation`).
+    #[error("{code}: {detail}")]
+    Decode {
+        /// Stable code.
+        code: String,
+        /// The core's text.
+        detail: String,
+        /// Located violations (`schema_violation` only), sorted by location.
+        violations: Vec<Violation>,
+        /// The violations as the core words them, one line each.
+        lines: Vec<String>,
+    },
+    /// A machine refused an input or a call (local misuse or a remote violation the
+    /// machine reports as an error): sequencing, session, framing, local, adapter, host.
+    #[error("{code}: {detail}")]
+    State {
+        /// Stable code.
+        code: String,
+        /// The core's text.
+        detail: String,
+    },
+    /// A configuration object was refused (`not_an_object`, `unknown_key`,
+    /// `wrong_type`, `out_of_range`), naming the offending key.
+    #[error("{code}: {detail}")]
+    Config {
+        /// Stable code.
+        code: String,
+        /// The offending key (dotted when nested).
+        key: String,
+        /// The core's text.
+        detail: String,
+    },
+    /// A contract model, catalog or gateway input was refused.
+    #[error("{code}: {detail}")]
+    Contract {
+        /// Stable code.
+        code: String,
+        /// The core's text.
+        detail: String,
+        /// The model concerned, when the core names one.
+        model: Option<String>,
+        /// The field concerned, when the core names one.
+        field: Option<String>,
+    },
+    /// The session reducer refused an event.
+    #[error("{code}: {detail}")]
+    Reduce {
+        /// Stable code.
+        code: String,
+        /// The invalid event's own code, when the core gives one.
+        detail_code: Option<String>,
+        /// The core's text.
+        detail: String,
+    },
+    /// The harness-adapter seam refused something (`invalid_invocation`, `invalid_usage`,
+    /// a subprocess turn error, …); `json` is the core's JSON form of the error.
+    #[error("{code}: {detail}")]
+    Adapter {
+        /// Stable code.
+        code: String,
+        /// The core's text.
+        detail: String,
+        /// The error's JSON form (`{"code", …}`), as the core gives it.
+        json: String,
+    },
+    /// Profile resolution refused the request.
+    #[error("{code}: {detail}")]
+    Refusal {
+        /// Stable code.
+        code: String,
+        /// The core's text.
+        detail: String,
+        /// The refusal's reasons as the core lists them.
+        reasons: Vec<String>,
+    },
+}
+
+impl From<DecodeError> for ProtocolError {
+    fn from(e: DecodeError) -> Self {
+        ProtocolError::Decode {
+            code: e.code().to_owned(),
+            detail: e.to_string(),
+            violations: e
+                .violations()
+                .iter()
+                .map(|v| Violation {
+                    location: v.location.clone(),
+                    rule: v.rule.code().to_owned(),
+                    text: v.message.clone(),
+                })
+                .collect(),
+            lines: e.lines(),
+        }
+    }
+}
+
+impl From<ConfigError> for ProtocolError {
+    fn from(e: ConfigError) -> Self {
+        ProtocolError::Config {
+            code: e.code().to_owned(),
+            key: e.key().to_owned(),
+            detail: e.to_string(),
+        }
+    }
+}
+
+/// A machine error with a `code()` as [`ProtocolError::State`].
+pub(crate) fn state(code: &str, detail: impl std::fmt::Display) -> ProtocolError {
+    ProtocolError::State {
+        code: code.to_owned(),
+        detail: detail.to_string(),
+    }
+}
