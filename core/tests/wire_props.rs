@@ -207,3 +207,21 @@ proptest! {
         let _ = decode(&bytes, validate);
     }
 }
+
+/// Every too-deep refusal carries one error, whichever parser met it: `parse_value` of a
+/// document nested past serde_json's own limit says what `decode` says.
+#[test]
+fn parse_value_too_deep_is_the_decoders_error() {
+    use stapel_runner_protocol::wire::{decode, parse_value, DecodeError};
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    assert_eq!(
+        parse_value(deep.as_bytes()).unwrap_err(),
+        DecodeError::too_deep()
+    );
+    let frame = format!(r#"{{"schema_version":1,"type":"ping","x":{deep}}}"#);
+    assert_eq!(
+        decode(frame.as_bytes(), true).unwrap_err(),
+        DecodeError::too_deep()
+    );
+    assert!(parse_value(b"[[1]]").is_ok());
+}

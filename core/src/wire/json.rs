@@ -241,6 +241,11 @@ impl<'de> DeserializeSeed<'de> for Seed {
 }
 
 fn map_err(e: serde_json::Error) -> DecodeError {
+    // serde_json stops at 128 levels, beyond `json::MAX_DEPTH` too: the same error as
+    // every other too-deep refusal. serde_json names this error only in its text.
+    if e.is_syntax() && e.to_string().starts_with("recursion limit exceeded") {
+        return DecodeError::too_deep();
+    }
     match e.classify() {
         // The only data errors our visitors raise are duplicate keys.
         serde_json::error::Category::Data => DecodeError::DuplicateKey {
