@@ -1064,6 +1064,8 @@ fn context_spans(s: &str, out: &mut Vec<SecretSpan>) {
         let key = if paired { "api_key" } else { key };
         if !key.is_empty() && is_sensitive_text_key(key) {
             if let Some(span) = value_after(s, key, key_end, flag) {
+                // Keys inside a secret value are part of it: scan on after it.
+                j = j.max(span.end);
                 out.push(span);
             }
         }
@@ -1077,6 +1079,10 @@ fn skip_blanks(b: &[u8], mut p: usize) -> usize {
     }
     p
 }
+
+/// Farthest a value after a key is read, in bytes (longer secrets are caught by shape,
+/// or redacted up to this bound).
+const MAX_VALUE_BYTES: usize = 4096;
 
 fn value_after(s: &str, key: &str, key_end: usize, flag: bool) -> Option<SecretSpan> {
     let b = s.as_bytes();
@@ -1150,6 +1156,9 @@ fn value_after(s: &str, key: &str, key_end: usize, flag: bool) -> Option<SecretS
     if matches!(b.get(p), Some(b'{' | b'[' | b'(')) {
         return None;
     }
+    // A value is read at most MAX_VALUE_BYTES far, so scanning stays linear in the text.
+    let limit = p.saturating_add(MAX_VALUE_BYTES).min(b.len());
+    let b = b.get(..limit).unwrap_or(b);
     let end = if quoted {
         let q = open.unwrap_or(b'"');
         let mut e = p;
@@ -1161,8 +1170,12 @@ fn value_after(s: &str, key: &str, key_end: usize, flag: bool) -> Option<SecretS
         }
         e.min(b.len())
     } else if header && found == Sep::Colon && key.to_ascii_lowercase().contains("cookie") {
-        let line = s.get(p..).unwrap_or_default();
-        p.saturating_add(line.find(['\n', '\r']).unwrap_or(line.len()))
+        let line = b.get(p..).unwrap_or_default();
+        p.saturating_add(
+            line.iter()
+                .position(|c| *c == b'\n' || *c == b'\r')
+                .unwrap_or(line.len()),
+        )
     } else {
         let mut e = p;
         while b.get(e).is_some_and(|c| {
@@ -1205,11 +1218,19 @@ fn value_after(s: &str, key: &str, key_end: usize, flag: bool) -> Option<SecretS
     (is_secret && end > p).then_some(p..end)
 }
 
+/// Bytes after a key searched for an adjacent high-entropy word.
+const ADJACENT_WINDOW: usize = 1024;
+
 /// With no separator after a sensitive key: the first high-entropy word among the next
 /// four words on the same line (`the token 3f2a…`), or the word after `is`, `was`, `of`
 /// or `=` when it looks like a value (`the password is hunter2hunter2`).
 fn adjacent_entropy(s: &str, key: &str, from: usize) -> Option<SecretSpan> {
-    let line = s.get(from..).unwrap_or_default();
+    // Four words fit in a short window: looking no further keeps the scan linear.
+    let mut window_end = from.saturating_add(ADJACENT_WINDOW).min(s.len());
+    while !s.is_char_boundary(window_end) {
+        window_end = window_end.saturating_sub(1);
+    }
+    let line = s.get(from..window_end).unwrap_or_default();
     let line = line
         .get(..line.find(['\n', '\r']).unwrap_or(line.len()))
         .unwrap_or_default();
