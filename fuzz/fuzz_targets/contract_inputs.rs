@@ -29,13 +29,19 @@ fuzz_target!(|data: &[u8]| {
     let spans = safety::find_secrets(&text);
     let mut end = 0;
     for r in &spans {
-        assert!(r.start >= end && r.start < r.end && r.end <= text.len(), "span {r:?}");
+        assert!(
+            r.start >= end && r.start < r.end && r.end <= text.len(),
+            "span {r:?}"
+        );
         assert!(text.is_char_boundary(r.start) && text.is_char_boundary(r.end));
         end = r.end;
     }
     let (redacted, n) = safety::redact_secrets(&text);
     assert_eq!(n, spans.len());
-    assert_eq!(safety::looks_like_credential(&text), !spans.is_empty() || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY")));
+    assert_eq!(
+        safety::looks_like_credential(&text),
+        !spans.is_empty() || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY"))
+    );
     let _ = redacted;
 
     let values: Vec<Value> = text
@@ -45,7 +51,11 @@ fuzz_target!(|data: &[u8]| {
     for v in &values {
         for name in MODEL_NAMES {
             if let Ok(canonical) = parse_model(name, v) {
-                assert_eq!(parse_model(name, &canonical).ok(), Some(canonical.clone()), "{name} canonical form");
+                assert_eq!(
+                    parse_model(name, &canonical).ok(),
+                    Some(canonical.clone()),
+                    "{name} canonical form"
+                );
             }
         }
     }
@@ -61,7 +71,12 @@ fuzz_target!(|data: &[u8]| {
             if let GatewayOutput::Result(r) = out {
                 results += 1;
                 let ev = r.evidence.to_value();
-                assert_eq!(ExecutionEvidence::from_value(&ev).map(|e| e.to_value()).ok(), Some(ev));
+                assert_eq!(
+                    ExecutionEvidence::from_value(&ev)
+                        .map(|e| e.to_value())
+                        .ok(),
+                    Some(ev)
+                );
             }
         }
     }

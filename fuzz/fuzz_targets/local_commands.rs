@@ -17,7 +17,11 @@ fuzz_target!(|data: &[u8]| {
         let parsed = serde_json::from_str::<serde_json::Value>(line).ok();
         if let Some(Ok(env)) = parsed.as_ref().map(CommandEnvelope::from_value) {
             let canonical = env.ledger_value();
-            assert_eq!(canonical, env.ledger_value(), "canonical form is deterministic");
+            assert_eq!(
+                canonical,
+                env.ledger_value(),
+                "canonical form is deterministic"
+            );
             let _ = env.into_command();
         }
         if let Ok(m) = HarnessMessage::parse(line) {
@@ -49,7 +53,11 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(StreamMessage::CommandReceipt(r)) = StreamMessage::parse(&line) {
                 if r.status == ReceiptStatus::Accepted {
                     if let Some(prev) = last_accepted {
-                        assert!(r.controller_seq > prev, "seq {} accepted after {prev}", r.controller_seq);
+                        assert!(
+                            r.controller_seq > prev,
+                            "seq {} accepted after {prev}",
+                            r.controller_seq
+                        );
                     }
                     last_accepted = Some(r.controller_seq);
                 }

@@ -32,14 +32,27 @@ fuzz_target!(|data: &[u8]| {
             2 => Input::ControllerEof,
             3 | 4 => Input::HarnessStdout(b.chunk(MAX_CHUNK).to_vec()),
             5 => Input::HarnessStderr(b.chunk(MAX_CHUNK).to_vec()),
-            6 => Input::HarnessSpawned { pid: 1 + u32::from(b.u16()) },
+            6 => Input::HarnessSpawned {
+                pid: 1 + u32::from(b.u16()),
+            },
             7 => {
                 let k = b.byte();
                 match k % 4 {
-                    0 => Input::HarnessExited { code: Some(0), signal: None },
-                    1 => Input::HarnessExited { code: Some(i32::from(k)), signal: None },
-                    2 => Input::HarnessExited { code: None, signal: Some(i32::from(k % 32)) },
-                    _ => Input::HarnessSpawnFailed { message: "no such file".into() },
+                    0 => Input::HarnessExited {
+                        code: Some(0),
+                        signal: None,
+                    },
+                    1 => Input::HarnessExited {
+                        code: Some(i32::from(k)),
+                        signal: None,
+                    },
+                    2 => Input::HarnessExited {
+                        code: None,
+                        signal: Some(i32::from(k % 32)),
+                    },
+                    _ => Input::HarnessSpawnFailed {
+                        message: "no such file".into(),
+                    },
                 }
             }
             8 => {
@@ -69,10 +82,8 @@ fuzz_target!(|data: &[u8]| {
                         }
                     }
                 }
-                Output::Exit(code) => {
-                    if prepared && code == 0 {
-                        assert!(terminal, "exit 0 without run.terminal");
-                    }
+                Output::Exit(0) if prepared => {
+                    assert!(terminal, "exit 0 without run.terminal");
                 }
                 _ => {}
             }

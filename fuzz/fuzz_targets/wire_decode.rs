@@ -10,7 +10,10 @@ fuzz_target!(|data: &[u8]| {
     let strict = decode(data, true);
     let lax = decode(data, false);
     if strict.is_ok() {
-        assert!(lax.is_ok(), "validated decode accepted what the lax decode rejects");
+        assert!(
+            lax.is_ok(),
+            "validated decode accepted what the lax decode rejects"
+        );
     }
     for (validate, full) in [(true, &strict), (false, &lax)] {
         let via_view = decode_view(data, validate).and_then(Decoded::into_message);
