@@ -1214,3 +1214,21 @@ fn redaction_keeps_the_key() {
         assert_eq!(safety::redact_secrets(input).0, want, "{input}");
     }
 }
+
+/// Inputs that once made the scan quadratic (a key in every value, many keys on one
+/// line, unterminated quotes): the answers stay right.
+#[test]
+fn pathological_inputs() {
+    let repeated = "password=".repeat(20_000);
+    let spans = safety::find_secrets(&repeated);
+    assert_eq!(spans.len(), 1, "one value, read after the first key");
+    assert_eq!(spans[0].start, "password=".len());
+    let many_keys = "token ".repeat(50_000);
+    assert!(safety::find_secrets(&many_keys).is_empty());
+    let open_quotes = "\"token\": \"".repeat(20_000);
+    let (out, _) = safety::redact_secrets(&open_quotes);
+    assert!(out.starts_with("\"token\": \""));
+    let long_secret = format!("API_TOKEN={}", "Ab1".repeat(3000));
+    let (out, n) = safety::redact_secrets(&long_secret);
+    assert_eq!((out.as_str(), n), ("API_TOKEN=[redacted]", 1));
+}

@@ -1215,7 +1215,21 @@ fn value_after(s: &str, key: &str, key_end: usize, flag: bool) -> Option<SecretS
     } else {
         value_is_secret(key, value, sep.unwrap_or(Sep::Colon))
     };
-    (is_secret && end > p).then_some(p..end)
+    if !is_secret || end <= p {
+        return None;
+    }
+    // A secret longer than the read bound is redacted whole: run on to its end.
+    let full = s.as_bytes();
+    let mut end = end;
+    if end == limit {
+        while full
+            .get(end)
+            .is_some_and(|c| !c.is_ascii_whitespace() && !matches!(c, b'"' | b'\'' | b'`'))
+        {
+            end = end.saturating_add(1);
+        }
+    }
+    Some(p..end)
 }
 
 /// Bytes after a key searched for an adjacent high-entropy word.
