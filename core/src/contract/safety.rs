@@ -56,6 +56,42 @@
 //! or it is a JSON Web Token (three base64url segments, the first starting `eyJ`, ≥ 32
 //! characters in all).
 //!
+//! More prefixes and shapes from the public facts of secret-scanner rule sets are
+//! recognised too (GitLab `gldt-`/`glrt-`, Slack `xapp-` and webhook URLs, Google
+//! `GOCSPX-`/`ya29.`, Stripe `whsec_`, SendGrid `SG.`, Twilio `SK`+hex, Mailgun, Mailchimp,
+//! Shopify, DigitalOcean, Doppler, Databricks, Vault `hvs.`, Terraform `.atlasv1.`,
+//! Docker Hub, Atlassian, Linear, Notion, Postman, Grafana, `age`, Pulumi, Sentry,
+//! Tailscale, Figma, PlanetScale, Square, Brevo, Meta, JFrog, RubyGems, Netlify,
+//! Dynatrace, Azure AD client secrets, Discord and Telegram bot tokens, Discord webhooks,
+//! base64 `user:password` Basic credentials); the whole token run is the secret.
+//!
+//! # Secrets by context
+//!
+//! Splitting text into words loses the key that makes a value secret, so
+//! [`find_secrets`] also reads keys: a word that is a [sensitive text
+//! key](is_sensitive_text_key) (the sensitive keys above except the bare `key`, plus
+//! `sig`/`signature` and compounds ending in `password`, `passwd`, `secret`, `token`,
+//! `apikey`, `passphrase` such as `PGPASSWORD`; not a key about a secret such as
+//! `token_file`, `password_policy`, `auth_type`) followed by
+//!
+//! * `=`, `:=`, `=>` (env lines, `export`, TOML, connection strings such as
+//!   `AccountKey=…;`, `Password=…;`, URL queries), a quoted value after `:` (JSON), or
+//!   whitespace after a `--flag`: the value is a secret when it is at least 4 characters
+//!   and not a placeholder;
+//! * `:` and an unquoted value (YAML, headers such as `X-Api-Key: …`): the value must
+//!   also look like one (≥ 8 characters with letters and digits, mixed case, base64
+//!   punctuation, or ≥ 16 characters); an auth scheme word (`Bearer`, `Basic`, `token`)
+//!   before it is skipped, a `Cookie:` header is secret to the end of its line;
+//! * nothing: a high-entropy word among the next four words of the line, or the
+//!   value-like word after `is`/`was`/`of` (`the password is …`).
+//!
+//! Never a secret: placeholders and references (`$VAR`, `${…}`, `%VAR%`, `{{…}}`, `<…>`,
+//! `[…]`, mask runs such as `***`, `env:NAME`-style references, file paths, `true`,
+//! `none`, scheme names such as `oauth2`), code (`Foo::new(…)`), short numbers, and,
+//! except after a password key, names made of lowercase words (`my-app-secret-name`).
+//! [`redact_secrets`] replaces only the secret spans with `[redacted]`, so the key stays
+//! readable (`password=[redacted]`).
+//!
 //! Evidence identifiers are held to more: [`identifier_carries_secret`] also looks at
 //! the pieces between `.` `:` `/` `@` `+` `~` and for [random-looking
 //! tokens](looks_like_random_token).
@@ -201,12 +237,123 @@ fn key_chars(s: &str) -> usize {
         .count()
 }
 
+/// Characters of a token that may run on after a recognised secret prefix (base64,
+/// base64url, `.`-joined parts): the whole run is redacted, not only the part a rule
+/// needed to see.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+' | b'/' | b'=' | b'.' | b'~')
+}
+
+fn all_hex(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Secret prefixes and the key characters (`[A-Za-z0-9_-]`) that must follow. Facts
+/// from the public token formats of each service.
+const PREFIXES: &[(&str, usize)] = &[
+    ("sk-ant-", 8),
+    ("hf_", 16),
+    ("npm_", 16),
+    ("pypi-", 16),
+    ("sk_live_", 8),
+    ("sk_test_", 8),
+    ("rk_live_", 8),
+    ("rk_test_", 8),
+    ("whsec_", 20),
+    ("ghp_", 20),
+    ("gho_", 20),
+    ("ghu_", 20),
+    ("ghs_", 20),
+    ("ghr_", 20),
+    ("github_pat_", 20),
+    ("glpat-", 16),
+    ("gldt-", 16),
+    ("glrt-", 16),
+    ("glptt-", 16),
+    ("glsoat-", 16),
+    ("xoxb-", 8),
+    ("xoxp-", 8),
+    ("xoxa-", 8),
+    ("xoxs-", 8),
+    ("xoxe-", 8),
+    ("xoxr-", 8),
+    ("xapp-", 8),
+    ("GOCSPX-", 20),
+    ("shpat_", 24),
+    ("shpss_", 24),
+    ("shpca_", 24),
+    ("shppa_", 24),
+    ("dop_v1_", 32),
+    ("doo_v1_", 32),
+    ("dor_v1_", 32),
+    ("dckr_pat_", 20),
+    ("ATATT3", 40),
+    ("lin_api_", 32),
+    ("ntn_", 32),
+    ("PMAK-", 24),
+    ("glsa_", 24),
+    ("glc_", 24),
+    ("sntryu_", 40),
+    ("sntrys_", 40),
+    ("tskey-", 20),
+    ("figd_", 30),
+    ("pscale_tkn_", 30),
+    ("pscale_pw_", 30),
+    ("pscale_oauth_", 30),
+    ("sq0atp-", 20),
+    ("sq0csp-", 30),
+    ("shippo_live_", 32),
+    ("shippo_test_", 32),
+    ("xkeysib-", 40),
+    ("FLWSECK-", 24),
+    ("FLWSECK_TEST-", 24),
+    ("rubygems_", 40),
+    ("nfp_", 32),
+    ("AKCp", 60),
+    ("pat-na1-", 30),
+    ("pat-eu1-", 30),
+    ("AGE-SECRET-KEY-1", 50),
+];
+
+/// Prefixes followed by `.`-joined parts (so the key characters are counted over the
+/// token characters, dots included).
+const DOTTED_PREFIXES: &[(&str, usize)] = &[
+    ("ya29.", 20),
+    ("SG.", 40),
+    ("dp.pt.", 32),
+    ("dp.st.", 32),
+    ("dp.ct.", 32),
+    ("dp.sa.", 32),
+    ("hvs.", 20),
+    ("hvb.", 20),
+    ("hvr.", 20),
+    ("dt0c01.", 40),
+];
+
+fn has_digit(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_digit())
+}
+
+fn has_upper(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_uppercase())
+}
+
+fn has_lower(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_lowercase())
+}
+
 fn word_is_secret(w: &str) -> bool {
-    // Always-secret prefixes: no character-class condition, only a minimum length.
-    const ALWAYS: &[(&str, usize)] = &[("sk-ant-", 8), ("hf_", 16), ("npm_", 16), ("pypi-", 16)];
-    for (prefix, min) in ALWAYS {
+    for (prefix, min) in PREFIXES {
         if let Some(rest) = w.strip_prefix(prefix) {
             if key_chars(rest) >= *min {
+                return true;
+            }
+        }
+    }
+    for (prefix, min) in DOTTED_PREFIXES {
+        if let Some(rest) = w.strip_prefix(prefix) {
+            let n = rest.bytes().take_while(|b| is_token_byte(*b)).count();
+            if n >= *min && has_digit(rest) {
                 return true;
             }
         }
@@ -216,39 +363,11 @@ fn word_is_secret(w: &str) -> bool {
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
             .collect();
-        if key.len() >= 20
-            && key.chars().any(|c| c.is_ascii_digit())
-            && key.chars().any(|c| c.is_ascii_uppercase())
-        {
+        if key.len() >= 20 && has_digit(&key) && has_upper(&key) {
             return true;
         }
     }
-    const PREFIXES: &[(&str, usize)] = &[
-        ("sk_live_", 8),
-        ("sk_test_", 8),
-        ("rk_live_", 8),
-        ("ghp_", 20),
-        ("gho_", 20),
-        ("ghu_", 20),
-        ("ghs_", 20),
-        ("ghr_", 20),
-        ("github_pat_", 20),
-        ("glpat-", 16),
-        ("xoxb-", 8),
-        ("xoxp-", 8),
-        ("xoxa-", 8),
-        ("xoxs-", 8),
-        ("xoxe-", 8),
-        ("xoxr-", 8),
-    ];
-    for (prefix, min) in PREFIXES {
-        if let Some(rest) = w.strip_prefix(prefix) {
-            if key_chars(rest) >= *min {
-                return true;
-            }
-        }
-    }
-    for prefix in ["AKIA", "ASIA"] {
+    for prefix in ["AKIA", "ASIA", "ABIA", "ACCA"] {
         if let Some(rest) = w.strip_prefix(prefix) {
             let n = rest
                 .chars()
@@ -264,9 +383,73 @@ fn word_is_secret(w: &str) -> bool {
             return true;
         }
     }
+    // Hex-bodied keys: Databricks `dapi…`, Twilio `SK…`, Mailgun `key-…`, Pulumi `pul-…`.
+    for (prefix, min) in [("dapi", 32), ("SK", 32), ("key-", 32), ("pul-", 40)] {
+        if let Some(rest) = w.strip_prefix(prefix) {
+            let hex = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
+            if hex >= min && has_digit(rest) {
+                return true;
+            }
+        }
+    }
+    // Mailchimp: 32 hex digits, `-us`, a datacenter number.
+    if let Some((hex, dc)) = w.split_once("-us") {
+        if hex.len() == 32
+            && all_hex(hex)
+            && !dc.is_empty()
+            && dc.len() <= 2
+            && dc.bytes().all(|b| b.is_ascii_digit())
+        {
+            return true;
+        }
+    }
+    // Square / Meta access tokens: `EAA` + a long mixed-case run.
+    if let Some(rest) = w.strip_prefix("EAA") {
+        if key_chars(rest) >= 60 && has_digit(rest) && has_lower(rest) {
+            return true;
+        }
+    }
+    // Notion's legacy integration secret: `secret_` + 43 letters and digits.
+    if let Some(rest) = w.strip_prefix("secret_") {
+        let n = rest.bytes().take_while(u8::is_ascii_alphanumeric).count();
+        if n >= 40 && has_digit(rest) && has_upper(rest) {
+            return true;
+        }
+    }
+    // Terraform Cloud / HCP: `<14>.atlasv1.<long>`.
+    if let Some((head, tail)) = w.split_once(".atlasv1.") {
+        if head.len() >= 10 && key_chars(tail) >= 40 {
+            return true;
+        }
+    }
+    // Azure AD client secret: three key characters, a digit, `Q~`, 31–34 more.
+    if let (Some(d), Some("Q~")) = (w.as_bytes().get(3), w.get(4..6)) {
+        let rest = w.get(6..).unwrap_or_default();
+        let n = rest
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'~' | b'.' | b'-'))
+            .count();
+        if d.is_ascii_digit() && n >= 30 {
+            return true;
+        }
+    }
+    // Discord bot token: `[MN]` + 23–25 letters/digits, `.`, 6, `.`, ≥ 27.
+    if w.starts_with(['M', 'N']) {
+        let parts: Vec<&str> = w.split('.').collect();
+        if let [a, b, c, ..] = parts.as_slice() {
+            if (24..=26).contains(&a.len())
+                && a.bytes().all(|x| x.is_ascii_alphanumeric())
+                && b.len() == 6
+                && key_chars(b) == 6
+                && key_chars(c) >= 27
+            {
+                return true;
+            }
+        }
+    }
     // JSON Web Token: header.payload.signature, base64url, header starts with `{"` → `eyJ`.
     if w.starts_with("eyJ") && w.len() >= 32 {
-        let parts: Vec<&str> = w.split('.').collect();
+        let parts: Vec<&str> = w.split('.').take(3).collect();
         if parts.len() == 3
             && parts.iter().all(|p| {
                 !p.is_empty()
@@ -280,64 +463,877 @@ fn word_is_secret(w: &str) -> bool {
     false
 }
 
-/// `true` when a URL in `s` carries a password in its userinfo (`scheme://user:pass@host`).
-fn url_with_password(s: &str) -> bool {
-    let mut rest = s;
-    while let Some((_, after)) = rest.split_once("://") {
-        let authority_end = after
-            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
-            .unwrap_or(after.len());
-        let authority = &after[..authority_end];
-        if let Some(at) = authority.rfind('@') {
-            if authority[..at].contains(':') {
-                return true;
-            }
+/// Decode standard or URL-safe base64 (padding optional); `None` when `s` is not base64.
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let body = s.trim_end_matches('=');
+    let mut out = Vec::with_capacity(body.len().saturating_mul(3) / 4);
+    let mut acc: u32 = 0;
+    let mut bits: u32 = 0;
+    for c in body.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c.checked_sub(b'A')?,
+            b'a'..=b'z' => c.checked_sub(b'a')?.checked_add(26)?,
+            b'0'..=b'9' => c.checked_sub(b'0')?.checked_add(52)?,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits = bits.saturating_add(6);
+        if bits >= 8 {
+            bits = bits.saturating_sub(8);
+            out.push(u8::try_from((acc >> bits) & 0xFF).ok()?);
         }
-        rest = after;
+        acc &= 0xFFu32.checked_shr(8u32.saturating_sub(bits)).unwrap_or(0);
     }
-    false
+    Some(out)
 }
 
-/// `true` when `s` looks like inline credential material (see the module docs).
-pub fn looks_like_credential(s: &str) -> bool {
-    if s.contains("-----BEGIN") && s.contains("PRIVATE KEY") {
-        return true;
+/// HTTP Basic credentials pasted without their scheme: a base64 word of ≥ 12
+/// characters that decodes to printable `user:password` (no spaces, one `:` with text on
+/// both sides, a digit or uppercase letter in the password part).
+fn is_basic_credentials(w: &str) -> bool {
+    if w.len() < 12 || w.len() > 512 {
+        return false;
     }
-    let trimmed = s.trim_start();
-    for scheme in ["bearer ", "basic "] {
-        if trimmed.len() > scheme.len()
-            && trimmed.is_char_boundary(scheme.len())
-            && trimmed[..scheme.len()].eq_ignore_ascii_case(scheme)
-            && key_chars(trimmed[scheme.len()..].trim_start()) >= 8
-        {
-            return true;
+    let Some(bytes) = base64_decode(w) else {
+        return false;
+    };
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return false;
+    };
+    let Some((user, pass)) = text.split_once(':') else {
+        return false;
+    };
+    !user.is_empty()
+        && pass.len() >= 4
+        && text.bytes().all(|b| b.is_ascii_graphic())
+        && !pass.contains(':')
+        && (has_digit(pass) || has_upper(pass))
+}
+
+/// A byte range of a text that holds secret material (see [`find_secrets`]).
+pub type SecretSpan = std::ops::Range<usize>;
+
+/// Word separators of the shape scan.
+fn is_word_sep(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '"' | '\''
+                | '`'
+                | '='
+                | ','
+                | ';'
+                | '('
+                | ')'
+                | '<'
+                | '>'
+                | ':'
+                | '/'
+                | '@'
+                | '?'
+                | '&'
+                | '#'
+                | '['
+                | ']'
+                | '{'
+                | '}'
+                | '|'
+                | '\\'
+        )
+}
+
+/// Extend `start..end` over the token characters that follow (a base64 tail, an `=`
+/// padded end, a `.`-joined part).
+fn extend_token(b: &[u8], start: usize, end: usize) -> SecretSpan {
+    let mut e = end;
+    while b.get(e).copied().is_some_and(is_token_byte) {
+        e = e.saturating_add(1);
+    }
+    start..e
+}
+
+/// Words of the shape scan with their byte offsets.
+fn words_with_offsets(s: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in s.char_indices() {
+        if is_word_sep(c) {
+            if let Some(st) = start.take() {
+                if let Some(w) = s.get(st..i) {
+                    out.push((st, w));
+                }
+            }
+        } else if start.is_none() {
+            start = Some(i);
         }
     }
-    if url_with_password(s) {
+    if let Some(st) = start {
+        if let Some(w) = s.get(st..) {
+            out.push((st, w));
+        }
+    }
+    out
+}
+
+/// PEM private-key blocks, from `-----BEGIN` to the end of the matching `-----END …-----`
+/// line (or the end of the text).
+fn pem_spans(s: &str, out: &mut Vec<SecretSpan>) {
+    let mut from = 0;
+    while let Some(pos) = s.get(from..).and_then(|r| r.find("-----BEGIN")) {
+        let begin = from.saturating_add(pos);
+        let rest = s.get(begin..).unwrap_or_default();
+        let header_end = rest.find('\n').unwrap_or(rest.len());
+        let header = rest.get(..header_end).unwrap_or_default();
+        let end = match rest.find("-----END") {
+            Some(e) => {
+                let after = rest.get(e.saturating_add(8)..).unwrap_or_default();
+                let close = after
+                    .find("-----")
+                    .map_or(after.len(), |c| c.saturating_add(5));
+                begin
+                    .saturating_add(e)
+                    .saturating_add(8)
+                    .saturating_add(close)
+            }
+            None => s.len(),
+        };
+        if header.contains("PRIVATE KEY")
+            || rest
+                .get(..end.saturating_sub(begin))
+                .is_some_and(|b| b.contains("PRIVATE KEY"))
+        {
+            out.push(begin..end);
+        }
+        from = end.max(begin.saturating_add(10));
+    }
+}
+
+/// Passwords in URL userinfo (`scheme://user:PASSWORD@host`), and the secret path of
+/// webhook URLs (Slack, Discord) whose path is the credential.
+fn url_spans(s: &str, out: &mut Vec<SecretSpan>) {
+    let b = s.as_bytes();
+    let mut from = 0;
+    while let Some(pos) = s.get(from..).and_then(|r| r.find("://")) {
+        let auth_start = from.saturating_add(pos).saturating_add(3);
+        let after = s.get(auth_start..).unwrap_or_default();
+        let auth_len = after
+            .find(|c: char| {
+                c == '/' || c == '?' || c == '#' || c.is_whitespace() || c == '"' || c == '\''
+            })
+            .unwrap_or(after.len());
+        let authority = after.get(..auth_len).unwrap_or_default();
+        if let Some(at) = authority.rfind('@') {
+            if let Some(colon) = authority.get(..at).and_then(|u| u.find(':')) {
+                let start = auth_start.saturating_add(colon).saturating_add(1);
+                let end = auth_start.saturating_add(at);
+                if end > start {
+                    out.push(start..end);
+                }
+            }
+        }
+        for host in [
+            "hooks.slack.com/services/",
+            "hooks.slack.com/workflows/",
+            "discord.com/api/webhooks/",
+            "discordapp.com/api/webhooks/",
+        ] {
+            if after.starts_with(host) {
+                let start = auth_start.saturating_add(host.len());
+                let mut end = start;
+                while b
+                    .get(end)
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'/' | b'_' | b'-'))
+                {
+                    end = end.saturating_add(1);
+                }
+                if end > start {
+                    out.push(start..end);
+                }
+            }
+        }
+        from = auth_start;
+    }
+}
+
+/// Telegram bot tokens (`<8–10 digits>:<35 key characters>`): the `:` splits words.
+fn telegram_spans(s: &str, out: &mut Vec<SecretSpan>) {
+    let b = s.as_bytes();
+    for (i, c) in b.iter().enumerate() {
+        if *c != b':' {
+            continue;
+        }
+        let mut d = i;
+        while d > 0 && b.get(d.saturating_sub(1)).is_some_and(u8::is_ascii_digit) {
+            d = d.saturating_sub(1);
+        }
+        let digits = i.saturating_sub(d);
+        let tail = key_chars(s.get(i.saturating_add(1)..).unwrap_or_default());
+        let bounded = d == 0
+            || b.get(d.saturating_sub(1))
+                .is_some_and(|x| !x.is_ascii_alphanumeric());
+        if (8..=10).contains(&digits) && tail >= 35 && bounded {
+            out.push(d..i.saturating_add(1).saturating_add(tail));
+        }
+    }
+}
+
+/// `Bearer <token>` / `Basic <token>`: at the start of a text any token of ≥ 8 key
+/// characters; elsewhere a token that looks like a value (a digit, an uppercase letter
+/// after the first character, or one of `_-+/=.~`).
+fn scheme_spans(s: &str, out: &mut Vec<SecretSpan>) {
+    let b = s.as_bytes();
+    let lower = s.to_ascii_lowercase();
+    for scheme in ["bearer", "basic"] {
+        let mut from = 0;
+        while let Some(pos) = lower.get(from..).and_then(|r| r.find(scheme)) {
+            let at = from.saturating_add(pos);
+            from = at.saturating_add(scheme.len());
+            let boundary = at == 0
+                || b.get(at.saturating_sub(1))
+                    .is_some_and(|c| !c.is_ascii_alphanumeric());
+            let mut v = from;
+            while b.get(v).is_some_and(|c| *c == b' ' || *c == b'\t') {
+                v = v.saturating_add(1);
+            }
+            if !boundary || v == from {
+                continue;
+            }
+            let mut e = v;
+            while b.get(e).copied().is_some_and(is_token_byte) {
+                e = e.saturating_add(1);
+            }
+            let token = s.get(v..e).unwrap_or_default();
+            let at_start = s.get(..at).is_some_and(|h| h.trim().is_empty());
+            let valueish = token.len() >= 8
+                && (has_digit(token)
+                    || token.get(1..).is_some_and(has_upper)
+                    || token
+                        .bytes()
+                        .any(|c| matches!(c, b'_' | b'-' | b'+' | b'/' | b'=' | b'.' | b'~')));
+            if (at_start && key_chars(token) >= 8) || valueish {
+                out.push(v..e);
+            }
+        }
+    }
+}
+
+/// Key words that, in text, name something *about* a secret rather than the secret
+/// (`token_file`, `password_policy`, `ssh_key_path`): the value after them is not
+/// taken for a secret.
+const TEXT_REFERENCE_SUFFIXES: &[&str] = &[
+    "file",
+    "files",
+    "path",
+    "paths",
+    "dir",
+    "directory",
+    "location",
+    "prefix",
+    "suffix",
+    "field",
+    "fields",
+    "format",
+    "policy",
+    "rotation",
+    "required",
+    "enabled",
+    "disabled",
+    "valid",
+    "expired",
+    "missing",
+    "store",
+    "manager",
+    "service",
+    "helper",
+    "source",
+    "version",
+    "status",
+    "error",
+    "errors",
+    "message",
+    "hint",
+    "label",
+    "prompt",
+    "placeholder",
+    "description",
+    "title",
+    "header",
+    "headers",
+    "param",
+    "parameter",
+    "strength",
+    "port",
+    "host",
+    "user",
+    "username",
+    "login",
+    "email",
+    "account",
+    "algorithm",
+    "alg",
+    "flow",
+    "server",
+    "issuer",
+    "audience",
+    "scope",
+    "scopes",
+    "duration",
+    "timeout",
+    "seconds",
+    "ms",
+    "min",
+    "max",
+    "hash",
+    "fingerprint",
+    "hint",
+];
+
+/// Compound words ending in one of these are sensitive in text (`PGPASSWORD`,
+/// `githubtoken`, `MYSECRET`).
+const TEXT_SENSITIVE_ENDINGS: &[&str] = &[
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "apikey",
+    "passphrase",
+];
+
+/// `true` when `key`, written in a text before a value, names a secret: a
+/// [sensitive key](is_sensitive_key) other than the bare word `key`, a signature
+/// (`sig`, `signature`, as in SAS URLs and signed requests), or a compound word ending in
+/// `password`, `passwd`, `secret`, `token`, `apikey` or `passphrase` — unless its last
+/// word says it is about a secret (`token_file`, `password_policy`).
+pub fn is_sensitive_text_key(key: &str) -> bool {
+    let w = words(key);
+    if matches!(w.as_slice(), [only] if only == "key" || only == "keys") {
+        return false;
+    }
+    if w.last().is_some_and(|l| {
+        TEXT_REFERENCE_SUFFIXES.contains(&l.as_str()) || REFERENCE_SUFFIXES.contains(&l.as_str())
+    }) || w
+        .first()
+        .is_some_and(|f| MEASURE_PREFIXES.contains(&f.as_str()))
+    {
+        return false;
+    }
+    is_sensitive_key(key)
+        || w.iter().any(|x| x == "sig" || x == "signature")
+        || w.iter().any(|x| {
+            TEXT_SENSITIVE_ENDINGS
+                .iter()
+                .any(|e| x.len() > e.len() && x.ends_with(e))
+        })
+}
+
+/// Values that are never a secret, whatever the key: placeholders, booleans, scheme names.
+const NON_SECRET_VALUES: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "none",
+    "nil",
+    "undefined",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "required",
+    "optional",
+    "redacted",
+    "hidden",
+    "masked",
+    "secret",
+    "string",
+    "password",
+    "token",
+    "oauth",
+    "oauth2",
+    "basic",
+    "bearer",
+    "digest",
+    "kerberos",
+    "ntlm",
+    "saml",
+    "oidc",
+    "jwt",
+    "apikey",
+    "api_key",
+    "env",
+    "file",
+    "keychain",
+    "vault",
+    "ssh",
+    "https",
+    "http",
+    "anonymous",
+    "default",
+    "auto",
+    "inherit",
+    "disabled",
+    "enabled",
+    "example",
+    "unset",
+    "empty",
+    "missing",
+    "invalid",
+    "expired",
+    "valid",
+];
+
+fn is_password_key(key: &str) -> bool {
+    words(key).last().is_some_and(|x| {
+        ["password", "passwd", "pwd", "passphrase", "pin"].contains(&x.as_str())
+            || x.ends_with("password")
+            || x.ends_with("passwd")
+    })
+}
+
+/// A value that stands for a secret instead of being one: `$VAR`, `${…}`, `%VAR%`,
+/// `{{…}}`, `<…>`, `[…]`, a run of one mask character, a credential reference
+/// (`env:NAME`), a file path.
+fn is_placeholder(v: &str) -> bool {
+    let lower = v.to_ascii_lowercase();
+    if NON_SECRET_VALUES.contains(&lower.as_str()) {
         return true;
     }
-    s.split(|c: char| {
-        c.is_whitespace()
-            || matches!(
-                c,
-                '"' | '\''
-                    | '`'
-                    | '='
-                    | ','
-                    | ';'
-                    | '('
-                    | ')'
-                    | '<'
-                    | '>'
-                    | ':'
-                    | '/'
-                    | '@'
-                    | '?'
-                    | '&'
-                    | '#'
-            )
-    })
-    .any(word_is_secret)
+    let b = v.as_bytes();
+    let first = b.first().copied().unwrap_or(b' ');
+    if first == b'$' {
+        let rest = v.get(1..).unwrap_or_default();
+        return rest.starts_with(['{', '('])
+            || (!rest.is_empty()
+                && rest
+                    .bytes()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_'));
+    }
+    if (v.starts_with('%') && v.ends_with('%') && v.len() > 2)
+        || v.starts_with("{{")
+        || (v.starts_with('<') && v.ends_with('>'))
+        || v.starts_with('[')
+        || v.starts_with("...")
+        || v.starts_with('\u{2026}')
+    {
+        return true;
+    }
+    if b.iter()
+        .all(|c| matches!(c, b'*' | b'x' | b'X' | b'.' | b'-' | b'_' | b'#' | b'0'))
+        || b.windows(2).all(|p| matches!(p, [a, c] if a == c))
+    {
+        return true;
+    }
+    if is_credential_reference_shape(v) {
+        return true;
+    }
+    // A path: `/a/b`, `./x`, `../x`, `~/x` of path characters, with lowercase segments.
+    let path_like =
+        (v.starts_with("./") || v.starts_with("../") || v.starts_with("~/") || v.starts_with('/'))
+            && v.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'/' | b'.' | b'_' | b'-'))
+            && v.split('/').filter(|g| !g.is_empty()).count() >= 1
+            && v.split('/').all(|g| {
+                !(looks_like_random_token(g) || (g.len() >= 16 && has_upper(g) && has_digit(g)))
+            });
+    path_like && (v.matches('/').count() >= 2 || v.contains('.'))
+}
+
+/// `scheme:name` with a lowercase scheme and an identifier-like name (`env:API_KEY`,
+/// `vault:team/x`, `op://…` is not one): a reference, not a value.
+fn is_credential_reference_shape(v: &str) -> bool {
+    let Some((scheme, name)) = v.split_once(':') else {
+        return false;
+    };
+    [
+        "env", "vault", "keychain", "secret", "secrets", "op", "aws-sm", "gcp-sm", "file", "ssm",
+        "sops", "kms",
+    ]
+    .contains(&scheme)
+        && !name.is_empty()
+        && !name.starts_with("//")
+        && !name.contains(':')
+}
+
+/// Looks like a random high-entropy word: ≥ 16 base64/hex characters that mix classes
+/// (hex of ≥ 32 with digits and letters; or upper, lower and digits; or a
+/// [random-looking token](looks_like_random_token)).
+fn is_high_entropy(w: &str) -> bool {
+    if w.len() < 16 || !w.bytes().all(is_token_byte) {
+        return false;
+    }
+    let alnum: String = w.chars().filter(char::is_ascii_alphanumeric).collect();
+    (all_hex(w) && w.len() >= 32 && has_digit(w) && w.bytes().any(|b| b.is_ascii_alphabetic()))
+        || (has_upper(w) && has_lower(w) && has_digit(w) && !w.contains("::"))
+        || looks_like_random_token(&alnum)
+}
+
+/// How a value was attached to its key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sep {
+    /// `=`, `:=`, `=>`, a quoted value after `:` (JSON), or a `--flag value`.
+    Assign,
+    /// `:` with an unquoted value (YAML, headers, prose).
+    Colon,
+}
+
+/// `true` when `v` is lowercase words and numbers joined by `_`, `-`, `.` or `/`, each
+/// piece all letters or all digits (`token_request_provider_87892`, `gh-token-2024`);
+/// a single lowercase run of 16 or more characters is not a name.
+fn is_wordy(v: &str) -> bool {
+    v.split(['_', '-', '.', '/'])
+        .all(|p| p.bytes().all(|b| b.is_ascii_lowercase()) || p.bytes().all(|b| b.is_ascii_digit()))
+        && v.bytes().any(|b| b.is_ascii_lowercase())
+        && (v.len() < 16 || v.contains(['_', '-', '.', '/']))
+}
+
+/// `true` when the value `v` (no surrounding quotes) after a sensitive key is taken as a
+/// secret.
+fn value_is_secret(key: &str, v: &str, sep: Sep) -> bool {
+    if v.is_empty()
+        || v.chars().any(char::is_whitespace)
+        || v.contains(['(', ')'])
+        || v.contains("::")
+        || is_placeholder(v)
+    {
+        return false;
+    }
+    // A name made of lowercase words (`my-app-secret-name`, `prod_db_2`): a reference,
+    // unless the key says password (passwords may be words).
+    if is_wordy(v) && !is_password_key(key) {
+        return false;
+    }
+    if v.bytes().all(|c| c.is_ascii_digit()) {
+        return if is_password_key(key) {
+            v.len() >= 4
+        } else {
+            v.len() >= 12
+        };
+    }
+    match sep {
+        Sep::Assign => v.chars().count() >= 4,
+        Sep::Colon => {
+            let n = v.chars().count();
+            let letters = v.bytes().any(|b| b.is_ascii_alphabetic());
+            n >= 8
+                && ((letters && has_digit(v))
+                    || v.get(1..).is_some_and(|t| has_upper(t) && has_lower(t))
+                    || n >= 16
+                    || v.bytes().any(|b| matches!(b, b'+' | b'/' | b'=')))
+        }
+    }
+}
+
+fn is_key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+}
+
+/// Values after sensitive keys: `k=v`, `k: v`, `"k": "v"`, `k := v`, `k => v`,
+/// `--k v`, `--k=v`, header lines (`Authorization: Bearer v`, `X-Api-Key: v`, `Cookie:
+/// …` to the end of the line) and, with no separator, a high-entropy word among the next
+/// three words of the line.
+fn context_spans(s: &str, out: &mut Vec<SecretSpan>) {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let starts = b.get(i).copied().is_some_and(is_key_byte)
+            && (i == 0 || !b.get(i.saturating_sub(1)).copied().is_some_and(is_key_byte));
+        if !starts {
+            i = i.saturating_add(1);
+            continue;
+        }
+        let mut j = i;
+        while b.get(j).copied().is_some_and(is_key_byte) {
+            j = j.saturating_add(1);
+        }
+        let raw = s.get(i..j).unwrap_or_default();
+        let flag = raw.starts_with("--") || (raw.starts_with('-') && raw.len() > 2);
+        let key = raw.trim_start_matches('-').trim_end_matches(['.', '-']);
+        let key_end = i.saturating_add(raw.trim_end_matches(['.', '-']).len());
+        // `API key`, `access key`, `secret key`: a two-word key written with a space.
+        let before = s.get(..i.saturating_sub(1)).unwrap_or_default();
+        let qualifier = before
+            .rsplit(|c: char| !c.is_ascii_alphabetic())
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let paired = (key.eq_ignore_ascii_case("key") || key.eq_ignore_ascii_case("keys"))
+            && b.get(i.saturating_sub(1)) == Some(&b' ')
+            && ["api", "access", "secret", "private", "signing", "account"]
+                .contains(&qualifier.as_str());
+        let key = if paired { "api_key" } else { key };
+        if !key.is_empty() && is_sensitive_text_key(key) {
+            if let Some(span) = value_after(s, key, key_end, flag) {
+                // Keys inside a secret value are part of it: scan on after it.
+                j = j.max(span.end);
+                out.push(span);
+            }
+        }
+        i = j;
+    }
+}
+
+fn skip_blanks(b: &[u8], mut p: usize) -> usize {
+    while b.get(p).is_some_and(|c| *c == b' ' || *c == b'\t') {
+        p = p.saturating_add(1);
+    }
+    p
+}
+
+/// Farthest a value after a key is read, in bytes (longer secrets are caught by shape,
+/// or redacted up to this bound).
+const MAX_VALUE_BYTES: usize = 4096;
+
+fn value_after(s: &str, key: &str, key_end: usize, flag: bool) -> Option<SecretSpan> {
+    let b = s.as_bytes();
+    let mut p = key_end;
+    let key_quoted = matches!(b.get(p), Some(b'"' | b'\''));
+    if key_quoted {
+        p = p.saturating_add(1);
+    }
+    let after_key = p;
+    p = skip_blanks(b, p);
+    let rest = s.get(p..).unwrap_or_default();
+    let mut sep = if rest.starts_with(":=") || rest.starts_with("=>") {
+        p = p.saturating_add(2);
+        Some(Sep::Assign)
+    } else if rest.starts_with('=') && !rest.starts_with("==") {
+        p = p.saturating_add(1);
+        Some(Sep::Assign)
+    } else if rest.starts_with(':') && !rest.starts_with("::") && !rest.starts_with(":/") {
+        p = p.saturating_add(1);
+        Some(Sep::Colon)
+    } else if flag && p > after_key && !key_quoted {
+        Some(Sep::Assign)
+    } else {
+        None
+    };
+    let Some(found) = sep else {
+        return adjacent_entropy(s, key, p);
+    };
+    p = skip_blanks(b, p);
+    let header = words(key)
+        .iter()
+        .any(|w| ["authorization", "cookie", "auth", "authentication"].contains(&w.as_str()));
+    // An auth scheme word (`Bearer`, `Basic`, `token`, …) before the value is skipped.
+    let word_end = |from: usize| {
+        let mut e = from;
+        while b
+            .get(e)
+            .is_some_and(|c| !c.is_ascii_whitespace() && !matches!(c, b'"' | b'\'' | b',' | b';'))
+        {
+            e = e.saturating_add(1);
+        }
+        e
+    };
+    let open = b.get(p).copied();
+    let quoted = matches!(open, Some(b'"' | b'\'' | b'`'));
+    if quoted {
+        p = p.saturating_add(1);
+    }
+    let w_end = word_end(p);
+    let first = s.get(p..w_end).unwrap_or_default().to_ascii_lowercase();
+    let mut schemed = false;
+    if [
+        "bearer",
+        "basic",
+        "token",
+        "digest",
+        "bot",
+        "oauth",
+        "apikey",
+        "negotiate",
+        "sso-key",
+    ]
+    .contains(&first.as_str())
+        && b.get(w_end) == Some(&b' ')
+        && (found == Sep::Colon || quoted)
+        && !matches!(b.get(skip_blanks(b, w_end)), Some(b'-'))
+    {
+        p = skip_blanks(b, w_end);
+        schemed = true;
+    }
+    if matches!(b.get(p), Some(b'{' | b'[' | b'(')) {
+        return None;
+    }
+    // A value is read at most MAX_VALUE_BYTES far, so scanning stays linear in the text.
+    let limit = p.saturating_add(MAX_VALUE_BYTES).min(b.len());
+    let b = b.get(..limit).unwrap_or(b);
+    let end = if quoted {
+        let q = open.unwrap_or(b'"');
+        let mut e = p;
+        while let Some(c) = b.get(e).copied() {
+            if c == q || c == b'\n' {
+                break;
+            }
+            e = e.saturating_add(if c == b'\\' { 2 } else { 1 });
+        }
+        e.min(b.len())
+    } else if header && found == Sep::Colon && key.to_ascii_lowercase().contains("cookie") {
+        let line = b.get(p..).unwrap_or_default();
+        p.saturating_add(
+            line.iter()
+                .position(|c| *c == b'\n' || *c == b'\r')
+                .unwrap_or(line.len()),
+        )
+    } else {
+        let mut e = p;
+        while b.get(e).is_some_and(|c| {
+            !c.is_ascii_whitespace()
+                && !matches!(
+                    c,
+                    b'"' | b'\''
+                        | b'`'
+                        | b','
+                        | b';'
+                        | b'&'
+                        | b'<'
+                        | b'>'
+                        | b')'
+                        | b']'
+                        | b'}'
+                        | b'|'
+                )
+        }) {
+            e = e.saturating_add(1);
+        }
+        // A sentence's full stop or colon is not part of the value.
+        while e > p && matches!(b.get(e.saturating_sub(1)), Some(b'.' | b':')) {
+            e = e.saturating_sub(1);
+        }
+        e
+    };
+    if quoted && found == Sep::Colon {
+        sep = Some(Sep::Assign);
+    }
+    let value = s.get(p..end).unwrap_or_default();
+    let is_secret = if key.to_ascii_lowercase().contains("cookie") && found == Sep::Colon && !quoted
+    {
+        value.len() >= 8 && value.contains('=')
+    } else if schemed {
+        value.len() >= 8 && !value.chars().any(char::is_whitespace) && !is_placeholder(value)
+    } else {
+        value_is_secret(key, value, sep.unwrap_or(Sep::Colon))
+    };
+    if !is_secret || end <= p {
+        return None;
+    }
+    // A secret longer than the read bound is redacted whole: run on to its end.
+    let full = s.as_bytes();
+    let mut end = end;
+    if end == limit {
+        while full
+            .get(end)
+            .is_some_and(|c| !c.is_ascii_whitespace() && !matches!(c, b'"' | b'\'' | b'`'))
+        {
+            end = end.saturating_add(1);
+        }
+    }
+    Some(p..end)
+}
+
+/// Bytes after a key searched for an adjacent high-entropy word.
+const ADJACENT_WINDOW: usize = 1024;
+
+/// With no separator after a sensitive key: the first high-entropy word among the next
+/// four words on the same line (`the token 3f2a…`), or the word after `is`, `was`, `of`
+/// or `=` when it looks like a value (`the password is hunter2hunter2`).
+fn adjacent_entropy(s: &str, key: &str, from: usize) -> Option<SecretSpan> {
+    // Four words fit in a short window: looking no further keeps the scan linear.
+    let mut window_end = from.saturating_add(ADJACENT_WINDOW).min(s.len());
+    while !s.is_char_boundary(window_end) {
+        window_end = window_end.saturating_sub(1);
+    }
+    let line = s.get(from..window_end).unwrap_or_default();
+    let line = line
+        .get(..line.find(['\n', '\r']).unwrap_or(line.len()))
+        .unwrap_or_default();
+    let mut pos: usize = 0;
+    let mut copula = false;
+    for (n, word) in line.split([' ', '\t']).enumerate() {
+        let start = pos;
+        pos = pos.saturating_add(word.len()).saturating_add(1);
+        if word.is_empty() {
+            continue;
+        }
+        if n > 3 {
+            break;
+        }
+        let lead = word.len().saturating_sub(
+            word.trim_start_matches(['"', '\'', '`', '(', '[', '<'])
+                .len(),
+        );
+        let core = word
+            .trim_start_matches(['"', '\'', '`', '(', '[', '<'])
+            .trim_end_matches(['"', '\'', '`', ')', ']', '>', ',', '.', ';', ':']);
+        // A `k=v` / `k:v` word is another key's business (the key scan sees it).
+        if core.trim_end_matches('=').contains(['=', ':']) {
+            break;
+        }
+        if is_high_entropy(core) || (copula && value_is_secret(key, core, Sep::Colon)) {
+            let st = from.saturating_add(start).saturating_add(lead);
+            return Some(st..st.saturating_add(core.len()));
+        }
+        copula = ["is", "was", "=", "of"].contains(&word);
+    }
+    None
+}
+
+/// Every span of `s` that holds secret material, sorted and merged: PEM private-key
+/// blocks, URL passwords and webhook paths, `Bearer`/`Basic` tokens, well-known secret
+/// prefixes and token shapes (with the token characters that follow them), and values
+/// after sensitive keys (see the module docs).
+pub fn find_secrets(s: &str) -> Vec<SecretSpan> {
+    let mut out = Vec::new();
+    pem_spans(s, &mut out);
+    url_spans(s, &mut out);
+    telegram_spans(s, &mut out);
+    scheme_spans(s, &mut out);
+    let b = s.as_bytes();
+    for (start, w) in words_with_offsets(s) {
+        if word_is_secret(w) || is_basic_credentials(w) {
+            out.push(extend_token(b, start, start.saturating_add(w.len())));
+        }
+    }
+    context_spans(s, &mut out);
+    out.sort_by_key(|r| (r.start, r.end));
+    let mut merged: Vec<SecretSpan> = Vec::with_capacity(out.len());
+    for r in out {
+        if r.start >= r.end {
+            continue;
+        }
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// `s` with every [secret span](find_secrets) replaced by [`REDACTED`]; keys, scheme
+/// words and everything else stay, so the text remains readable
+/// (`password=[redacted]`, `Authorization: Bearer [redacted]`). Returns the text and the
+/// number of spans replaced.
+pub fn redact_secrets(s: &str) -> (String, usize) {
+    let spans = find_secrets(s);
+    if spans.is_empty() {
+        return (s.to_owned(), 0);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut at = 0;
+    for r in &spans {
+        out.push_str(s.get(at..r.start).unwrap_or_default());
+        out.push_str(REDACTED);
+        at = r.end;
+    }
+    out.push_str(s.get(at..).unwrap_or_default());
+    (out, spans.len())
+}
+
+/// `true` when `s` holds inline credential material: any [secret span](find_secrets)
+/// (see the module docs), or a PEM private-key marker anywhere.
+pub fn looks_like_credential(s: &str) -> bool {
+    (s.contains("-----BEGIN") && s.contains("PRIVATE KEY")) || !find_secrets(s).is_empty()
 }
 
 /// The first sensitive entry of an open object (a sensitive key, or a credential-shaped
@@ -538,12 +1534,20 @@ pub fn looks_like_random_token(run: &str) -> bool {
 
 /// `true` when an identifier carries credential material: [`looks_like_credential`] on
 /// the whole, a well-known secret prefix on any piece between `.`, `:`, `/`, `@`, `+`,
-/// `~`, or a [random-looking](looks_like_random_token) run of letters and digits.
+/// `~`, a [random-looking](looks_like_random_token) run of letters and digits, or a
+/// base64 run (letters, digits, `+`, `/`, `=`; ≥ 30 characters with at least one of
+/// `+/=`) whose letters and digits look random (an AWS secret key pasted whole).
 pub fn identifier_carries_secret(s: &str) -> bool {
     looks_like_credential(s)
         || s.split(['.', ':', '/', '@', '+', '~']).any(word_is_secret)
         || s.split(|c: char| !c.is_ascii_alphanumeric())
             .any(looks_like_random_token)
+        || s.split(|c: char| !(c.is_ascii_alphanumeric() || "+/=".contains(c)))
+            .filter(|run| run.len() >= 30 && run.contains(['+', '/', '=']))
+            .any(|run| {
+                let alnum: String = run.chars().filter(char::is_ascii_alphanumeric).collect();
+                looks_like_random_token(&alnum)
+            })
 }
 
 /// Make `s` safe as an evidence identifier of kind `kind`: a URL (`scheme://…`, not for

@@ -1,0 +1,13 @@
+//! The hub session machine under arbitrary input sequences (connects, disconnects,
+//! bytes, frames, timers, sends): no panic, bounded memory, nothing delivered twice.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use stapel_runner_protocol::session::HubSession;
+use stapel_runner_protocol_fuzz::{drive_session, small_session_config, Bytes};
+
+fuzz_target!(|data: &[u8]| {
+    let config = small_session_config();
+    let mut hub = HubSession::new(config.clone());
+    drive_session(&mut hub, &config, &mut Bytes::new(data), true);
+});
