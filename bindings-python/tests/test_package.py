@@ -43,7 +43,7 @@ def test_error_hierarchy() -> None:
 
 
 def test_without_stapel_taskspecs() -> None:
-    """On Python 3.9/3.10 stapel-taskspecs (Requires-Python >= 3.11) is not installed:
+    """A broken install without stapel-taskspecs (a dependency) still imports:
     messages, validation, sequencing and the session machines work; the views returning
     its models raise AdapterUnavailableError (taskspecs_unavailable) when used, and the
     harness adapters and the subprocess rein (whose turns carry a UsageSplit) refuse to

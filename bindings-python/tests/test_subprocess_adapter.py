@@ -176,7 +176,7 @@ def test_close_kills_a_child_that_ignores_sigterm(harness: List[str]) -> None:
 
 def test_without_stapel_taskspecs_the_adapter_and_rein_fail_early(
         harness: List[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Python 3.9/3.10 (no stapel-taskspecs): a turn could never return its TurnResult,
+    """A broken install without stapel-taskspecs: a turn could never return its TurnResult,
     so building the adapter or the rein fails at once with a clear, typed error."""
     from stapel_runner_protocol.contract import SubprocessRein
     from stapel_runner_protocol.errors import AdapterUnavailableError

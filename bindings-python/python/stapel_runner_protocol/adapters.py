@@ -34,7 +34,7 @@ def _require_taskspecs(what: str) -> None:
     (``taskspecs_unavailable``, the ``ImportError`` as its cause) unless
     ``stapel_taskspecs`` imports: every harness turn returns a :class:`TurnResult`,
     whose usage is a ``stapel_taskspecs.UsageSplit``, so ``what`` cannot work without
-    it (Python 3.9/3.10, where stapel-taskspecs cannot be installed)."""
+    it (a dependency, missing only from a broken install)."""
     try:
         import stapel_taskspecs  # noqa: F401
     except ImportError as exc:

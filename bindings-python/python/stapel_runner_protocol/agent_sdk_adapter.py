@@ -211,7 +211,7 @@ class AgentSdkSession(Session):
 
 class AgentSdkAdapter(HarnessAdapter):
     """Opens a persistent claude-agent-sdk session per role (see the module docs).
-    Without ``stapel-taskspecs`` (Python 3.9/3.10) the constructor raises
+    Without ``stapel-taskspecs`` (a dependency; missing only from a broken install) the constructor raises
     :class:`~stapel_runner_protocol.errors.AdapterUnavailableError`
     (``taskspecs_unavailable``): its turns' usage is a ``stapel_taskspecs.UsageSplit``."""
 

@@ -392,7 +392,7 @@ class SubprocessRein(Rein):
 
     ``adapter`` defaults to ``SubprocessAdapter(command=command, env=env)``. Harness
     turns carry a ``stapel_taskspecs.UsageSplit``, so without ``stapel-taskspecs``
-    (Python 3.9/3.10) the constructor raises
+    (a dependency; missing only from a broken install) the constructor raises
     :class:`~stapel_runner_protocol.errors.AdapterUnavailableError` with code
     ``taskspecs_unavailable`` instead of every session failing later.
     """

@@ -300,7 +300,7 @@ class SubprocessAdapter(HarnessAdapter):
     mappings (see :func:`_check_usage_mapper`).
 
     Its turns return :class:`~stapel_runner_protocol.adapters.TurnResult` (usage: a
-    ``stapel_taskspecs.UsageSplit``), so without ``stapel-taskspecs`` (Python 3.9/3.10)
+    ``stapel_taskspecs.UsageSplit``), so without ``stapel-taskspecs`` (a broken install)
     the constructor raises :class:`~stapel_runner_protocol.errors.AdapterUnavailableError`
     with code ``taskspecs_unavailable`` rather than every turn failing later.
     """

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Union
 
-# The native function: on CPython >= 3.10 a vectorcall function that reads a ``str``
+# The native function: a vectorcall function that reads a ``str``
 # without copying it (see ``src/fastcall.rs``); ``decode(frame, *, validate=False)``.
 from ._native import decode
 from ._native import encode

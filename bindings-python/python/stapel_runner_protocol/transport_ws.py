@@ -487,7 +487,7 @@ class _Connection:
 
     @property
     def _events(self) -> _EventQueue:
-        # Created inside the running loop (Python 3.9 binds asyncio primitives to a loop).
+        # Created inside the running loop, which owns it.
         if self._event_queue is None:
             self._event_queue = _EventQueue(self._max_queued_events)
         return self._event_queue
