@@ -19,10 +19,15 @@ def progress(payload: str) -> str:
             f'"kind":"state","attempt":1,"payload":{payload}}}')
 
 
+def decode(frame: str) -> Any:
+    """``srp.decode(validate=True)``, typed ``Any`` for these tests."""
+    return srp.decode(frame, validate=True)
+
+
 def full(frame: str) -> Any:
     """The same frame through the full decode (an unknown top-level field makes the fast
     path refuse it)."""
-    return srp.decode(frame.replace('"seq":3,', '"seq":3,"zz_full_path":0,', 1))
+    return decode(frame.replace('"seq":3,', '"seq":3,"zz_full_path":0,', 1))
 
 
 def typed(v: Any) -> Any:
@@ -49,13 +54,13 @@ PAYLOADS: List[str] = [
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_direct_builder_matches_the_full_decode(payload: str) -> None:
     f = progress(payload)
-    fast, slow = srp.decode(f, validate=True), full(f)
+    fast, slow = decode(f), full(f)
     assert typed(fast.payload) == typed(slow.payload)
 
 
 def test_many_distinct_keys_and_values_pass_through_the_caches() -> None:
     items = ",".join(f'"key{i}":"value{i % 7}"' for i in range(2000))
     f = progress("{" + items + "}")
-    fast, slow = srp.decode(f), full(f)
+    fast, slow = decode(f), full(f)
     assert typed(fast.payload) == typed(slow.payload)
     assert list(fast.payload)[1999] == "key1999"
