@@ -308,6 +308,14 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
 /// `ValueError` if the text is not JSON (it was validated, so only on a bug), or the
 /// error of a failed Python allocation.
 pub fn text_to_py<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(obj) = Direct::build(py, text) {
+        return Ok(obj);
+    }
+    walk_to_py(py, text)
+}
+
+/// [`text_to_py`] through the core's `json::walk` (the fallback of [`Direct`]).
+fn walk_to_py<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     walk(text, &mut ToPy(py)).map_err(|e| match e {
         WalkError::Sink(Raised) => PyErr::fetch(py),
         WalkError::Syntax { message, offset } => {
@@ -400,5 +408,341 @@ impl<'py> Sink for ToPy<'py> {
     }
     fn end_array(&mut self, a: Self::Array) -> Result<Self::Value, Raised> {
         Ok(a.into_any())
+    }
+}
+
+/// A direct, single-pass builder of Python objects from JSON text the core has already
+/// validated: it maps JSON to objects and checks nothing beyond what it needs to find its
+/// way. Whatever it does not expect (and any failed allocation) makes it give up —
+/// [`text_to_py`] then builds the value through the core's `json::walk`, which reports
+/// what is wrong. The same mapping as [`ToPy`]: integers that fit `u64` (`i64` when
+/// negative) as `int`, `-0` and every other number as the nearest `float`, object keys
+/// through the key cache, short string values through the value cache.
+struct Direct<'a, 'py> {
+    py: Python<'py>,
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    /// Where strings with escapes are resolved.
+    scratch: String,
+}
+
+/// A new reference from a C-API call (`None` for NULL: the builder gives up).
+#[inline(always)]
+fn owned<'py>(py: Python<'py>, ptr: *mut pyo3::ffi::PyObject) -> Option<Bound<'py, PyAny>> {
+    // SAFETY: the GIL is held; `ptr` is a new reference or NULL.
+    unsafe { Bound::from_owned_ptr_or_opt(py, ptr) }
+}
+
+/// Set in a byte of the result for each byte of `x` that is `"` or `\` (the lowest flagged
+/// byte is exact).
+#[inline(always)]
+fn quote_or_backslash(x: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let q = x ^ (ONES * u64::from(b'"'));
+    let b = x ^ (ONES * u64::from(b'\\'));
+    ((q.wrapping_sub(ONES) & !q) | (b.wrapping_sub(ONES) & !b)) & HIGHS
+}
+
+impl<'a, 'py> Direct<'a, 'py> {
+    /// The object `text` holds, or `None` when the builder gave up (no Python error left
+    /// set).
+    fn build(py: Python<'py>, text: &'a str) -> Option<Bound<'py, PyAny>> {
+        let mut d = Direct {
+            py,
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            scratch: String::new(),
+        };
+        let first = d.ws();
+        let value = d.value(first, 0);
+        match value {
+            Some(v) if d.ws() == 0 && d.pos >= d.bytes.len() => Some(v),
+            _ => {
+                // A failed allocation left an error set: the fallback starts clean.
+                drop(PyErr::take(py));
+                None
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn at(&self, i: usize) -> u8 {
+        self.bytes.get(i).copied().unwrap_or(0)
+    }
+
+    /// Skip whitespace; the next byte (`0` at the end).
+    #[inline(always)]
+    fn ws(&mut self) -> u8 {
+        loop {
+            let b = self.at(self.pos);
+            if !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
+                return b;
+            }
+            self.pos = self.pos.wrapping_add(1);
+        }
+    }
+
+    fn value(&mut self, first: u8, depth: usize) -> Option<Bound<'py, PyAny>> {
+        match first {
+            b'"' => {
+                self.pos = self.pos.wrapping_add(1);
+                let s = self.string()?;
+                let s = s.get(self)?;
+                Some(crate::pyobj::value_str(self.py, s).into_any())
+            }
+            b'{' => self.object(depth),
+            b'-' | b'0'..=b'9' => self.number(),
+            b'[' => self.array(depth),
+            b't' => self
+                .word(b"true")
+                .map(|()| PyBool::new(self.py, true).to_owned().into_any()),
+            b'f' => self
+                .word(b"false")
+                .map(|()| PyBool::new(self.py, false).to_owned().into_any()),
+            b'n' => self
+                .word(b"null")
+                .map(|()| self.py.None().into_bound(self.py)),
+            _ => None,
+        }
+    }
+
+    /// Skip the literal `word` (`None` when the text has something else).
+    fn word(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.pos.checked_add(word.len())?;
+        if self.bytes.get(self.pos..end)? != word {
+            return None;
+        }
+        self.pos = end;
+        Some(())
+    }
+
+    fn object(&mut self, depth: usize) -> Option<Bound<'py, PyAny>> {
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        self.pos = self.pos.wrapping_add(1);
+        // SAFETY: the GIL is held.
+        let dict = owned(self.py, unsafe { pyo3::ffi::PyDict_New() })?;
+        let mut b = self.ws();
+        if b == b'}' {
+            self.pos = self.pos.wrapping_add(1);
+            return Some(dict);
+        }
+        loop {
+            if b != b'"' {
+                return None;
+            }
+            self.pos = self.pos.wrapping_add(1);
+            let key = self.string()?;
+            let key = crate::pyobj::key(self.py, key.get(self)?);
+            if self.ws() != b':' {
+                return None;
+            }
+            self.pos = self.pos.wrapping_add(1);
+            let first = self.ws();
+            let value = self.value(first, depth.wrapping_add(1))?;
+            // SAFETY: the GIL is held; `dict` is a dict, `key` a str, `value` an object;
+            // `PyDict_SetItem` takes its own references.
+            if unsafe { pyo3::ffi::PyDict_SetItem(dict.as_ptr(), key.as_ptr(), value.as_ptr()) }
+                != 0
+            {
+                return None;
+            }
+            match self.ws() {
+                b',' => {
+                    self.pos = self.pos.wrapping_add(1);
+                    b = self.ws();
+                }
+                b'}' => {
+                    self.pos = self.pos.wrapping_add(1);
+                    return Some(dict);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Option<Bound<'py, PyAny>> {
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        self.pos = self.pos.wrapping_add(1);
+        // SAFETY: the GIL is held.
+        let list = owned(self.py, unsafe { pyo3::ffi::PyList_New(0) })?;
+        let mut b = self.ws();
+        if b == b']' {
+            self.pos = self.pos.wrapping_add(1);
+            return Some(list);
+        }
+        loop {
+            let item = self.value(b, depth.wrapping_add(1))?;
+            // SAFETY: the GIL is held; `list` is a list; it takes its own reference.
+            if unsafe { pyo3::ffi::PyList_Append(list.as_ptr(), item.as_ptr()) } != 0 {
+                return None;
+            }
+            match self.ws() {
+                b',' => {
+                    self.pos = self.pos.wrapping_add(1);
+                    b = self.ws();
+                }
+                b']' => {
+                    self.pos = self.pos.wrapping_add(1);
+                    return Some(list);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn number(&mut self) -> Option<Bound<'py, PyAny>> {
+        let start = self.pos;
+        let negative = self.at(start) == b'-';
+        if negative {
+            self.pos = self.pos.wrapping_add(1);
+        }
+        let mut magnitude: u64 = 0;
+        let mut fits = true;
+        while let d @ b'0'..=b'9' = self.at(self.pos) {
+            match magnitude
+                .checked_mul(10)
+                .and_then(|m| m.checked_add(u64::from(d & 0x0f)))
+            {
+                Some(m) => magnitude = m,
+                None => fits = false,
+            }
+            self.pos = self.pos.wrapping_add(1);
+        }
+        let mut integer = true;
+        while let b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-' = self.at(self.pos) {
+            integer = false;
+            self.pos = self.pos.wrapping_add(1);
+        }
+        if integer && fits {
+            // SAFETY (both calls): the GIL is held.
+            if !negative {
+                return owned(self.py, unsafe {
+                    pyo3::ffi::PyLong_FromUnsignedLongLong(magnitude)
+                });
+            }
+            // `-0` is a float, as the core reads it.
+            if magnitude != 0 && magnitude <= 1 << 63 {
+                let v = (magnitude as i64).wrapping_neg();
+                return owned(self.py, unsafe { pyo3::ffi::PyLong_FromLongLong(v) });
+            }
+        }
+        let v: f64 = self.text.get(start..self.pos)?.parse().ok()?;
+        if !v.is_finite() {
+            return None;
+        }
+        // SAFETY: the GIL is held.
+        owned(self.py, unsafe { pyo3::ffi::PyFloat_FromDouble(v) })
+    }
+
+    /// A string whose opening quote is consumed.
+    #[inline(always)]
+    fn string(&mut self) -> Option<Piece<'a>> {
+        let start = self.pos;
+        let mut i = start;
+        while let Some(chunk) = self.bytes.get(i..i.wrapping_add(8)) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            let m = quote_or_backslash(u64::from_le_bytes(word));
+            if m != 0 {
+                i = i.wrapping_add((m.trailing_zeros() / 8) as usize);
+                break;
+            }
+            i = i.wrapping_add(8);
+        }
+        while !matches!(self.at(i), b'"' | b'\\' | 0) {
+            i = i.wrapping_add(1);
+        }
+        if self.at(i) == b'"' {
+            self.pos = i.wrapping_add(1);
+            return self.text.get(start..i).map(Piece::Text);
+        }
+        self.escaped(start, i)
+    }
+
+    /// The rest of a string with escapes, from its first backslash at `i`.
+    #[cold]
+    fn escaped(&mut self, start: usize, mut i: usize) -> Option<Piece<'a>> {
+        self.scratch.clear();
+        self.scratch.push_str(self.text.get(start..i)?);
+        loop {
+            match self.at(i) {
+                b'"' => {
+                    self.pos = i.wrapping_add(1);
+                    return Some(Piece::Scratch);
+                }
+                b'\\' => {
+                    let c = match self.at(i.wrapping_add(1)) {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            let high = self.hex4(i.wrapping_add(2))?;
+                            i = i.wrapping_add(6);
+                            let code = if (0xD800..0xDC00).contains(&high) {
+                                if self.at(i) != b'\\' || self.at(i.wrapping_add(1)) != b'u' {
+                                    return None;
+                                }
+                                let low = self.hex4(i.wrapping_add(2))?;
+                                if !(0xDC00..0xE000).contains(&low) {
+                                    return None;
+                                }
+                                i = i.wrapping_add(6);
+                                0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+                            } else {
+                                high
+                            };
+                            self.scratch.push(char::from_u32(code)?);
+                            continue;
+                        }
+                        _ => return None,
+                    };
+                    self.scratch.push(c);
+                    i = i.wrapping_add(2);
+                }
+                0 => return None,
+                _ => {
+                    let run = i;
+                    while !matches!(self.at(i), b'"' | b'\\' | 0) {
+                        i = i.wrapping_add(1);
+                    }
+                    self.scratch.push_str(self.text.get(run..i)?);
+                }
+            }
+        }
+    }
+
+    fn hex4(&self, i: usize) -> Option<u32> {
+        let digits = self.bytes.get(i..i.checked_add(4)?)?;
+        digits.iter().try_fold(0u32, |acc, &b| {
+            Some((acc << 4) | char::from(b).to_digit(16)?)
+        })
+    }
+}
+
+/// A string [`Direct`] read: a span of the text, or resolved into its scratch buffer.
+enum Piece<'a> {
+    Text(&'a str),
+    Scratch,
+}
+
+impl<'a> Piece<'a> {
+    #[inline(always)]
+    fn get<'s>(&'s self, d: &'s Direct<'a, '_>) -> Option<&'s str> {
+        Some(match self {
+            Piece::Text(s) => s,
+            Piece::Scratch => &d.scratch,
+        })
     }
 }

@@ -162,7 +162,7 @@ fn cached<'py>(py: Python<'py>, cache: &KeyCache, key: &str, intern: bool) -> Bo
     // the decref of a replaced `str` runs no finaliser).
     unsafe {
         let slot = cache.0.get().cast::<KeySlot>().add(index);
-        if (*slot).len == len && (*slot).bytes.get(..len) == Some(bytes) {
+        if (*slot).len == len && short_eq(&(*slot).bytes, bytes) {
             return Bound::from_borrowed_ptr(py, (*slot).obj).cast_into_unchecked();
         }
         let fresh = new_str(py, key);
@@ -181,4 +181,40 @@ fn cached<'py>(py: Python<'py>, cache: &KeyCache, key: &str, intern: bool) -> Bo
         }
         fresh
     }
+}
+
+/// `stored[..b.len()] == b` for `b` at most [`MAX_CACHED_KEY`] bytes long, compared with
+/// a few (overlapping) word loads instead of a `memcmp` call.
+#[inline(always)]
+fn short_eq(stored: &[u8; MAX_CACHED_KEY], b: &[u8]) -> bool {
+    let len = b.len();
+    let word8 = |s: &[u8], i: usize| -> u64 {
+        let mut w = [0u8; 8];
+        if let Some(c) = s.get(i..i.wrapping_add(8)) {
+            w.copy_from_slice(c);
+        }
+        u64::from_le_bytes(w)
+    };
+    if len >= 8 {
+        let mut i = 0;
+        while i + 8 < len {
+            if word8(stored, i) != word8(b, i) {
+                return false;
+            }
+            i += 8;
+        }
+        let last = len - 8;
+        return word8(stored, last) == word8(b, last);
+    }
+    if len >= 4 {
+        let word4 = |s: &[u8], i: usize| -> u32 {
+            let mut w = [0u8; 4];
+            if let Some(c) = s.get(i..i.wrapping_add(4)) {
+                w.copy_from_slice(c);
+            }
+            u32::from_le_bytes(w)
+        };
+        return word4(stored, 0) == word4(b, 0) && word4(stored, len - 4) == word4(b, len - 4);
+    }
+    stored.get(..len) == Some(b)
 }
