@@ -119,6 +119,22 @@ export declare class NativeHubHost {
   runnerIdFor(authorization: string): string | null
 }
 
+/** A standalone tracker of one inbound stream (the core's `InboxTracker`). */
+export declare class NativeInboxTracker {
+  /** `window` defaults to the core's `inbound_window` default (clamped by the core). */
+  constructor(window?: number | undefined | null)
+  /** Record `seq`: `in_order`, `ahead` or `duplicate`. */
+  receive(seq: number): string
+  /** The window this tracker was made with. */
+  window(): number
+  /** Highest seq such that every seq in `1..=last_seq` was received. */
+  lastSeq(): number
+  /** Seqs received above `last_seq`, ascending. */
+  ahead(): Array<number>
+  /** Whether anything was received. */
+  hasReceived(): boolean
+}
+
 /** A bounded JSONL line framer: push bytes, pull lines and line errors. */
 export declare class NativeLineFramer {
   /**
@@ -164,6 +180,37 @@ export declare class NativeLocalRun {
   pollTimeout(): number | null
   /** Whether the run is over (its `exit` was emitted). */
   isFinished(): boolean
+}
+
+/**
+ * A standalone, bounded log of one outbound stream (the core's `OutboxLog`): `emit`
+ * stamps the next seq and keeps the frame, `since` gives the replay tail, `ack` drops
+ * what the peer holds.
+ */
+export declare class NativeOutboxLog {
+  /** Bounds default to the core's `max_outbox_frames` / `max_outbox_bytes` defaults. */
+  constructor(maxFrames?: number | undefined | null, maxBytes?: number | undefined | null)
+  /**
+   * Stamp the next seq on a sequenced message (JSON text) and keep its frame; the
+   * stamped message's JSON text. Nothing is recorded on error.
+   */
+  emit(message: string): string
+  /** Drop the kept frames at or below `seq`; how many were dropped. */
+  ack(seq: number): number
+  /** The kept messages with a seq above `seq`, ascending (JSON text of an array). */
+  since(seq: number): string
+  /** The kept frames as `[seq, frame]` pairs, ascending (JSON text). */
+  frames(): string
+  /** `[max_frames, max_bytes]`. */
+  bounds(): Array<number>
+  /** Highest seq assigned so far (0 before anything is emitted). */
+  lastSeq(): number
+  /** The seq the next emitted frame gets. */
+  nextSeq(): number
+  /** The lowest seq still kept (`next_seq` when nothing is kept). */
+  firstAvailable(): number
+  /** Encoded bytes kept. */
+  keptBytes(): number
 }
 
 /** One rein session: tool-call prompts, turn usage, the execution summary. */
@@ -461,6 +508,14 @@ export declare function roleSpecSystemPrompt(invocation: string, role?: string |
 
 /** The core's idle rule for one runner's activity (JSON text). */
 export declare function runnerIsIdle(activityJson: string): boolean
+
+/**
+ * Evaluate one decision of the connected runner's task policy (the JSON text of a
+ * one-key call: reconnect backoff, admission, harness event → progress, outcome →
+ * TaskReport, …; see the core's `runner_task::call`); the result's JSON text. A
+ * malformed call throws `ProtocolStateError` (code `invalid_call`).
+ */
+export declare function runnerTaskCall(call: string): string
 
 /** The wire schema version (1). */
 export declare function schemaVersion(): number

@@ -15,6 +15,7 @@ mod framing;
 mod host;
 mod local;
 mod reducer;
+mod runner_task;
 mod sequencing;
 mod session;
 mod wire;

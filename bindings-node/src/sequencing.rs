@@ -7,7 +7,8 @@ use napi_derive::napi;
 use serde_json::{json, Map, Value};
 use stapel_runner_protocol::json::Value as CoreValue;
 use stapel_runner_protocol::sequencing::{
-    ConnectionState, Position, Replay, Role, SequencingConfig, SequencingError,
+    ConnectionState, InboxTracker, OutboxLog, Position, Replay, Role, SequencingConfig,
+    SequencingError, DEFAULT_INBOUND_WINDOW, DEFAULT_MAX_OUTBOX_BYTES, DEFAULT_MAX_OUTBOX_FRAMES,
 };
 use stapel_runner_protocol::wire;
 
@@ -356,5 +357,178 @@ impl NativeConnectionState {
             let (o, i) = self.state.stream_counts();
             Ok(vec![num(o as u64), num(i as u64)])
         })
+    }
+}
+
+fn bound(what: &str, n: Option<f64>, default: usize) -> napi::Result<usize> {
+    match n {
+        None => Ok(default),
+        Some(n) => usize::try_from(now_of(n)?).map_err(|e| bad_argument(what, e)),
+    }
+}
+
+/// A standalone, bounded log of one outbound stream (the core's `OutboxLog`): `emit`
+/// stamps the next seq and keeps the frame, `since` gives the replay tail, `ack` drops
+/// what the peer holds.
+#[napi]
+pub struct NativeOutboxLog {
+    log: OutboxLog,
+    max_frames: usize,
+    max_bytes: usize,
+}
+
+#[napi]
+impl NativeOutboxLog {
+    /// Bounds default to the core's `max_outbox_frames` / `max_outbox_bytes` defaults.
+    #[napi(constructor)]
+    pub fn new(max_frames: Option<f64>, max_bytes: Option<f64>) -> napi::Result<Self> {
+        guard(|| {
+            Ok(Self {
+                log: OutboxLog::new(),
+                max_frames: bound("max_frames", max_frames, DEFAULT_MAX_OUTBOX_FRAMES)?,
+                max_bytes: bound("max_bytes", max_bytes, DEFAULT_MAX_OUTBOX_BYTES)?,
+            })
+        })
+    }
+
+    /// Stamp the next seq on a sequenced message (JSON text) and keep its frame; the
+    /// stamped message's JSON text. Nothing is recorded on error.
+    #[napi]
+    pub fn emit(&mut self, message: String) -> napi::Result<String> {
+        guard(|| {
+            let msg = message_from_text(&message, false)?;
+            let stamped = self
+                .log
+                .emit(msg, self.max_frames, self.max_bytes)
+                .map_err(|e| fail("ProtocolStateError", e.code(), &e.error, Value::Null))?;
+            message_text(&stamped)
+        })
+    }
+
+    /// Drop the kept frames at or below `seq`; how many were dropped.
+    #[napi]
+    pub fn ack(&mut self, seq: f64) -> napi::Result<f64> {
+        guard(|| Ok(num(self.log.ack(now_of(seq)?) as u64)))
+    }
+
+    /// The kept messages with a seq above `seq`, ascending (JSON text of an array).
+    #[napi]
+    pub fn since(&self, seq: f64) -> napi::Result<String> {
+        guard(|| {
+            let msgs = self.log.since(now_of(seq)?).map_err(|e| seq_error(&e))?;
+            let out: Vec<_> = msgs.iter().map(wire::to_object).collect();
+            serde_json::to_string(&out).map_err(|e| bad_argument("frames", e))
+        })
+    }
+
+    /// The kept frames as `[seq, frame]` pairs, ascending (JSON text).
+    #[napi]
+    pub fn frames(&self) -> napi::Result<String> {
+        guard(|| {
+            let out: Vec<Value> = self.log.kept().map(|f| json!([f.seq, f.frame])).collect();
+            serde_json::to_string(&out).map_err(|e| bad_argument("frames", e))
+        })
+    }
+
+    /// `[max_frames, max_bytes]`.
+    #[napi]
+    pub fn bounds(&self) -> napi::Result<Vec<f64>> {
+        guard(|| {
+            Ok(vec![
+                num(self.max_frames as u64),
+                num(self.max_bytes as u64),
+            ])
+        })
+    }
+
+    /// Highest seq assigned so far (0 before anything is emitted).
+    #[napi]
+    pub fn last_seq(&self) -> napi::Result<f64> {
+        guard(|| Ok(num(self.log.last_seq())))
+    }
+
+    /// The seq the next emitted frame gets.
+    #[napi]
+    pub fn next_seq(&self) -> napi::Result<f64> {
+        guard(|| Ok(num(self.log.next_seq())))
+    }
+
+    /// The lowest seq still kept (`next_seq` when nothing is kept).
+    #[napi]
+    pub fn first_available(&self) -> napi::Result<f64> {
+        guard(|| Ok(num(self.log.first_available())))
+    }
+
+    /// Encoded bytes kept.
+    #[napi]
+    pub fn kept_bytes(&self) -> napi::Result<f64> {
+        guard(|| Ok(num(self.log.kept_bytes() as u64)))
+    }
+}
+
+/// A standalone tracker of one inbound stream (the core's `InboxTracker`).
+#[napi]
+pub struct NativeInboxTracker {
+    tracker: InboxTracker,
+    window: u64,
+}
+
+#[napi]
+impl NativeInboxTracker {
+    /// `window` defaults to the core's `inbound_window` default (clamped by the core).
+    #[napi(constructor)]
+    pub fn new(window: Option<f64>) -> napi::Result<Self> {
+        guard(|| {
+            Ok(Self {
+                tracker: InboxTracker::new(),
+                window: window
+                    .map(now_of)
+                    .transpose()?
+                    .unwrap_or(DEFAULT_INBOUND_WINDOW),
+            })
+        })
+    }
+
+    /// Record `seq`: `in_order`, `ahead` or `duplicate`.
+    #[napi]
+    pub fn receive(&mut self, seq: f64) -> napi::Result<String> {
+        guard(|| {
+            let seq = now_of(seq).map_err(|_| {
+                fail(
+                    "ProtocolStateError",
+                    "invalid_seq",
+                    "seq is not a non-negative integer",
+                    Value::Null,
+                )
+            })?;
+            self.tracker
+                .receive(seq, self.window)
+                .map(|a| a.as_str().to_owned())
+                .map_err(|e| fail("ProtocolStateError", e.code(), e, Value::Null))
+        })
+    }
+
+    /// The window this tracker was made with.
+    #[napi]
+    pub fn window(&self) -> napi::Result<f64> {
+        guard(|| Ok(num(self.window)))
+    }
+
+    /// Highest seq such that every seq in `1..=last_seq` was received.
+    #[napi]
+    pub fn last_seq(&self) -> napi::Result<f64> {
+        guard(|| Ok(num(self.tracker.watermark())))
+    }
+
+    /// Seqs received above `last_seq`, ascending.
+    #[napi]
+    pub fn ahead(&self) -> napi::Result<Vec<f64>> {
+        guard(|| Ok(self.tracker.ahead().map(num).collect()))
+    }
+
+    /// Whether anything was received.
+    #[napi]
+    pub fn has_received(&self) -> napi::Result<bool> {
+        guard(|| Ok(self.tracker.has_received()))
     }
 }

@@ -130,3 +130,34 @@ test('handleFrames feeds a batch and returns the outputs handleInput would give'
   );
   assert.throws(() => new srp.HubSession().handleFrames(0, frames), (e) => e.code === 'not_connected');
 });
+
+test('standalone OutboxLog and InboxTracker keep state and throw the core codes', () => {
+  const log = new srp.OutboxLog({ max_frames: 1 });
+  assert.deepEqual(log.bounds, { max_frames: 1, max_bytes: 16 * 1024 * 1024 });
+  const progress = { type: 'task.progress', task_id: 'T-1', attempt: 1, seq: 0, kind: 'state', payload: { state: 'running' } };
+  assert.equal(log.emit(progress).seq, 1);
+  assert.equal(progress.seq, 0, 'emit returns a stamped copy');
+  assert.throws(() => log.emit(progress), (e) => e instanceof srp.ProtocolStateError && e.code === 'backpressure');
+  assert.throws(() => log.emit({ type: 'ping', nonce: 'n' }), (e) => e instanceof srp.ProtocolStateError && e.code === 'not_sequenced');
+  assert.deepEqual(log.frames().map(([seq]) => seq), [1]);
+  assert.equal(log.ack(1), 1);
+  assert.deepEqual([log.lastSeq, log.nextSeq, log.firstAvailable, log.keptBytes], [1, 2, 2, 0]);
+  assert.equal(log.emit(progress).seq, 2);
+  assert.deepEqual(log.since(1).map((m) => m.seq), [2]);
+
+  const inbox = new srp.InboxTracker({ window: 2 });
+  assert.equal(inbox.hasReceived, false);
+  assert.equal(inbox.receive(2), 'ahead');
+  assert.throws(() => inbox.receive(5), (e) => e instanceof srp.ProtocolStateError && e.code === 'beyond_window');
+  assert.throws(() => inbox.receive(0), (e) => e instanceof srp.ProtocolStateError && e.code === 'invalid_seq');
+  assert.deepEqual([inbox.lastSeq, inbox.ahead, inbox.window], [0, [2], 2]);
+  assert.equal(inbox.receive(1), 'in_order');
+  assert.equal(inbox.receive(2), 'duplicate');
+  assert.equal(inbox.lastSeq, 2);
+});
+
+test('runnerTaskCall returns the policy result and throws invalid_call', () => {
+  const r = srp.runnerTaskCall({ backoff: { failures: 0, random: 0 } });
+  assert.equal(typeof r.delay_ms, 'number');
+  assert.throws(() => srp.runnerTaskCall({ nope: {} }), (e) => e instanceof srp.ProtocolStateError && e.code === 'invalid_call');
+});

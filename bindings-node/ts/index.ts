@@ -13,4 +13,5 @@ export * from './local';
 export * from './contract';
 export * from './adapter';
 export * from './host';
+export * from './runner-task';
 export { native as __native } from './native';

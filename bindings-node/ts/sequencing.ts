@@ -1,5 +1,5 @@
 import { native } from './native';
-import type { NativeConnectionState } from '../native';
+import type { NativeConnectionState, NativeInboxTracker, NativeOutboxLog } from '../native';
 import { call, checkedText, type Message } from './wire';
 import type { Resync } from './session';
 
@@ -210,5 +210,112 @@ export class ConnectionState {
   streamCounts(): { outbound: number; inbound: number } {
     const [outbound, inbound] = call(() => this.inner.streamCounts());
     return { outbound: outbound ?? 0, inbound: inbound ?? 0 };
+  }
+}
+
+/** Bounds of a standalone {@link OutboxLog}; absent keys take the core's defaults. */
+export interface OutboxLogBounds {
+  max_frames?: number;
+  max_bytes?: number;
+}
+
+/**
+ * A standalone, bounded log of one outbound stream: {@link emit} stamps the next seq and
+ * keeps the frame, {@link since} gives the replay tail, {@link ack} drops what the peer
+ * holds. A full log refuses `emit` (`ProtocolStateError`: `backpressure`,
+ * `frame_too_large`) until `ack` trims it.
+ */
+export class OutboxLog {
+  readonly #inner: NativeOutboxLog;
+
+  constructor(bounds?: OutboxLogBounds) {
+    this.#inner = call(() => new native.NativeOutboxLog(bounds?.max_frames, bounds?.max_bytes));
+  }
+
+  /** Stamp the next seq on a sequenced message and keep its frame; the stamped message. */
+  emit<M extends Message>(message: M): M {
+    const t = text(message);
+    return JSON.parse(call(() => this.#inner.emit(t))) as M;
+  }
+
+  /** Drop the kept frames at or below `seq` (numbering does not move); how many were dropped. */
+  ack(seq: number): number {
+    return call(() => this.#inner.ack(seq));
+  }
+
+  /** The kept messages with a seq above `seq`, ascending. */
+  since(seq: number): Message[] {
+    return JSON.parse(call(() => this.#inner.since(seq))) as Message[];
+  }
+
+  /** The kept frames as `[seq, frame]` pairs, ascending. */
+  frames(): [number, string][] {
+    return JSON.parse(call(() => this.#inner.frames())) as [number, string][];
+  }
+
+  /** The bounds this log was made with. */
+  get bounds(): Required<OutboxLogBounds> {
+    const [max_frames, max_bytes] = call(() => this.#inner.bounds());
+    return { max_frames: max_frames ?? 0, max_bytes: max_bytes ?? 0 };
+  }
+
+  /** Highest seq assigned so far (0 before anything is emitted). */
+  get lastSeq(): number {
+    return call(() => this.#inner.lastSeq());
+  }
+
+  /** The seq the next emitted frame gets. */
+  get nextSeq(): number {
+    return call(() => this.#inner.nextSeq());
+  }
+
+  /** The lowest seq still kept (`nextSeq` when nothing is kept). */
+  get firstAvailable(): number {
+    return call(() => this.#inner.firstAvailable());
+  }
+
+  /** Encoded bytes kept. */
+  get keptBytes(): number {
+    return call(() => this.#inner.keptBytes());
+  }
+}
+
+/**
+ * A standalone tracker of one inbound stream: {@link receive} classifies and records a
+ * seq; {@link lastSeq} (the contiguous high-water mark) advances across a gap only once
+ * it fills. At most `window` seqs are recorded above it (the core clamps the window to
+ * 1..=65536); seq 0 and a seq beyond the window throw `ProtocolStateError`
+ * (`invalid_seq`, `beyond_window`) and record nothing.
+ */
+export class InboxTracker {
+  readonly #inner: NativeInboxTracker;
+
+  constructor(options?: { window?: number }) {
+    this.#inner = call(() => new native.NativeInboxTracker(options?.window));
+  }
+
+  /** Record `seq` and say how it arrived. */
+  receive(seq: number): Arrival {
+    return call(() => this.#inner.receive(seq)) as Arrival;
+  }
+
+  /** The out-of-order window this tracker was made with. */
+  get window(): number {
+    return call(() => this.#inner.window());
+  }
+
+  /** Highest seq such that every seq in `1..=lastSeq` was received. */
+  get lastSeq(): number {
+    return call(() => this.#inner.lastSeq());
+  }
+
+  /** Seqs received above {@link lastSeq}, ascending. */
+  get ahead(): number[] {
+    return call(() => this.#inner.ahead());
+  }
+
+  /** Whether anything was received. */
+  get hasReceived(): boolean {
+    return call(() => this.#inner.hasReceived());
   }
 }

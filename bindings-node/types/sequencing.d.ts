@@ -106,3 +106,59 @@ export declare class ConnectionState {
         inbound: number;
     };
 }
+/** Bounds of a standalone {@link OutboxLog}; absent keys take the core's defaults. */
+export interface OutboxLogBounds {
+    max_frames?: number;
+    max_bytes?: number;
+}
+/**
+ * A standalone, bounded log of one outbound stream: {@link emit} stamps the next seq and
+ * keeps the frame, {@link since} gives the replay tail, {@link ack} drops what the peer
+ * holds. A full log refuses `emit` (`ProtocolStateError`: `backpressure`,
+ * `frame_too_large`) until `ack` trims it.
+ */
+export declare class OutboxLog {
+    #private;
+    constructor(bounds?: OutboxLogBounds);
+    /** Stamp the next seq on a sequenced message and keep its frame; the stamped message. */
+    emit<M extends Message>(message: M): M;
+    /** Drop the kept frames at or below `seq` (numbering does not move); how many were dropped. */
+    ack(seq: number): number;
+    /** The kept messages with a seq above `seq`, ascending. */
+    since(seq: number): Message[];
+    /** The kept frames as `[seq, frame]` pairs, ascending. */
+    frames(): [number, string][];
+    /** The bounds this log was made with. */
+    get bounds(): Required<OutboxLogBounds>;
+    /** Highest seq assigned so far (0 before anything is emitted). */
+    get lastSeq(): number;
+    /** The seq the next emitted frame gets. */
+    get nextSeq(): number;
+    /** The lowest seq still kept (`nextSeq` when nothing is kept). */
+    get firstAvailable(): number;
+    /** Encoded bytes kept. */
+    get keptBytes(): number;
+}
+/**
+ * A standalone tracker of one inbound stream: {@link receive} classifies and records a
+ * seq; {@link lastSeq} (the contiguous high-water mark) advances across a gap only once
+ * it fills. At most `window` seqs are recorded above it (the core clamps the window to
+ * 1..=65536); seq 0 and a seq beyond the window throw `ProtocolStateError`
+ * (`invalid_seq`, `beyond_window`) and record nothing.
+ */
+export declare class InboxTracker {
+    #private;
+    constructor(options?: {
+        window?: number;
+    });
+    /** Record `seq` and say how it arrived. */
+    receive(seq: number): Arrival;
+    /** The out-of-order window this tracker was made with. */
+    get window(): number;
+    /** Highest seq such that every seq in `1..=lastSeq` was received. */
+    get lastSeq(): number;
+    /** Seqs received above {@link lastSeq}, ascending. */
+    get ahead(): number[];
+    /** Whether anything was received. */
+    get hasReceived(): boolean;
+}

@@ -58,6 +58,12 @@ export function run(vector) {
     } else if (input.outbox_since !== undefined) {
       const o = attempt(() => state.outboxSince(...pos(input.outbox_since)));
       if (checkError(i, o, expect)) same(i, 'frames', o.value.map((m) => srp.encode(m)), expect.frames);
+    } else if (input.outbox_log !== undefined) {
+      same(i, 'results', standaloneOutbox(input.outbox_log), expect.results);
+    } else if (input.inbox_tracker !== undefined) {
+      const { arrivals, lastSeq } = standaloneInbox(input.inbox_tracker);
+      same(i, 'arrivals', arrivals, expect.arrivals);
+      same(i, 'last_seq', lastSeq, expect.last_seq);
     } else if (input.snapshot_roundtrip !== undefined) {
       const bytes = state.snapshot();
       const restored = srp.ConnectionState.restore(bytes);
@@ -75,4 +81,46 @@ export function run(vector) {
     if (expect.streams !== undefined) same(i, 'streams', state.streamCounts(), expect.streams);
     if (expect.confirmed !== undefined) same(i, 'confirmed', state.isConfirmed, expect.confirmed);
   }
+}
+
+/** `outbox_log`: one standalone OutboxLog, fresh for the step; the result of every op. */
+function standaloneOutbox(spec) {
+  const bounds = {};
+  for (const k of ['max_frames', 'max_bytes']) if (spec[k] !== undefined) bounds[k] = spec[k];
+  const log = new srp.OutboxLog(bounds);
+  return spec.ops.map((op) => {
+    if (op.emit !== undefined) {
+      const before = JSON.stringify(op.emit);
+      const o = attempt(() => log.emit(op.emit));
+      if (o.error !== undefined) {
+        if (typeof o.error?.code !== 'string') throw o.error;
+        if (JSON.stringify(op.emit) !== before) throw new Error('emit error changed the message');
+        return { error: o.error.code };
+      }
+      return { frame: srp.encode(o.value) };
+    }
+    if (op.ack !== undefined) return { dropped: log.ack(op.ack) };
+    if (op.since !== undefined) {
+      const o = attempt(() => log.since(op.since));
+      if (o.error !== undefined) {
+        if (typeof o.error?.code !== 'string') throw o.error;
+        return { error: o.error.code };
+      }
+      return { frames: o.value.map((m) => srp.encode(m)) };
+    }
+    if (op.last_seq !== undefined) return { value: log.lastSeq };
+    throw new Error(`unknown outbox_log op ${JSON.stringify(op)}`);
+  });
+}
+
+/** `inbox_tracker`: one standalone InboxTracker; every arrival and the final watermark. */
+function standaloneInbox(spec) {
+  const tracker = new srp.InboxTracker(spec.window === undefined ? {} : { window: spec.window });
+  const arrivals = spec.receive.map((seq) => {
+    const o = attempt(() => tracker.receive(seq));
+    if (o.error === undefined) return o.value;
+    if (typeof o.error?.code !== 'string') throw o.error;
+    return { error: o.error.code };
+  });
+  return { arrivals, lastSeq: tracker.lastSeq };
 }

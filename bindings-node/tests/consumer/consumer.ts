@@ -7,8 +7,10 @@ import {
   Gateway,
   HubHost,
   HubSession,
+  InboxTracker,
   LineFramer,
   LocalRun,
+  OutboxLog,
   PROTOCOL_VERSION,
   ProtocolStateError,
   ReinSession,
@@ -34,9 +36,11 @@ import {
   replayEvents,
   resolveProfile,
   roleSpecFromInvocation,
+  runnerTaskCall,
   usageFromAnthropic,
   validate,
   validateTurnResult,
+  type Arrival,
   type Hello,
   type Message,
   type SessionOutput,
@@ -76,6 +80,13 @@ const deadline: number | null = runner.pollTimeout();
 const state = new ConnectionState('runner', { max_outbox_frames: 16 });
 const stamped: TaskProgress = state.emit(progress);
 const replay = ConnectionState.restore(state.snapshot()).replayFor({ T: 0 });
+const log = new OutboxLog({ max_frames: 4 });
+const logged: TaskProgress = log.emit(progress);
+const tail: Message[] = log.since(0);
+const inbox = new InboxTracker({ window: 8 });
+const arrival: Arrival = inbox.receive(1);
+const watermark: number = inbox.lastSeq + log.lastSeq;
+const policy: unknown = runnerTaskCall({ backoff: { failures: 1, random: 0 } });
 const framer = new LineFramer({ max_line_bytes: 1024 });
 const items = framer.pushAll('{"a":1}\n');
 
@@ -108,5 +119,5 @@ function describe(e: unknown): string {
 
 export const used = [
   frame, ok, types, versions, deadline, stamped, replay, items, reducer, snapshot, usage, mapped, role, options,
-  result, sub, socket, hubHost, auth, config, gateway, rein, ids, describe, parseModel, resolveProfile,
+  result, logged, tail, arrival, watermark, policy, sub, socket, hubHost, auth, config, gateway, rein, ids, describe, parseModel, resolveProfile,
 ];

@@ -1,0 +1,13 @@
+import { native } from './native';
+import { call } from './wire';
+
+/**
+ * Evaluate one decision of the connected runner's task policy: a one-key call such as
+ * `{ backoff: {...} }`, `{ admit: {...} }` or `{ report: {...} }` (see the core's
+ * `runner_task::call`); its JSON result. A malformed call throws `ProtocolStateError`
+ * (code `invalid_call`).
+ */
+export function runnerTaskCall(request: Record<string, unknown>): unknown {
+  const t = JSON.stringify(request);
+  return JSON.parse(call(() => native.runnerTaskCall(t))) as unknown;
+}
