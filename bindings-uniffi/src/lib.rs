@@ -19,6 +19,7 @@ mod framing;
 mod jsontext;
 mod machines;
 mod reducer;
+mod runner_task;
 mod sequencing;
 mod session;
 mod wire;

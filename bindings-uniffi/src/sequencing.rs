@@ -466,3 +466,134 @@ impl ConnectionState {
         self.lock().stream_counts().1 as u64
     }
 }
+
+/// A standalone, bounded outbox (stapel-runner-protocol 0.1.1's `OutboxLog()`), not
+/// part of any [`ConnectionState`]: `emit` stamps the next seq and keeps the frame,
+/// `since` gives the replay tail, `ack` drops what the peer holds.
+#[derive(uniffi::Object)]
+pub struct OutboxLog {
+    inner: Mutex<core_seq::OutboxLog>,
+    max_frames: usize,
+    max_bytes: usize,
+}
+
+impl OutboxLog {
+    fn lock(&self) -> MutexGuard<'_, core_seq::OutboxLog> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[uniffi::export]
+impl OutboxLog {
+    /// An empty log holding at most `max_frames` frames and `max_bytes` bytes (absent:
+    /// the defaults of `max_outbox_frames` / `max_outbox_bytes`).
+    #[uniffi::constructor(default(max_frames = None, max_bytes = None))]
+    pub fn new(max_frames: Option<u64>, max_bytes: Option<u64>) -> Self {
+        let bound = |v: Option<u64>, default: usize| {
+            v.map_or(default, |n| usize::try_from(n).unwrap_or(usize::MAX))
+        };
+        Self {
+            inner: Mutex::new(core_seq::OutboxLog::new()),
+            max_frames: bound(max_frames, core_seq::DEFAULT_MAX_OUTBOX_FRAMES),
+            max_bytes: bound(max_bytes, core_seq::DEFAULT_MAX_OUTBOX_BYTES),
+        }
+    }
+
+    /// Stamps the next seq on a sequenced message, keeps its frame and returns the
+    /// stamped message with its frame.
+    ///
+    /// # Errors
+    /// `ProtocolError::State`: `not_sequenced`, `backpressure`, `frame_too_large`,
+    /// `seq_exhausted`, `nested_too_deep` (nothing recorded).
+    pub fn emit(&self, message: Message) -> Result<Emitted, ProtocolError> {
+        let m = message.to_core()?;
+        let stamped = self
+            .lock()
+            .emit(m, self.max_frames, self.max_bytes)
+            .map_err(|e| state(e.code(), &e.error))?;
+        Ok(Emitted {
+            message: Message::from(&stamped),
+            frame: stapel_runner_protocol::wire::encode(&stamped),
+        })
+    }
+
+    /// Drops the kept frames at or below `seq` (numbering does not move); returns how
+    /// many were dropped.
+    pub fn ack(&self, seq: u64) -> u64 {
+        u64::try_from(self.lock().ack(seq)).unwrap_or(u64::MAX)
+    }
+
+    /// The kept frames after `last_seq`, encoded, ascending.
+    ///
+    /// # Errors
+    /// The sequencing code (`replay_gap`, `undecodable_frame`).
+    pub fn since(&self, last_seq: u64) -> Result<Vec<String>, ProtocolError> {
+        let msgs = self.lock().since(last_seq).map_err(|e| seq_err(&e))?;
+        Ok(msgs
+            .iter()
+            .map(stapel_runner_protocol::wire::encode)
+            .collect())
+    }
+
+    /// The last seq stamped (0: none yet).
+    pub fn last_seq(&self) -> u64 {
+        self.lock().last_seq()
+    }
+
+    /// The seq the next `emit` stamps.
+    pub fn next_seq(&self) -> u64 {
+        self.lock().next_seq()
+    }
+
+    /// How many frames are kept.
+    pub fn frames(&self) -> u64 {
+        u64::try_from(self.lock().kept().len()).unwrap_or(u64::MAX)
+    }
+
+    /// Bytes of the kept frames.
+    pub fn bytes(&self) -> u64 {
+        u64::try_from(self.lock().kept_bytes()).unwrap_or(u64::MAX)
+    }
+}
+
+/// A standalone inbound tracker (stapel-runner-protocol 0.1.1's `InboxTracker()`): the
+/// contiguous watermark plus the seqs received ahead of it within `window`.
+#[derive(uniffi::Object)]
+pub struct InboxTracker {
+    inner: Mutex<core_seq::InboxTracker>,
+    window: u64,
+}
+
+#[uniffi::export]
+impl InboxTracker {
+    /// An empty tracker with an out-of-order window of `window` seqs (absent: 1024;
+    /// the core clamps it to `1..=65536`).
+    #[uniffi::constructor(default(window = None))]
+    pub fn new(window: Option<u64>) -> Self {
+        Self {
+            inner: Mutex::new(core_seq::InboxTracker::new()),
+            window: window.unwrap_or(core_seq::DEFAULT_INBOUND_WINDOW),
+        }
+    }
+
+    /// Classifies and records `seq`.
+    ///
+    /// # Errors
+    /// `ProtocolError::State`: `invalid_seq`, `beyond_window` (nothing recorded).
+    pub fn receive(&self, seq: u64) -> Result<Arrival, ProtocolError> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .receive(seq, self.window)
+            .map(Arrival::from)
+            .map_err(|e| state(e.code(), e))
+    }
+
+    /// The contiguous watermark: every seq up to it has arrived.
+    pub fn last_seq(&self) -> u64 {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .watermark()
+    }
+}

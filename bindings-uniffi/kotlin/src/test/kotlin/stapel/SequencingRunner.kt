@@ -55,6 +55,38 @@ object SequencingRunner {
         else -> throw VectorFailure("config.role must be \"hub\" or \"runner\"")
     }
 
+    /** `{"outbox_log": {"max_frames"?, "max_bytes"?, "ops": [...]}}`: one fresh standalone log. */
+    private fun standaloneOutbox(i: Int, v: JsonNode): JsonNode {
+        val log = OutboxLog(v.ulong("max_frames"), v.ulong("max_bytes"))
+        val results = Json.arr()
+        val ops = v.get("ops")
+        if (ops == null || !ops.isArray) fail(i, "outbox_log.ops must be a list")
+        for (op in ops) {
+            val r = when {
+                op.has("emit") -> {
+                    val msg = message(op.get("emit"))
+                    try {
+                        Json.obj().put("frame", log.emit(msg).frame)
+                    } catch (e: ProtocolException.State) {
+                        // The caller's record is handed back unchanged (equal to a fresh decode).
+                        if (msg != message(op.get("emit"))) fail(i, "emit error changed the message")
+                        Json.obj().put("error", e.code)
+                    }
+                }
+                op.has("ack") -> Json.obj().put("dropped", log.ack(op.ulong("ack") ?: fail(i, "ack needs a seq")).toLong())
+                op.has("since") -> try {
+                    Json.obj().set<JsonNode>("frames", Json.of(log.since(op.ulong("since") ?: fail(i, "since needs a seq"))))
+                } catch (e: ProtocolException.State) {
+                    Json.obj().put("error", e.code)
+                }
+                op.has("last_seq") -> Json.obj().put("value", log.lastSeq().toLong())
+                else -> fail(i, "unknown outbox_log op ${Json.text(op)}")
+            }
+            results.add(r)
+        }
+        return results
+    }
+
     fun run(vector: JsonNode) {
         val cfg = (vector.get("config") ?: Json.obj()).deepCopy<JsonNode>() as ObjectNode
         val r = role(cfg)
@@ -142,6 +174,22 @@ object SequencingRunner {
                         if (frames == null) fail(i, "no outbound stream ${Json.text(input.get("outbox_since"))}")
                         check(i, "frames", Json.of(frames), expect.get("frames"))
                     }
+                }
+                input.has("outbox_log") -> check(i, "results", standaloneOutbox(i, input.get("outbox_log")), expect.get("results"))
+                input.has("inbox_tracker") -> {
+                    val v = input.get("inbox_tracker")
+                    val tracker = v.ulong("window")?.let { InboxTracker(it) } ?: InboxTracker()
+                    val arrivals = Json.arr()
+                    for (s in v.get("receive") ?: fail(i, "inbox_tracker.receive is missing")) {
+                        if (!s.isIntegralNumber) fail(i, "inbox_tracker seqs must be integers")
+                        try {
+                            arrivals.add(Json.of(tracker.receive(s.bigIntegerValue().toLong().toULong()).name.lowercase()))
+                        } catch (e: ProtocolException.State) {
+                            arrivals.add(Json.obj().put("error", e.code))
+                        }
+                    }
+                    check(i, "arrivals", arrivals, expect.get("arrivals"))
+                    check(i, "last_seq", Json.of(tracker.lastSeq().toLong()), expect.get("last_seq"))
                 }
                 input.has("snapshot_roundtrip") -> {
                     val bytes = state.snapshot()
