@@ -4,7 +4,7 @@
 use indexmap::IndexMap;
 use napi::bindgen_prelude::{Buffer, Uint8Array};
 use napi_derive::napi;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use stapel_runner_protocol::json::Value as CoreValue;
 use stapel_runner_protocol::sequencing::{
     ConnectionState, InboxTracker, OutboxLog, Position, Replay, Role, SequencingConfig,
@@ -13,7 +13,7 @@ use stapel_runner_protocol::sequencing::{
 use stapel_runner_protocol::wire;
 
 use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
-use crate::session::{now_of, num, resync_json};
+use crate::session::{now_of, num};
 use crate::wire::{message_from_text, message_text};
 
 fn seq_error(e: &SequencingError) -> napi::Error {
@@ -29,28 +29,7 @@ fn core_value(v: &Value) -> CoreValue {
 }
 
 fn replay_json(r: &Replay) -> Value {
-    let streams: Vec<Value> = r
-        .streams
-        .iter()
-        .map(|s| {
-            let mut m = Map::new();
-            m.insert("task_id".into(), json!(s.task_id));
-            if let Some(a) = s.attempt {
-                m.insert("attempt".into(), json!(a));
-            }
-            m.insert(
-                "frames".into(),
-                json!(s.frames.iter().map(|f| f.frame.clone()).collect::<Vec<_>>()),
-            );
-            Value::Object(m)
-        })
-        .collect();
-    json!({
-        "streams": streams,
-        "resync": r.resync.iter().map(resync_json).collect::<Vec<_>>(),
-        "peer_ahead": Value::from(Position::list_to_value(&r.peer_ahead)),
-        "unknown": r.unknown,
-    })
+    Value::from(r.to_value())
 }
 
 /// The sequencing state of one end of a hub↔runner connection.

@@ -5,7 +5,7 @@
 
 use napi::bindgen_prelude::{Buffer, Uint8Array};
 use napi_derive::napi;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use stapel_runner_protocol::sequencing::{ConnectionState, Resync};
 use stapel_runner_protocol::session::{
     Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig, SessionError,
@@ -34,15 +34,7 @@ pub fn num(n: u64) -> f64 {
 
 /// A stream resync as its JSON object (`attempt` only for progress streams).
 pub fn resync_json(r: &Resync) -> Value {
-    let mut m = Map::new();
-    m.insert("task_id".into(), json!(r.task_id));
-    if let Some(a) = r.attempt {
-        m.insert("attempt".into(), json!(a));
-    }
-    m.insert("declared".into(), json!(r.declared));
-    m.insert("missing_from".into(), json!(r.missing_from));
-    m.insert("missing_to".into(), json!(r.missing_to));
-    Value::Object(m)
+    Value::from(r.to_value())
 }
 
 /// One output as JSON text: `kind` and its fields; a message is its canonical frame

@@ -134,7 +134,70 @@ pub struct Replay {
     pub failed: Vec<SequencingError>,
 }
 
+impl Resync {
+    /// The JSON form every binding hands out: `{task_id, attempt?, declared,
+    /// missing_from, missing_to}` (`attempt` only for progress streams).
+    pub fn to_value(&self) -> crate::json::Value {
+        let mut m = crate::json::Object::new();
+        m.insert("task_id", self.task_id.as_str());
+        if let Some(a) = self.attempt {
+            m.insert("attempt", a);
+        }
+        m.insert("declared", self.declared);
+        m.insert("missing_from", self.missing_from);
+        m.insert("missing_to", self.missing_to);
+        crate::json::Value::Object(m)
+    }
+}
+
+impl StreamReplay {
+    /// The JSON form: `{task_id, attempt?, frames: [frame text, ...]}`.
+    pub fn to_value(&self) -> crate::json::Value {
+        let mut m = crate::json::Object::new();
+        m.insert("task_id", self.task_id.as_str());
+        if let Some(a) = self.attempt {
+            m.insert("attempt", a);
+        }
+        m.insert(
+            "frames",
+            crate::json::Value::Array(
+                self.frames
+                    .iter()
+                    .map(|f| crate::json::Value::from(f.frame.as_str()))
+                    .collect(),
+            ),
+        );
+        crate::json::Value::Object(m)
+    }
+}
+
 impl Replay {
+    /// The JSON form every binding hands out: `{streams, resync, peer_ahead, unknown}`
+    /// (schema `conformance/schema/api/`). `failed` is not part of it: a binding raises
+    /// the first such error (`restamp_failed`) instead of returning the report.
+    pub fn to_value(&self) -> crate::json::Value {
+        let mut m = crate::json::Object::new();
+        m.insert(
+            "streams",
+            crate::json::Value::Array(self.streams.iter().map(StreamReplay::to_value).collect()),
+        );
+        m.insert(
+            "resync",
+            crate::json::Value::Array(self.resync.iter().map(Resync::to_value).collect()),
+        );
+        m.insert("peer_ahead", Position::list_to_value(&self.peer_ahead));
+        m.insert(
+            "unknown",
+            crate::json::Value::Array(
+                self.unknown
+                    .iter()
+                    .map(|u| crate::json::Value::from(u.as_str()))
+                    .collect(),
+            ),
+        );
+        crate::json::Value::Object(m)
+    }
+
     /// The frames as messages per task id (the seed's `replay_for` result). Frames are
     /// decoded from the kept bytes without validation.
     pub fn messages(&self) -> IndexMap<String, Vec<Message>> {

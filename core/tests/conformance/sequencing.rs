@@ -1,7 +1,7 @@
 //! Area `sequencing`: [`ConnectionState`] through its public API.
 
 use indexmap::IndexMap;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use stapel_runner_protocol::sequencing::{
     ConnectionState, InboxTracker, OutboxLog, Position, Replay, Resync, Role, SequencingConfig,
     DEFAULT_INBOUND_WINDOW, DEFAULT_MAX_OUTBOX_BYTES, DEFAULT_MAX_OUTBOX_FRAMES,
@@ -19,40 +19,11 @@ fn position(i: usize, v: &Value) -> Result<Position, String> {
 }
 
 pub fn resync_json(r: &Resync) -> Value {
-    let mut m = Map::new();
-    m.insert("task_id".into(), json!(r.task_id));
-    if let Some(a) = r.attempt {
-        m.insert("attempt".into(), json!(a));
-    }
-    m.insert("declared".into(), json!(r.declared));
-    m.insert("missing_from".into(), json!(r.missing_from));
-    m.insert("missing_to".into(), json!(r.missing_to));
-    Value::Object(m)
+    Value::from(r.to_value())
 }
 
 fn replay_json(r: &Replay) -> Value {
-    let streams: Vec<Value> = r
-        .streams
-        .iter()
-        .map(|s| {
-            let mut m = Map::new();
-            m.insert("task_id".into(), json!(s.task_id));
-            if let Some(a) = s.attempt {
-                m.insert("attempt".into(), json!(a));
-            }
-            m.insert(
-                "frames".into(),
-                json!(s.frames.iter().map(|f| f.frame.clone()).collect::<Vec<_>>()),
-            );
-            Value::Object(m)
-        })
-        .collect();
-    json!({
-        "streams": streams,
-        "resync": r.resync.iter().map(resync_json).collect::<Vec<_>>(),
-        "peer_ahead": Position::list_to_value(&r.peer_ahead),
-        "unknown": r.unknown,
-    })
+    Value::from(r.to_value())
 }
 
 fn check_error(i: usize, code: &str, expect: &Value) -> Result<(), String> {
