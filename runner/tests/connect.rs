@@ -660,3 +660,48 @@ fn wss_with_a_given_ca_file() {
     assert!(ok, "{log:?}\n{err}");
     assert_eq!(check_task(&log, "T-tls", 1).unwrap(), "done");
 }
+
+/// Local-protocol harnesses that fail before a result: one never says ready (the ready
+/// deadline ends it) and one exits at once. Each task ends in exactly one failed report
+/// and no process is left behind.
+#[test]
+fn local_harnesses_that_hang_before_ready_or_exit_early_are_reported_failed() {
+    let cases = [
+        ("never-ready", "sleep 600", "1000"),
+        ("exits-early", "exit 0", "5000"),
+    ];
+    for (name, script, ready_ms) in cases {
+        let hub = TestHub::start(TOKEN, fast_session());
+        let dir = tmpdir(&format!("local-{name}"));
+        let runner = Runner::start(
+            &hub.url(),
+            &dir,
+            &[
+                "--harness",
+                "/bin/sh",
+                "--harness-arg",
+                "-c",
+                "--harness-arg",
+                script,
+                "--ready-timeout-ms",
+                ready_ms,
+                "--grace-ms",
+                "200",
+            ],
+        );
+        hub.assign("T-l", 1, json!({"backend": "fake"}));
+        let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-l".into()]));
+        let pid = runner.pid();
+        let left = descendants(pid);
+        let err = runner.stop();
+        assert!(ok, "{name}: no report: {log:?}\n{err}");
+        assert_eq!(check_task(&log, "T-l", 1).unwrap(), "failed", "{name}");
+        let r = &log.reports[&("T-l".to_string(), 1)][0].1;
+        assert_eq!(
+            r["failure_type"].as_str(),
+            Some("harness_failed"),
+            "{name}: {r:?}"
+        );
+        assert!(left.is_empty(), "{name}: processes left: {left:?}");
+    }
+}
