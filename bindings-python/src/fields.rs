@@ -11,19 +11,31 @@
 use indexmap::IndexMap;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
-use stapel_runner_protocol::json::{Object, Value};
+use stapel_runner_protocol::json::{CompactString, Object, Value};
+use stapel_runner_protocol::wire::Payload;
 
 use crate::json::{object_to_py, py_to_jvalue, py_to_object, strings_to_py, text_to_py};
 
 /// Text a message holds: owned, or borrowed from the immutable frame object (`str` or
 /// `bytes`) it was decoded from, which the message keeps alive (its `frame` field) — a
-/// decoded `task.progress` copies nothing out of its frame.
-pub enum Text {
+/// decoded `task.progress` copies nothing out of its frame. `S` is the core's string type
+/// of the field (`String`, or `CompactString` for `task.progress`'s `task_id` and `kind`),
+/// so lending owned text to the core moves it.
+pub enum Text<S = String> {
     /// Owned text.
-    Owned(String),
+    Owned(S),
     /// A span of the message's frame object's UTF-8.
     Frame(FrameSpan),
 }
+
+/// The core string types a [`Text`] field can hold.
+pub trait TextStorage: Default + std::ops::Deref<Target = str> + for<'a> From<&'a str> {}
+impl TextStorage for String {}
+impl TextStorage for CompactString {}
+
+/// A `task.progress` text field (`task_id`, `kind`): the core holds it as a
+/// `CompactString`.
+pub type CText = Text<CompactString>;
 
 /// UTF-8 text inside the immutable buffer of the frame object (a `str`'s UTF-8 view or a
 /// `bytes` object's buffer) that the message holding the span keeps alive. Spans never
@@ -61,7 +73,7 @@ impl FrameSpan {
     }
 }
 
-impl Text {
+impl<S: TextStorage> Text<S> {
     /// The text.
     pub fn as_str(&self) -> &str {
         match self {
@@ -71,13 +83,13 @@ impl Text {
     }
 }
 
-impl Clone for Text {
+impl<S: TextStorage> Clone for Text<S> {
     fn clone(&self) -> Self {
-        Text::Owned(self.as_str().to_owned())
+        Text::Owned(S::from(self.as_str()))
     }
 }
 
-impl<'py> IntoPyObject<'py> for &Text {
+impl<'py, S: TextStorage> IntoPyObject<'py> for &Text<S> {
     type Target = PyString;
     type Output = Bound<'py, PyString>;
     type Error = std::convert::Infallible;
@@ -86,36 +98,37 @@ impl<'py> IntoPyObject<'py> for &Text {
     }
 }
 
-impl<'a, 'py> FromPyObject<'a, 'py> for Text {
+impl<'a, 'py, S: TextStorage> FromPyObject<'a, 'py> for Text<S> {
     type Error = PyErr;
     fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        obj.extract::<String>().map(Text::Owned)
+        let s = obj.cast::<PyString>()?;
+        Ok(Text::Owned(S::from(&*s.to_cow()?)))
     }
 }
 
-impl Field for Text {
-    type Core = String;
+impl<S: TextStorage> Field for Text<S> {
+    type Core = S;
     type Arg<'a> = &'a str;
     fn from_arg(_py: Python<'_>, arg: &str) -> PyResult<Self> {
-        Ok(Text::Owned(arg.to_owned()))
+        Ok(Text::Owned(S::from(arg)))
     }
-    fn from_core(value: String) -> Self {
+    fn from_core(value: S) -> Self {
         Text::Owned(value)
     }
-    fn native(&self, _py: Python<'_>) -> PyResult<Option<String>> {
-        Ok(Some(self.as_str().to_owned()))
+    fn native(&self, _py: Python<'_>) -> PyResult<Option<S>> {
+        Ok(Some(S::from(self.as_str())))
     }
-    fn prepare(&self, _py: Python<'_>) -> PyResult<Lend<String>> {
+    fn prepare(&self, _py: Python<'_>) -> PyResult<Lend<S>> {
         Ok(Lend::Native)
     }
     /// Owned text is moved out (and comes back in `give_back`); borrowed text is copied.
-    fn take(&mut self, _prepared: Lend<String>) -> String {
+    fn take(&mut self, _prepared: Lend<S>) -> S {
         match self {
             Text::Owned(s) => std::mem::take(s),
-            Text::Frame(f) => f.as_str().to_owned(),
+            Text::Frame(f) => S::from(f.as_str()),
         }
     }
-    fn give_back(&mut self, value: String) {
+    fn give_back(&mut self, value: S) {
         if let Text::Owned(s) = self {
             *s = value;
         }
@@ -157,6 +170,27 @@ impl Native for Object {
     }
     fn from_text(text: &str) -> Option<Self> {
         serde_json::from_str(text).ok()
+    }
+}
+
+/// `task.progress`'s payload: the core's [`Payload`], which may still be the validated
+/// text of the frame it was decoded from (then built into Python objects straight from
+/// that text).
+impl Native for Payload {
+    fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.text() {
+            Some(text) => text_to_py(py, text),
+            None => Ok(object_to_py(py, self.object())?.into_any()),
+        }
+    }
+    fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Option<Self>> {
+        Ok(Object::from_py(obj)?.map(Payload::from))
+    }
+    fn to_json(&self) -> Value {
+        Value::Object(self.object().clone())
+    }
+    fn from_text(text: &str) -> Option<Self> {
+        Object::from_text(text).map(Payload::from)
     }
 }
 

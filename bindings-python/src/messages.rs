@@ -8,12 +8,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 use stapel_runner_protocol::json::{Number, Object, Value};
 use stapel_runner_protocol::wire::{
-    self, Hello, Message, MessageType, Nonce, Ping, Pong, SentAt, TaskAssign, TaskCancel,
+    self, Hello, Message, MessageType, Nonce, Payload, Ping, Pong, SentAt, TaskAssign, TaskCancel,
     TaskProgress, TaskReportMessage,
 };
 
 use crate::errors::{decode_error, schema_error};
-use crate::fields::{Field, FrameSpan, Plain, Property, Slot, Text};
+use crate::fields::{CText, Field, FrameSpan, Plain, Property, Slot, Text};
 use crate::json::{number_to_py, object_to_py, py_to_object, type_name};
 
 // The constructors' defaults (`schema_version=1`, `protocol_version=1`) are the seed's
@@ -218,8 +218,8 @@ pub unsafe fn progress_from_view<'py>(
             )
         },
         None => (
-            Text::Owned(view.task_id.to_owned()),
-            Text::Owned(view.kind.to_owned()),
+            Text::Owned(view.task_id.into()),
+            Text::Owned(view.kind.into()),
             Text::Owned(view.payload.to_owned()),
         ),
     };
@@ -333,7 +333,7 @@ pub fn encode_fast<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>>
 pub fn sequencing_view(obj: &Bound<'_, PyAny>) -> PyResult<Option<Message>> {
     if let Ok(c) = obj.cast::<PyTaskProgress>() {
         let b = c.try_borrow()?;
-        let mut m = TaskProgress::new(b.task_id.as_str(), String::new(), Default::default());
+        let mut m = TaskProgress::new(b.task_id.as_str(), "", Object::new());
         // (`task_id` is a `Text`: borrowed from the frame or owned.)
         (m.seq, m.attempt) = (b.seq, b.attempt);
         return Ok(Some(Message::TaskProgress(m)));
@@ -660,12 +660,12 @@ message_class! {
     PyTaskProgress("TaskProgress", TaskProgress(TaskProgress), "task.progress",
                    mismatch = shape_error) {
         #[pyo3(get, set)]
-        task_id: Text = "",
+        task_id: CText = "",
         #[pyo3(get, set)]
         seq: u64 = 0,
         #[pyo3(get, set)]
-        kind: Text = "",
-        payload: Obj = None => {
+        kind: CText = "",
+        payload: Slot<Payload> = None => {
             /// Kind-specific body (a dict, keys in arrival order).
             set_payload
         },

@@ -271,9 +271,9 @@ impl From<&core_wire::Message> for Message {
             M::TaskProgress(p) => Message::TaskProgress {
                 v: TaskProgress {
                     schema_version: p.schema_version,
-                    task_id: p.task_id.clone(),
+                    task_id: p.task_id.to_string(),
                     seq: p.seq,
-                    kind: p.kind.clone(),
+                    kind: p.kind.to_string(),
                     attempt: p.attempt,
                     payload: object_text(&p.payload),
                     extra: object_text(&p.extra),

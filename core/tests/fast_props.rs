@@ -1,5 +1,6 @@
 //! Differential test of the `task.progress` fast path, `wire::peek_progress`, against the
-//! full decode, `wire::decode_str(frame, true)`.
+//! full decode, `wire::decode_full(frame, true)` (which `decode_str`, `decode` and `decode_owned`
+//! now route through the fast path, so each of them is checked against it too).
 //!
 //! * Whenever the fast path says `Some`, the full decode must accept the frame as a
 //!   `task.progress` with equal fields, and the payload text must parse to the decoded
@@ -20,8 +21,8 @@ use proptest::sample::{select, Index};
 use proptest::test_runner::{Config, TestRunner};
 use stapel_runner_protocol::json::Object;
 use stapel_runner_protocol::wire::{
-    decode_str, decode_str_view, peek_progress, Decoded, Message, TaskProgress, MAX_MEMBERS,
-    MAX_SAFE_INTEGER,
+    decode, decode_full, decode_owned, decode_str, decode_str_view, encode, peek_progress, Decoded,
+    Message, TaskProgress, MAX_MEMBERS, MAX_SAFE_INTEGER,
 };
 
 /// JSON text, and whether it is in the fast path's plain form.
@@ -29,7 +30,7 @@ type Piece = (String, bool);
 
 /// The full decode's answer: the progress message, or `None`.
 fn reference(frame: &str) -> Option<TaskProgress> {
-    match decode_str(frame, true) {
+    match decode_full(frame, true) {
         Ok(Message::TaskProgress(m)) => Some(m),
         _ => None,
     }
@@ -58,6 +59,29 @@ fn check(frame: &str, plain: bool) -> Result<bool, TestCaseError> {
         let payload: Object = serde_json::from_str(view.payload)
             .map_err(|e| TestCaseError::fail(format!("payload of {frame:?}: {e}")))?;
         prop_assert_eq!(&payload, &m.payload, "payload of {:?}", frame);
+        // A payload the scanner calls canonical is exactly the encoder's text for it.
+        if view.payload_canonical {
+            prop_assert_eq!(
+                serde_json::to_string(&payload).unwrap(),
+                view.payload,
+                "canonical payload of {:?}",
+                frame
+            );
+        }
+    }
+    // Every decode entry point gives the full decode's answer (message or error), and a
+    // decoded message re-encodes as the fully decoded one does (a lazy text payload is
+    // written by copying only when it is the encoder's own form).
+    let full = decode_full(frame, true);
+    for got in [
+        decode_str(frame, true),
+        decode(frame.as_bytes(), true),
+        decode_owned(frame.to_owned(), true),
+    ] {
+        prop_assert_eq!(&got, &full, "decode entry points on {:?}", frame);
+        if let (Ok(a), Ok(b)) = (&got, &full) {
+            prop_assert_eq!(encode(a), encode(b), "re-encoding of {:?}", frame);
+        }
     }
     // The bindings' entry point gives the full decode's answer (message or error), with
     // and without validation.
@@ -65,7 +89,7 @@ fn check(frame: &str, plain: bool) -> Result<bool, TestCaseError> {
         let via_view = decode_str_view(frame, validate).and_then(Decoded::into_message);
         prop_assert_eq!(
             via_view,
-            decode_str(frame, validate),
+            decode_full(frame, validate),
             "decode_str_view({:?}, {})",
             frame,
             validate

@@ -114,11 +114,11 @@ fn message() -> impl Strategy<Value = Message> {
         .prop_map(|(task_id, seq, kind, attempt, payload, extra)| {
             Message::TaskProgress(TaskProgress {
                 schema_version: 1,
-                task_id,
+                task_id: task_id.into(),
                 seq,
-                kind,
+                kind: kind.into(),
                 attempt,
-                payload: payload.into(),
+                payload: stapel_runner_protocol::json::Object::from(payload).into(),
                 extra: extra.into(),
             })
         });

@@ -263,9 +263,9 @@ async fn serve(
                 Output::Event(Event::InboundGap(_)) => log.lock().expect("log").gaps += 1,
                 Output::Event(Event::Received(Message::TaskProgress(p))) => {
                     let mut l = log.lock().expect("log");
-                    let key = (p.task_id.clone(), p.attempt);
+                    let key = (p.task_id.to_string(), p.attempt);
                     l.progress.entry(key.clone()).or_default().push(p.seq);
-                    l.kinds.entry(key).or_default().push(p.kind.clone());
+                    l.kinds.entry(key).or_default().push(p.kind.to_string());
                 }
                 Output::Event(Event::Received(Message::TaskReport(r))) => {
                     let mut l = log.lock().expect("log");

@@ -271,7 +271,7 @@ impl Engine {
                 Ok(())
             }
             Input::Bytes(b) => self.bytes(now, &b),
-            Input::Frame(f) => self.frame(now, &f),
+            Input::Frame(f) => self.frame(now, f),
             Input::Send(msg) => self.emit(msg).map(drop),
             Input::Timeout => Ok(()),
         };
@@ -422,7 +422,7 @@ impl Engine {
         };
         let now = self.now;
         match item {
-            Ok(line) => self.on_line(now, &line),
+            Ok(line) => self.on_line(now, line),
             Err(e) => self.peer_error(e.code(), e.to_string()),
         }
         self.maybe_flush_acks(now);
@@ -436,17 +436,18 @@ impl Engine {
     }
 
     /// One whole frame (a WebSocket text message).
-    pub(crate) fn frame(&mut self, now: u64, frame: &str) -> Result<(), SessionError> {
-        if self.frame_ok(now, frame)? {
+    pub(crate) fn frame(&mut self, now: u64, frame: String) -> Result<(), SessionError> {
+        if self.frame_ok(now, &frame)? {
             self.on_line(now, frame);
             self.maybe_flush_acks(now);
         }
         Ok(())
     }
 
-    fn on_line(&mut self, now: u64, line: &str) {
+    fn on_line(&mut self, now: u64, line: String) {
+        let size = line.len();
         if let Some(msg) = self.decode(line) {
-            self.on_message(now, msg, line.len());
+            self.on_message(now, msg, size);
         }
     }
 
@@ -518,9 +519,10 @@ impl Engine {
         Ok(true)
     }
 
-    /// Decode one line; the framer (or the transport) already checked its UTF-8.
-    fn decode(&mut self, line: &str) -> Option<Message> {
-        match wire::decode_str(line, self.cfg.validate) {
+    /// Decode one line; the framer (or the transport) already checked its UTF-8. A plain
+    /// `task.progress` keeps the line as its payload's text (nothing copied or built).
+    fn decode(&mut self, line: String) -> Option<Message> {
+        match wire::decode_owned(line, self.cfg.validate) {
             Ok(m) => Some(m),
             Err(e) => {
                 self.peer_error(e.code(), e.to_string());

@@ -5,10 +5,12 @@ use indexmap::IndexMap;
 use super::artifacts::{TaskReport, TaskSpec, UsageSplit};
 use super::check::{finish, Checker, Loc};
 use super::error::{DecodeError, Rule, SchemaError, Violation};
+use super::fast::{peek_progress, ProgressView};
 use super::json::{parse_top, parse_top_str, Key, TopLevel};
 use super::messages::*;
+use super::payload::Payload;
 use super::SCHEMA_VERSION;
-use crate::json::{Object, Value};
+use crate::json::{CompactString, Object, Value};
 
 /// Decode one frame.
 ///
@@ -28,6 +30,9 @@ use crate::json::{Object, Value};
 /// # Errors
 /// [`DecodeError`], with a stable [`code`](DecodeError::code).
 pub fn decode(frame: &[u8], validate: bool) -> Result<Message, DecodeError> {
+    if let Ok(text) = std::str::from_utf8(frame) {
+        return decode_str(text, validate);
+    }
     match parse_top(frame)? {
         TopLevel::Object(members) => from_members(members, validate),
         TopLevel::Other(found) => Err(DecodeError::NotObject { found }),
@@ -40,9 +45,71 @@ pub fn decode(frame: &[u8], validate: bool) -> Result<Message, DecodeError> {
 /// # Errors
 /// As [`decode`].
 pub fn decode_str(frame: &str, validate: bool) -> Result<Message, DecodeError> {
+    if let Some(view) = peek_progress(frame) {
+        return Ok(Message::TaskProgress(progress_from_view(&view, None)));
+    }
+    decode_full(frame, validate)
+}
+
+/// [`decode_str`] of a frame the caller owns (a WebSocket text message, a framer line),
+/// taking it over: a plain `task.progress` keeps the frame itself as its
+/// [`Payload`]'s text, so decoding it copies nothing and, with a `task_id` and `kind` of
+/// at most 24 bytes each, allocates nothing.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_owned(frame: String, validate: bool) -> Result<Message, DecodeError> {
+    let progress = peek_progress(&frame).map(|view| {
+        let base = frame.as_ptr() as usize;
+        let start = (view.payload.as_ptr() as usize).wrapping_sub(base);
+        let span = (start, start.wrapping_add(view.payload.len()));
+        (fields_of(&view), span, view.payload_canonical)
+    });
+    match progress {
+        Some((mut m, (start, end), canonical)) => {
+            m.payload = Payload::from_validated(frame, start, end, canonical);
+            Ok(Message::TaskProgress(m))
+        }
+        None => decode_full(&frame, validate),
+    }
+}
+
+/// [`decode_str`] without the fast path: every frame is parsed into values and checked
+/// rule by rule, and a `task.progress` payload is built as an [`Object`]. The same
+/// answers as `decode_str` (the fast path is tested against this function, see
+/// `core/tests/fast_props.rs`); it is slower, and a binding has no reason to call it.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_full(frame: &str, validate: bool) -> Result<Message, DecodeError> {
     match parse_top_str(frame)? {
         TopLevel::Object(members) => from_members(members, validate),
         TopLevel::Other(found) => Err(DecodeError::NotObject { found }),
+    }
+}
+
+/// The message of a fast-path view; its payload text is copied into `buf` when given,
+/// otherwise into a string of its own.
+pub(crate) fn progress_from_view(view: &ProgressView<'_>, buf: Option<String>) -> TaskProgress {
+    let mut m = fields_of(view);
+    let text = view.payload;
+    let mut buf = buf.unwrap_or_default();
+    buf.clear();
+    buf.push_str(text);
+    m.payload = Payload::from_validated(buf, 0, text.len(), view.payload_canonical);
+    m
+}
+
+/// A `task.progress` with the view's fixed fields and an empty payload.
+fn fields_of(view: &ProgressView<'_>) -> TaskProgress {
+    TaskProgress {
+        schema_version: SCHEMA_VERSION,
+        task_id: CompactString::from(view.task_id),
+        seq: view.seq,
+        kind: CompactString::from(view.kind),
+        attempt: view.attempt,
+        payload: Payload::new(),
+        extra: Object::new(),
     }
 }
 
@@ -364,11 +431,11 @@ fn from_members(members: Vec<(Key, Value)>, validate: bool) -> Result<Message, D
             ctx.require(validate, "payload", &obj_a);
             Message::TaskProgress(TaskProgress {
                 schema_version,
-                task_id: task_id.or_default(),
+                task_id: task_id.or_default().into(),
                 seq: seq.or_default(),
-                kind: s1.or_default(),
+                kind: s1.or_default().into(),
                 attempt: attempt.or_default(),
-                payload: obj_a.or_default(),
+                payload: Payload::from(obj_a.or_default()),
                 extra,
             })
         }
@@ -652,6 +719,10 @@ pub fn encode_into(msg: &Message, buf: &mut Vec<u8>) {
             Field::Str(s) => w.str(s),
             Field::U64(v) => w.u64(v),
             Field::Object(m) => w.value(m),
+            Field::Payload(p) => match p.canonical_text() {
+                Some(text) => w.buf.extend_from_slice(text.as_bytes()),
+                None => w.value(p.object()),
+            },
             Field::StrList(l) => w.value(l),
             Field::Resume(r) => w.value(r),
             Field::Nonce(n) => w.nonce(n),
@@ -672,6 +743,7 @@ pub fn to_object(msg: &Message) -> Object {
             Field::Str(s) => Value::from(s),
             Field::U64(v) => Value::from(v),
             Field::Object(m) => Value::Object(m.clone()),
+            Field::Payload(p) => Value::Object(p.object().clone()),
             Field::StrList(l) => Value::Array(l.iter().map(|s| Value::from(s.as_str())).collect()),
             Field::Resume(r) => Value::Object(
                 r.iter()
@@ -694,6 +766,7 @@ enum Field<'a> {
     Str(&'a str),
     U64(u64),
     Object(&'a Object),
+    Payload(&'a Payload),
     StrList(&'a [String]),
     Resume(&'a IndexMap<String, u64>),
     Nonce(&'a Nonce),
@@ -743,7 +816,7 @@ fn for_each_field<'a>(msg: &'a Message, mut f: impl FnMut(&'a str, Field<'a>)) {
             f("seq", Field::U64(m.seq));
             f("kind", Field::Str(&m.kind));
             f("attempt", Field::U64(m.attempt));
-            f("payload", Field::Object(&m.payload));
+            f("payload", Field::Payload(&m.payload));
         }
         Message::TaskReport(m) => {
             f("task_id", Field::Str(&m.task_id));

@@ -11,8 +11,9 @@ use indexmap::IndexMap;
 
 use super::artifacts::{TaskReport, TaskSpec, UsageSplit};
 use super::error::SchemaError;
+use super::payload::Payload;
 use super::{PROTOCOL_VERSION, SCHEMA_VERSION};
-use crate::json::{Object, Value};
+use crate::json::{CompactString, Object, Value};
 
 /// Common values of [`TaskProgress::kind`] (an open string).
 pub mod progress_kind {
@@ -170,40 +171,50 @@ impl TaskAssign {
 }
 
 /// `task.progress`, runner → hub.
+///
+/// The hub's firehose, shaped so that ingesting it allocates nothing: `task_id` and
+/// `kind` are [`CompactString`]s (inline up to 24 bytes), and a decoded frame's
+/// [`payload`](Self::payload) stays the frame's validated JSON text until it is read
+/// (see [`Payload`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskProgress {
     /// Frame schema version; must be 1 to validate.
     pub schema_version: u64,
     /// The task this progress belongs to.
-    pub task_id: String,
+    pub task_id: CompactString,
     /// Position in the runner's per-(task, attempt) stream; 0 until stamped.
     pub seq: u64,
     /// Payload discriminator (open string; see [`progress_kind`]).
-    pub kind: String,
+    pub kind: CompactString,
     /// Attempt echoed from the assign (0 = unset/legacy).
     pub attempt: u64,
-    /// Kind-specific body, keys in arrival order.
-    pub payload: Object,
+    /// Kind-specific body, keys in arrival order; read it as an [`Object`] (it derefs to
+    /// one), edit it through [`Payload::to_mut`].
+    pub payload: Payload,
     /// Unknown top-level fields, in arrival order.
     pub extra: Object,
 }
 
 impl TaskProgress {
     /// A progress frame of `kind` with `payload`.
-    pub fn new(task_id: impl Into<String>, kind: impl Into<String>, payload: Object) -> Self {
+    pub fn new(
+        task_id: impl Into<CompactString>,
+        kind: impl Into<CompactString>,
+        payload: Object,
+    ) -> Self {
         Self {
             schema_version: SCHEMA_VERSION,
             task_id: task_id.into(),
             seq: 0,
             kind: kind.into(),
             attempt: 0,
-            payload,
+            payload: Payload::from(payload),
             extra: Object::new(),
         }
     }
 
     /// A `usage` progress frame carrying `usage` as `payload.usage`.
-    pub fn usage(task_id: impl Into<String>, usage: &UsageSplit) -> Self {
+    pub fn usage(task_id: impl Into<CompactString>, usage: &UsageSplit) -> Self {
         let mut payload = Object::new();
         payload.insert("usage", usage.to_value());
         Self::new(task_id, progress_kind::USAGE, payload)

@@ -51,6 +51,7 @@ mod error;
 mod fast;
 mod json;
 mod messages;
+mod payload;
 
 pub use artifacts::{
     Budget, ControlOutcome, Criterion, TaskReport, TaskSpec, UsageSplit, USAGE_COMPONENTS,
@@ -58,7 +59,10 @@ pub use artifacts::{
 pub use as_type::{
     check_as, check_depth, check_message_as, is_sequenced_name, try_encode, SCHEMA_FILES,
 };
-pub use codec::{decode, decode_str, encode, encode_into, from_object, from_value, to_object};
+pub use codec::{
+    decode, decode_full, decode_owned, decode_str, encode, encode_into, from_object, from_value,
+    to_object,
+};
 pub use error::{DecodeError, Rule, SchemaError, Violation};
 pub use fast::{decode_str_view, decode_view, peek_progress, Decoded, ProgressView, MAX_MEMBERS};
 pub use json::parse_value;
@@ -67,6 +71,7 @@ pub use messages::{
     capability, progress_kind, report_status, role, Hello, Message, MessageType, Nonce, Ping, Pong,
     SentAt, TaskAssign, TaskCancel, TaskProgress, TaskReportMessage,
 };
+pub use payload::Payload;
 
 /// `schema_version` of every frame.
 pub const SCHEMA_VERSION: u64 = 1;
