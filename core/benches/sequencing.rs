@@ -5,15 +5,22 @@
 //! Groups:
 //! * `hub_ingest/{validate,tolerant}/{jsonl_64k,jsonl_4k,ws_frames}` — a [`HubSession`]
 //!   fed ~290-byte `usage` progress frames over 100 tasks, as JSONL bytes in 64 KiB or
-//!   4 KiB chunks or as one `Input::Frame` per frame (a WebSocket text message), outputs
-//!   drained after every input; throughput in frames/s. `validate` is the session
-//!   default.
+//!   4 KiB chunks or as one `Input::Frame` per frame (a WebSocket text message, handed
+//!   over as the owned `String` the transport produced: those strings are made before
+//!   the timed loop), outputs drained after every input; throughput in frames/s.
+//!   `validate` is the session default.
+//! * `hub_ingest/anchor/{serde_json_typed,sonic_rs_typed}` — the same 20,000 frames
+//!   decoded into a plain typed struct (`common/anchors.rs`), the cost a hub pays without
+//!   this crate's validation, sequencing and events.
 //! * `parts/*` — where the time goes: the framer alone, `wire::decode` alone (with and
 //!   without validation), and `ConnectionState::receive` alone.
 //!
 //! Before the benchmarks, the inbound memory of 10,000 tasks × 1,000 frames is printed
 //! (from `ConnectionState::memory_footprint`, an estimate from capacities; the
 //! `sequencing_memory` test measures the same with a counting allocator).
+
+#[path = "common/anchors.rs"]
+mod anchors;
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -85,10 +92,10 @@ fn drain(hub: &mut HubSession) -> usize {
 }
 
 /// One WebSocket text message per frame.
-fn ingest_frames(hub: &mut HubSession, frames: &[String]) -> usize {
+fn ingest_frames(hub: &mut HubSession, frames: Vec<String>) -> usize {
     let mut applied = 0;
     for f in frames {
-        hub.handle_input(1, Input::Frame(f.clone())).unwrap();
+        hub.handle_input(1, Input::Frame(f)).unwrap();
         applied += drain(hub);
     }
     applied
@@ -152,7 +159,10 @@ fn bench(c: &mut Criterion) {
     for (name, validate) in [("validate", true), ("tolerant", false)] {
         // Sanity: every frame is applied exactly once.
         assert_eq!(ingest(&mut open_hub(validate), &chunks), FRAMES);
-        assert_eq!(ingest_frames(&mut open_hub(validate), &frames), FRAMES);
+        assert_eq!(
+            ingest_frames(&mut open_hub(validate), frames.clone()),
+            FRAMES
+        );
         g.bench_function(format!("{name}/jsonl_64k"), |b| {
             b.iter_batched(
                 || open_hub(validate),
@@ -169,12 +179,26 @@ fn bench(c: &mut Criterion) {
         });
         g.bench_function(format!("{name}/ws_frames"), |b| {
             b.iter_batched(
-                || open_hub(validate),
-                |mut hub| ingest_frames(&mut hub, &frames),
+                || (open_hub(validate), frames.clone()),
+                |(mut hub, owned)| ingest_frames(&mut hub, owned),
                 BatchSize::LargeInput,
             )
         });
     }
+    g.bench_function("anchor/serde_json_typed", |b| {
+        b.iter(|| {
+            for f in &frames {
+                black_box(anchors::serde_typed::<anchors::IngestPayload>(f));
+            }
+        })
+    });
+    g.bench_function("anchor/sonic_rs_typed", |b| {
+        b.iter(|| {
+            for f in &frames {
+                black_box(anchors::sonic_typed::<anchors::IngestPayload>(f));
+            }
+        })
+    });
     g.finish();
 
     let mut g = c.benchmark_group("parts");

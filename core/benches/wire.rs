@@ -1,10 +1,21 @@
 //! Codec throughput: decode+validate and encode of a ~250-byte usage progress frame and a
 //! ~2 KiB task.assign. Reported as frames/s (elements) and bytes/s.
 //!
+//! The usage frame's group also times the anchors (`anchor_serde_json_typed`,
+//! `anchor_sonic_rs_typed`): a plain typed-struct decode of the same frame, see
+//! `common/anchors.rs`. `decode_validate` keeps the payload as validated text
+//! (`wire::Payload`); `decode_validate_read` also reads `payload.usage` (building the
+//! payload object), `decode_full_validate` is the value-tree decode without the fast path.
+//!
 //! Run: `cargo bench -p stapel-runner-protocol --bench wire`
 
+#[path = "common/anchors.rs"]
+mod anchors;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use stapel_runner_protocol::wire::{decode, decode_str, encode, encode_into, peek_progress};
+use stapel_runner_protocol::wire::{
+    decode, decode_full, decode_owned, decode_str, encode, encode_into, peek_progress, Message,
+};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -63,6 +74,30 @@ fn bench(c: &mut Criterion) {
             });
             group.bench_function("decode_str_validate", |b| {
                 b.iter(|| decode_str(black_box(&frame), true).unwrap())
+            });
+            group.bench_function("decode_owned_validate", |b| {
+                b.iter_batched(
+                    || frame.clone(),
+                    |f| decode_owned(f, true).unwrap(),
+                    criterion::BatchSize::SmallInput,
+                )
+            });
+            group.bench_function("decode_validate_read", |b| {
+                b.iter(|| {
+                    let Message::TaskProgress(m) = decode(black_box(bytes), true).unwrap() else {
+                        unreachable!()
+                    };
+                    m.payload["usage"]["output"].as_u64()
+                })
+            });
+            group.bench_function("decode_full_validate", |b| {
+                b.iter(|| decode_full(black_box(&frame), true).unwrap())
+            });
+            group.bench_function("anchor_serde_json_typed", |b| {
+                b.iter(|| anchors::serde_typed::<anchors::WirePayload>(black_box(&frame)))
+            });
+            group.bench_function("anchor_sonic_rs_typed", |b| {
+                b.iter(|| anchors::sonic_typed::<anchors::WirePayload>(black_box(&frame)))
             });
         }
         group.bench_function("decode_tolerant", |b| {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use indexmap::IndexMap;
 
-use crate::json::{Object, Value};
+use crate::json::{CompactString, Object, Value};
 
 use crate::framing::LineFramer;
 use crate::sequencing::{Arrival, ConnectionState, Position, Resync, Role};
@@ -77,9 +77,57 @@ pub enum Acks {
         due: u64,
         /// Frames applied since the last acknowledgement (`ack_every_frames`).
         frames: u64,
-        /// The streams whose watermark advanced.
-        dirty: HashMap<String, Vec<Option<u64>>>,
     },
+}
+
+/// The streams whose watermark advanced since the last acknowledgement (the streams of
+/// [`Acks::Owed`]), kept across acknowledgements so that a stream that keeps advancing
+/// is marked without allocating: an entry belongs to the current window when it was
+/// marked in it, and closing a window drops the entries not marked in it (so the set
+/// never holds more than the streams of one window).
+#[derive(Debug, Clone, Default)]
+struct Dirty {
+    /// The current window.
+    window: u64,
+    /// Per task, its streams (attempts) and the window each was last marked in.
+    streams: HashMap<CompactString, Vec<(Option<u64>, u64)>>,
+}
+
+impl Dirty {
+    /// Mark stream `(task, attempt)` in the current window.
+    fn mark(&mut self, task: &str, attempt: Option<u64>) {
+        let window = self.window;
+        match self.streams.get_mut(task) {
+            Some(list) => match list.iter_mut().find(|(a, _)| *a == attempt) {
+                Some(entry) => entry.1 = window,
+                None => list.push((attempt, window)),
+            },
+            None => {
+                self.streams.insert(task.into(), vec![(attempt, window)]);
+            }
+        }
+    }
+
+    /// The streams marked in the current window.
+    fn current(&self) -> impl Iterator<Item = (&str, Option<u64>)> + '_ {
+        let window = self.window;
+        self.streams.iter().flat_map(move |(task, list)| {
+            list.iter()
+                .filter(move |(_, w)| *w == window)
+                .map(move |(a, _)| (task.as_str(), *a))
+        })
+    }
+
+    /// Close the current window: its marks are spent, and entries not marked in it are
+    /// dropped.
+    fn close_window(&mut self) {
+        let window = self.window;
+        self.streams.retain(|_, list| {
+            list.retain(|(_, w)| *w == window);
+            !list.is_empty()
+        });
+        self.window = window.wrapping_add(1);
+    }
 }
 
 /// What exists only while a transport is up.
@@ -138,6 +186,68 @@ fn positions(v: &Value, with_attempt: bool, role: Role) -> (Vec<Position>, Optio
 
 /// Split positions into lists whose encoded size stays within `budget` bytes and
 /// `max_entries` entries (an entry larger than the budget travels alone).
+/// Split `list` the way [`chunk_positions`] splits positions: the lengths of the chunks.
+fn chunk_lengths(list: &[AckEntry<'_>], budget: usize, max_entries: usize) -> Vec<usize> {
+    let mut chunks = Vec::new();
+    let mut len: usize = 0;
+    let mut used: usize = 2;
+    for &(task, attempt, seq) in list {
+        let size = entry_bytes(task, attempt, seq).saturating_add(1);
+        if len > 0 && (used.saturating_add(size) > budget || len >= max_entries.max(1)) {
+            chunks.push(len);
+            len = 0;
+            used = 2;
+        }
+        used = used.saturating_add(size);
+        len = len.saturating_add(1);
+    }
+    if len > 0 {
+        chunks.push(len);
+    }
+    chunks
+}
+
+/// One acknowledgement to send: a stream (task, attempt) and its watermark.
+type AckEntry<'a> = (&'a str, Option<u64>, u64);
+
+/// The frame of `ping` with nonce `nonce` and the `ack` list `list`, written directly:
+/// byte for byte what `wire::encode` writes for that ping (the `ack` extension as
+/// [`Position::list_to_value`] builds it), in one allocation.
+fn ack_ping_frame(nonce: i64, list: &[AckEntry<'_>]) -> String {
+    const HEAD: &str = r#"{"schema_version":1,"type":"ping","nonce":"#;
+    let body = list
+        .iter()
+        .map(|&(t, a, s)| entry_bytes(t, a, s).saturating_add(1))
+        .fold(2, usize::saturating_add);
+    let mut buf = Vec::with_capacity(HEAD.len().saturating_add(body).saturating_add(32));
+    buf.extend_from_slice(HEAD.as_bytes());
+    write_int(&mut buf, nonce);
+    buf.extend_from_slice(br#","ack":["#);
+    for (i, &(task, attempt, seq)) in list.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        buf.extend_from_slice(br#"{"task_id":"#);
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut buf, task);
+        if let Some(a) = attempt {
+            buf.extend_from_slice(br#","attempt":"#);
+            write_int(&mut buf, a);
+        }
+        buf.extend_from_slice(br#","seq":"#);
+        write_int(&mut buf, seq);
+        buf.push(b'}');
+    }
+    buf.extend_from_slice(b"]}");
+    // Only ASCII punctuation, serde_json strings and digits were written.
+    String::from_utf8(buf).unwrap_or_default()
+}
+
+/// Decimal digits of an integer, appended.
+fn write_int<T: serde::Serialize>(buf: &mut Vec<u8>, n: T) {
+    let _ = serde_json::to_writer(buf, &n);
+}
+
 pub(crate) fn chunk_positions(
     list: &[Position],
     budget: usize,
@@ -166,6 +276,11 @@ pub(crate) fn chunk_positions(
 /// Encoded size of one position in a list (`{"task_id":…,"attempt":N,"seq":N}`, compact),
 /// computed without encoding it: this runs for every position of every ack.
 fn position_bytes(p: &Position) -> usize {
+    entry_bytes(&p.task_id, p.attempt, p.seq)
+}
+
+/// [`position_bytes`] of a position given by its parts.
+fn entry_bytes(task_id: &str, attempt: Option<u64>, seq: u64) -> usize {
     fn digits(n: u64) -> usize {
         // At most 20: `checked_ilog10` of a u64 is at most 19.
         n.checked_ilog10()
@@ -173,8 +288,7 @@ fn position_bytes(p: &Position) -> usize {
     }
     // The encoded length of a JSON string: quotes plus each character as serde_json
     // escapes it (`\"`, `\\`, the short control escapes, `\u00XX` for the others).
-    let text = p
-        .task_id
+    let text = task_id
         .chars()
         .map(|c| match c {
             '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
@@ -182,15 +296,13 @@ fn position_bytes(p: &Position) -> usize {
             c => c.len_utf8(),
         })
         .fold(2usize, usize::saturating_add);
-    let attempt = p
-        .attempt
-        .map_or(0, |a| r#","attempt":"#.len().saturating_add(digits(a)));
+    let attempt = attempt.map_or(0, |a| r#","attempt":"#.len().saturating_add(digits(a)));
     [
         r#"{"task_id":"#.len(),
         text,
         attempt,
         r#","seq":"#.len(),
-        digits(p.seq),
+        digits(seq),
         1,
     ]
     .into_iter()
@@ -221,6 +333,8 @@ pub struct Engine {
     framer: LineFramer,
     out: VecDeque<Output>,
     held: Held,
+    /// Streams to acknowledge (see [`Acks`]).
+    dirty: Dirty,
     /// Time of the latest input (lines are handled lazily at that time).
     now: u64,
     nonce: i64,
@@ -238,6 +352,7 @@ impl Engine {
             link: Link::Down,
             out: VecDeque::new(),
             held: HashMap::new(),
+            dirty: Dirty::default(),
             now: 0,
             nonce: 0,
             held_bytes: 0,
@@ -362,6 +477,7 @@ impl Engine {
         }
         self.framer = LineFramer::new(self.cfg.framer.clone());
         self.clear_held();
+        self.dirty.close_window();
         self.link = Link::Up(Live {
             stage,
             last_rx: now,
@@ -779,31 +895,24 @@ impl Engine {
         let Link::Up(live) = &mut self.link else {
             return;
         };
-        if let Acks::Idle = live.acks {
-            live.acks = Acks::Owed {
-                due: now.saturating_add(self.cfg.ack_delay_ms),
-                frames: 0,
-                dirty: HashMap::new(),
-            };
-        }
-        if let Acks::Owed {
-            frames: count,
-            dirty,
-            ..
-        } = &mut live.acks
-        {
-            *count = count.saturating_add(frames);
-            match dirty.get_mut(task) {
-                Some(list) => {
-                    if !list.contains(&attempt) {
-                        list.push(attempt);
-                    }
-                }
-                None => {
-                    dirty.insert(task.to_owned(), vec![attempt]);
-                }
+        match &mut live.acks {
+            Acks::Idle => {
+                live.acks = Acks::Owed {
+                    due: now.saturating_add(self.cfg.ack_delay_ms),
+                    frames,
+                };
             }
+            Acks::Owed { frames: count, .. } => *count = count.saturating_add(frames),
         }
+        self.dirty.mark(task, attempt);
+    }
+
+    /// Forget the owed acknowledgements (they were sent, or are covered by a full one).
+    fn clear_acks(&mut self) {
+        if let Link::Up(live) = &mut self.link {
+            live.acks = Acks::Idle;
+        }
+        self.dirty.close_window();
     }
 
     /// Answer a ping: a pong echoing its nonce, carrying pending acknowledgements.
@@ -836,27 +945,35 @@ impl Engine {
         self.send_ack_pings(&rest, &[]);
     }
 
-    /// Pending acknowledgements (tombstoned streams included); clears the pending set.
+    /// Pending acknowledgements (tombstoned streams included), in wire order; clears the
+    /// pending set.
     fn take_acks(&mut self) -> Vec<Position> {
-        let dirty = match &mut self.link {
-            Link::Up(live) => match std::mem::take(&mut live.acks) {
-                Acks::Owed { dirty, .. } => dirty,
-                Acks::Idle => return Vec::new(),
-            },
-            _ => return Vec::new(),
+        let list = self
+            .pending_acks()
+            .into_iter()
+            .map(|(t, a, s)| Position::new(t, a, s))
+            .collect();
+        self.clear_acks();
+        list
+    }
+
+    /// The pending acknowledgements, borrowed, in the deterministic wire order (task,
+    /// attempt); empty when none are owed.
+    fn pending_acks(&self) -> Vec<AckEntry<'_>> {
+        let Link::Up(Live {
+            acks: Acks::Owed { .. },
+            ..
+        }) = &self.link
+        else {
+            return Vec::new();
         };
-        let mut list = Vec::new();
-        for (task, attempts) in dirty {
-            for a in attempts {
-                if let Some(w) = self.state.ack_watermark(&task, a) {
-                    if w > 0 {
-                        list.push(Position::new(task.clone(), a, w));
-                    }
-                }
-            }
-        }
-        // Deterministic order on the wire.
-        list.sort_by(|x, y| (&x.task_id, x.attempt).cmp(&(&y.task_id, y.attempt)));
+        let most = self.dirty.streams.values().map(Vec::len).sum();
+        let mut list: Vec<AckEntry<'_>> = Vec::with_capacity(most);
+        list.extend(self.dirty.current().filter_map(|(task, a)| {
+            let w = self.state.ack_watermark(task, a)?;
+            (w > 0).then_some((task, a, w))
+        }));
+        list.sort_unstable_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
         list
     }
 
@@ -901,9 +1018,7 @@ impl Engine {
     /// Acknowledge every inbound stream (after a hello), with an optional resync notice.
     /// Both lists fit in one ping when they can; otherwise they are split by byte size.
     pub(crate) fn send_full_ack(&mut self, replay_from: &[Position]) {
-        if let Link::Up(live) = &mut self.link {
-            live.acks = Acks::Idle;
-        }
+        self.clear_acks();
         let all = self.state.ack_positions();
         let budget = self.ping_budget();
         if !all.is_empty()
@@ -916,9 +1031,30 @@ impl Engine {
         }
     }
 
+    /// Send the owed acknowledgements: the steady-state path, once per
+    /// `ack_every_frames` applied frames or `ack_delay_ms`. The pings are written
+    /// directly from the pending set (byte for byte what [`send_ack_pings`](Self::send_ack_pings)
+    /// writes), so acknowledging costs a few allocations per ping, not per stream.
     fn flush_acks(&mut self) {
-        let acks = self.take_acks();
-        self.send_ack_pings(&acks, &[]);
+        let mut nonce = self.nonce;
+        let frames: Vec<String> = {
+            let list = self.pending_acks();
+            let mut rest: &[AckEntry<'_>] = &list;
+            chunk_lengths(&list, self.ping_budget(), self.cfg.max_ack_entries)
+                .into_iter()
+                .map(|n| {
+                    let (chunk, tail) = rest.split_at(n.min(rest.len()));
+                    rest = tail;
+                    nonce = nonce.saturating_add(1);
+                    ack_ping_frame(nonce, chunk)
+                })
+                .collect()
+        };
+        self.nonce = nonce;
+        self.clear_acks();
+        for f in frames {
+            self.transmit(f);
+        }
     }
 
     fn maybe_flush_acks(&mut self, _now: u64) {
@@ -1031,6 +1167,50 @@ mod position_size_tests {
                     let encoded = serde_json::to_string(&p.to_value()).unwrap();
                     assert_eq!(position_bytes(&p), encoded.len(), "{encoded}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn direct_ack_ping_equals_the_encoded_ping() {
+        let ids = [
+            "T-1",
+            "tâsk/☃",
+            "q\"uote\\back",
+            "ctl\n\t\u{1}\u{1f}\u{7f}",
+            "😀x",
+        ];
+        let mut entries: Vec<AckEntry<'_>> = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            entries.push((id, None, i as u64));
+            entries.push((id, Some(i as u64 * 7), 9_007_199_254_740_991));
+        }
+        for n in 1..=entries.len() {
+            let list = &entries[..n];
+            for nonce in [1, 42, i64::MAX] {
+                let mut ping = Ping::new(Some(nonce.into()));
+                let positions: Vec<Position> = list
+                    .iter()
+                    .map(|&(t, a, s)| Position::new(t, a, s))
+                    .collect();
+                ping.extra
+                    .insert("ack", Position::list_to_value(&positions));
+                assert_eq!(
+                    ack_ping_frame(nonce, list),
+                    wire::encode(&Message::Ping(ping))
+                );
+            }
+            // The same chunks as the position chunker.
+            let positions: Vec<Position> = list
+                .iter()
+                .map(|&(t, a, s)| Position::new(t, a, s))
+                .collect();
+            for (budget, max) in [(60, 100), (200, 2), (10_000, 3), (1, 1)] {
+                let want: Vec<usize> = chunk_positions(&positions, budget, max)
+                    .iter()
+                    .map(Vec::len)
+                    .collect();
+                assert_eq!(chunk_lengths(list, budget, max), want);
             }
         }
     }

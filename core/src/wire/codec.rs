@@ -46,7 +46,7 @@ pub fn decode(frame: &[u8], validate: bool) -> Result<Message, DecodeError> {
 /// As [`decode`].
 pub fn decode_str(frame: &str, validate: bool) -> Result<Message, DecodeError> {
     if let Some(view) = peek_progress(frame) {
-        return Ok(Message::TaskProgress(progress_from_view(&view, None)));
+        return Ok(Message::TaskProgress(progress_from_view(&view)));
     }
     decode_full(frame, validate)
 }
@@ -63,11 +63,11 @@ pub fn decode_owned(frame: String, validate: bool) -> Result<Message, DecodeErro
         let base = frame.as_ptr() as usize;
         let start = (view.payload.as_ptr() as usize).wrapping_sub(base);
         let span = (start, start.wrapping_add(view.payload.len()));
-        (fields_of(&view), span, view.payload_canonical)
+        (fields_of(&view), span)
     });
     match progress {
-        Some((mut m, (start, end), canonical)) => {
-            m.payload = Payload::from_validated(frame, start, end, canonical);
+        Some((mut m, (start, end))) => {
+            m.payload = Payload::from_validated(frame, start, end);
             Ok(Message::TaskProgress(m))
         }
         None => decode_full(&frame, validate),
@@ -88,15 +88,11 @@ pub fn decode_full(frame: &str, validate: bool) -> Result<Message, DecodeError> 
     }
 }
 
-/// The message of a fast-path view; its payload text is copied into `buf` when given,
-/// otherwise into a string of its own.
-pub(crate) fn progress_from_view(view: &ProgressView<'_>, buf: Option<String>) -> TaskProgress {
+/// The message of a fast-path view, its payload text copied into a string of its own.
+pub(crate) fn progress_from_view(view: &ProgressView<'_>) -> TaskProgress {
     let mut m = fields_of(view);
     let text = view.payload;
-    let mut buf = buf.unwrap_or_default();
-    buf.clear();
-    buf.push_str(text);
-    m.payload = Payload::from_validated(buf, 0, text.len(), view.payload_canonical);
+    m.payload = Payload::from_validated(text.to_owned(), 0, text.len());
     m
 }
 

@@ -63,10 +63,6 @@ pub struct ProgressView<'a> {
     /// The payload object's JSON text, exactly as in the frame: well-formed, without
     /// duplicate keys at any depth, and for kind `usage` with a valid `usage` split.
     pub payload: &'a str,
-    /// `true` when `payload` is exactly what [`encode`](super::encode) writes for the
-    /// object it holds (no whitespace, no escapes, integers of at most 18 digits), so it
-    /// can be re-encoded by copying.
-    pub payload_canonical: bool,
 }
 
 /// A decoded frame as [`decode_view`] hands it over: the fast path's borrowed view of a
@@ -90,7 +86,7 @@ impl Decoded<'_> {
     pub fn into_message(self) -> Result<Message, DecodeError> {
         match self {
             Decoded::Message(m) => Ok(m),
-            Decoded::Progress(view) => Ok(Message::TaskProgress(progress_from_view(&view, None))),
+            Decoded::Progress(view) => Ok(Message::TaskProgress(progress_from_view(&view))),
         }
     }
 }
@@ -156,7 +152,6 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
         text: frame,
         bytes: frame.as_bytes(),
         pos: 0,
-        canonical: true,
     };
     if s.ws() != b'{' {
         return None;
@@ -170,7 +165,6 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
         attempt: 0,
         kind: "",
         payload: "",
-        payload_canonical: false,
     };
     let mut seen = 0u8;
     let mut usage_ok = false;
@@ -215,10 +209,8 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
             KIND => view.kind = s.plain_str()?,
             _ => {
                 let start = s.pos;
-                s.canonical = true;
                 usage_ok = s.object(depth, true)?;
                 view.payload = frame.get(start..s.pos)?;
-                view.payload_canonical = s.canonical;
             }
         }
         match s.ws() {
@@ -259,13 +251,7 @@ struct Scanner<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
-    /// Nothing seen since this was last set differs from the encoder's own form: no
-    /// whitespace, no escape, integers of at most [`CANONICAL_DIGITS`] digits.
-    canonical: bool,
 }
-
-/// Integer literals up to this many digits re-encode as written (they fit `i64`).
-const CANONICAL_DIGITS: usize = 18;
 
 impl<'a> Scanner<'a> {
     #[inline(always)]
@@ -276,10 +262,7 @@ impl<'a> Scanner<'a> {
     /// Skip whitespace; the next byte (`0` at the end).
     #[inline(always)]
     fn ws(&mut self) -> u8 {
-        let at = self.pos;
-        let next = skip_ws(self.bytes, &mut self.pos);
-        self.canonical &= self.pos == at;
-        next
+        skip_ws(self.bytes, &mut self.pos)
     }
 
     /// `:` after optional whitespace, then whitespace up to the value.
@@ -509,10 +492,7 @@ impl<'a> Scanner<'a> {
                     self.pos = fwd(i, 1);
                     return Some(());
                 }
-                b'\\' => {
-                    self.canonical = false;
-                    i = self.scan(self.escape(fwd(i, 1))?);
-                }
+                b'\\' => i = self.scan(self.escape(fwd(i, 1))?),
                 // A control character, or the end of the frame.
                 _ => return None,
             }
@@ -560,27 +540,19 @@ impl<'a> Scanner<'a> {
             b'1'..=b'9' => i = self.digits(fwd(i, 1)),
             _ => return None,
         }
-        let int_digits = i.wrapping_sub(int_start);
         // Integer digits beyond this many could exceed f64::MAX (about 1.8e308).
-        let mut check_range = int_digits > 300;
-        // `-0` parses as a float, and long integers may not fit an `i64`: both re-encode
-        // differently.
-        if int_digits > CANONICAL_DIGITS || (start != int_start && self.at(int_start) == b'0') {
-            self.canonical = false;
-        }
+        let mut check_range = i.wrapping_sub(int_start) > 300;
         match self.at(i) {
             b'0'..=b'9' => return None, // a leading zero
             b'.' => {
                 if !self.at(fwd(i, 1)).is_ascii_digit() {
                     return None;
                 }
-                self.canonical = false;
                 i = self.digits(fwd(i, 2));
             }
             _ => {}
         }
         if matches!(self.at(i), b'e' | b'E') {
-            self.canonical = false;
             i = fwd(i, 1);
             if matches!(self.at(i), b'+' | b'-') {
                 i = fwd(i, 1);

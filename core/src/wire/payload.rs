@@ -57,8 +57,6 @@ struct TextPayload {
     /// Byte span of the payload's object text in `buf`.
     start: usize,
     end: usize,
-    /// The text is exactly what the encoder writes for the object it holds.
-    canonical: bool,
     built: OnceLock<Object>,
 }
 
@@ -91,8 +89,8 @@ impl Payload {
 
     /// A payload held as text: `buf[start..end]` is the JSON text of an object that the
     /// wire rules already accepted (well-formed, no duplicate keys, nesting within
-    /// bounds); `canonical` when it is exactly the encoder's form of that object.
-    pub(crate) fn from_validated(buf: String, start: usize, end: usize, canonical: bool) -> Self {
+    /// bounds).
+    pub(crate) fn from_validated(buf: String, start: usize, end: usize) -> Self {
         if buf.get(start..end).is_none() {
             // Not a span of `buf` (never, from the scanner): an empty object.
             return Self::new();
@@ -103,7 +101,6 @@ impl Payload {
                 buf,
                 start,
                 end,
-                canonical,
                 built: OnceLock::new(),
             }),
         }
@@ -159,10 +156,11 @@ impl Payload {
         matches!((&self.built, &self.text), (None, Some(t)) if t.built.get().is_none())
     }
 
-    /// The text to write for this payload when it is exactly the encoder's form.
+    /// The text to write for this payload when it is exactly the encoder's form (see
+    /// [`is_encoder_form`]).
     pub(crate) fn canonical_text(&self) -> Option<&str> {
         match (&self.built, &self.text) {
-            (None, Some(t)) if t.canonical => Some(t.text()),
+            (None, Some(t)) => Some(t.text()).filter(|text| is_encoder_form(text)),
             _ => None,
         }
     }
@@ -239,6 +237,53 @@ impl serde::Serialize for Payload {
     }
 }
 
+/// Whether validated JSON `text` is exactly what the encoder writes for the value it
+/// holds: no whitespace between tokens, no escapes in strings (serde_json writes every
+/// character raw except `"`, `\\` and control characters, which must be escaped), and
+/// numbers only as integers of at most 18 digits other than `-0` (a fraction, an exponent,
+/// `-0` or a wider integer may be written back differently). Keys and strings keep their
+/// bytes, and objects their member order, so such text re-encodes to itself. Conservative:
+/// `false` only costs a build and an encode.
+pub(crate) fn is_encoder_form(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'"' => {
+                // A string: no escape before its closing quote.
+                i = i.saturating_add(1);
+                match memchr::memchr2(b'"', b'\\', b.get(i..).unwrap_or_default()) {
+                    Some(n) if b.get(i.saturating_add(n)) == Some(&b'"') => {
+                        i = i.saturating_add(n).saturating_add(1);
+                    }
+                    _ => return false,
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                let digits_from = start.saturating_add(usize::from(c == b'-'));
+                i = digits_from;
+                while b.get(i).is_some_and(u8::is_ascii_digit) {
+                    i = i.saturating_add(1);
+                }
+                let digits = i.saturating_sub(digits_from);
+                if digits > 18
+                    || matches!(b.get(i), Some(b'.' | b'e' | b'E'))
+                    || (c == b'-' && b.get(digits_from) == Some(&b'0'))
+                {
+                    return false;
+                }
+            }
+            b't' | b'n' => i = i.saturating_add(4),
+            b'f' => i = i.saturating_add(5),
+            b'{' | b'}' | b'[' | b']' | b':' | b',' => i = i.saturating_add(1),
+            // Whitespace (or anything else).
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// Build the object of validated text. The wire rules accepted the text, so it parses;
 /// should it ever not, the result is an empty object rather than a panic.
 fn build_object(text: &str) -> Object {
@@ -295,5 +340,91 @@ impl Sink for Builder {
     }
     fn end_array(&mut self, array: Vec<Value>) -> Result<Value, Self::Error> {
         Ok(Value::Array(array))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{decode_owned, encode, Message};
+
+    fn frame(payload: &str) -> String {
+        format!(
+            r#"{{"schema_version":1,"type":"task.progress","task_id":"T-1","seq":1,"kind":"state","attempt":0,"payload":{payload}}}"#
+        )
+    }
+
+    #[test]
+    fn encoder_form_is_recognised_conservatively() {
+        let yes = [
+            r#"{}"#,
+            r#"{"a":1,"b":[true,false,null],"c":{"d":"é ☃ x y"},"e":-5,"f":[]}"#,
+            r#"{"n":123456789012345678,"m":-123456789012345678}"#,
+            r#"{"s":"spaces inside a string"}"#,
+        ];
+        for text in yes {
+            assert!(is_encoder_form(text), "{text}");
+        }
+        let no = [
+            r#"{ "a":1}"#,
+            r#"{"a":1 }"#,
+            "{\"a\":\n1}",
+            r#"{"a":"q\"uote"}"#,
+            r#"{"a":"\u00e9"}"#,
+            r#"{"a":"\/"}"#,
+            r#"{"a":1.5}"#,
+            r#"{"a":1e3}"#,
+            r#"{"a":1E3}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":1234567890123456789}"#,
+        ];
+        for text in no {
+            assert!(!is_encoder_form(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_text_payload_re_encodes_as_the_built_one() {
+        let payloads = [
+            r#"{}"#,
+            r#"{"state":"running","step":3,"list":[1,-2,{"x":null}]}"#,
+            r#"{ "state" : "running" }"#,
+            r#"{"a":"\u00e9\n\/","b":1.50,"c":-0,"d":1e2,"e":12345678901234567890}"#,
+        ];
+        for p in payloads {
+            let f = frame(p);
+            let Ok(Message::TaskProgress(lazy)) = decode_owned(f.clone(), true) else {
+                panic!("{f}")
+            };
+            assert_eq!(lazy.payload.text(), Some(p));
+            let mut built = lazy.clone();
+            built.payload = Payload::from(built.payload.object().clone());
+            assert_eq!(
+                encode(&Message::TaskProgress(lazy)),
+                encode(&Message::TaskProgress(built)),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn reading_builds_once_and_editing_drops_the_text() {
+        let f = frame(r#"{"state":"running"}"#);
+        let Ok(Message::TaskProgress(mut m)) = decode_owned(f, true) else {
+            panic!()
+        };
+        assert!(m.payload.is_unbuilt());
+        let first: *const Object = m.payload.object();
+        assert!(!m.payload.is_unbuilt());
+        assert_eq!(m.payload.text(), Some(r#"{"state":"running"}"#));
+        assert!(std::ptr::eq(first, m.payload.object()), "built twice");
+        m.payload.insert("step", 1u64);
+        assert_eq!(m.payload.text(), None);
+        assert_eq!(
+            encode(&Message::TaskProgress(m)),
+            frame(r#"{"state":"running","step":1}"#)
+        );
+        assert_eq!(Payload::new(), Payload::from(Object::new()));
+        assert_eq!(Payload::new().into_object(), Object::new());
     }
 }
