@@ -27,15 +27,15 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use stapel_runner_protocol::contract::Catalog;
+use stapel_runner_protocol::json::Object;
 use stapel_runner_protocol::runner_task::{
-    admit_attempt, report_object, restart_plan, Admission, ConnectConfig, Reconnect,
-    SavedSnapshot, TaskOutcome,
+    admit_attempt, report_object, restart_plan, Admission, ConnectConfig, Reconnect, SavedSnapshot,
+    TaskOutcome,
 };
 use stapel_runner_protocol::sequencing::ConnectionState;
 use stapel_runner_protocol::session::{
     Event, Input, Machine, Output, RunnerSession, SessionConfig, SessionError,
 };
-use stapel_runner_protocol::json::Object;
 use stapel_runner_protocol::wire::{Hello, Message, TaskProgress, TaskReportMessage, UsageSplit};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
@@ -181,12 +181,7 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                         let admission = if shutting_down.is_some() {
                             Admission::Busy
                         } else {
-                            admit_attempt(
-                                running.len(),
-                                cfg.max_tasks,
-                                running_attempt,
-                                a.attempt,
-                            )
+                            admit_attempt(running.len(), cfg.max_tasks, running_attempt, a.attempt)
                         };
                         match admission {
                             Admission::Start => {
@@ -292,9 +287,8 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                 let _ = tokio::time::timeout(close_timeout, s.close(None)).await;
             }
             let _ = session.handle_input(now(), Input::Disconnected);
-            retry_at = Some(
-                Instant::now() + ms(reconnect.connection_lost(got_frame, fastrand::u64(..))),
-            );
+            retry_at =
+                Some(Instant::now() + ms(reconnect.connection_lost(got_frame, fastrand::u64(..))));
             continue;
         }
         // Release reported tasks once the hub acknowledged their report.

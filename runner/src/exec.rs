@@ -218,7 +218,10 @@ fn through_init(me: &std::path::Path, command: &[String]) -> Option<Ended> {
     let mut text = String::new();
     let _ = status_in.read_to_string(&mut text);
     let mut words = text.split_whitespace();
-    match (words.next(), words.next().and_then(|n| n.parse::<i32>().ok())) {
+    match (
+        words.next(),
+        words.next().and_then(|n| n.parse::<i32>().ok()),
+    ) {
         (Some("exit"), Some(code)) => Some(Ended::Exit(code)),
         (Some("signal"), Some(n)) => Signal::try_from(n).ok().map(Ended::Signal),
         // harness-init itself was killed (it dies with the wrapper, or by a KILL to

@@ -166,7 +166,9 @@ mod tests {
         let copy = first.clone();
         let e = Store::open(&dir).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
-        assert!(e.to_string().contains("another runner uses the state directory"));
+        assert!(e
+            .to_string()
+            .contains("another runner uses the state directory"));
         drop(first);
         // A clone still holds the lock.
         assert!(Store::open(&dir).is_err());

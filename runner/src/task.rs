@@ -34,8 +34,8 @@ use stapel_runner_protocol::contract::Catalog;
 use stapel_runner_protocol::json::Object;
 use stapel_runner_protocol::local::LocalConfig;
 use stapel_runner_protocol::runner_task::{
-    progress_from_harness_event, progress_from_local_event, HarnessEnd, HarnessPlan,
-    ProgressItem, Rein, TaskOutcome, TaskRun, TaskRunConfig, TaskRunInput, TaskRunOutput,
+    progress_from_harness_event, progress_from_local_event, HarnessEnd, HarnessPlan, ProgressItem,
+    Rein, TaskOutcome, TaskRun, TaskRunConfig, TaskRunInput, TaskRunOutput,
 };
 use stapel_runner_protocol::wire::TaskAssign;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -308,9 +308,8 @@ fn read_token(a: &ConnectArgs) -> stapel_runner::ws::TokenSource {
     }
     match &a.token_file {
         Some(p) => TokenSource::File(p.clone()),
-        None => TokenSource::from_env(&a.token_env).unwrap_or_else(|e| {
-            fail(format!("{e} (and no --token-file was given)"))
-        }),
+        None => TokenSource::from_env(&a.token_env)
+            .unwrap_or_else(|e| fail(format!("{e} (and no --token-file was given)"))),
     }
 }
 
