@@ -42,7 +42,7 @@ pub const HARNESS_STDIN_QUEUE: usize = 1024;
 const STDOUT_QUEUE: usize = 256;
 /// After the harness leader exits, the longest the pipes are drained while they keep
 /// producing bytes (a straggler may hold them open and keep writing).
-const DRAIN_HARD_CAP: Duration = Duration::from_secs(5);
+pub const DRAIN_HARD_CAP: Duration = Duration::from_secs(5);
 
 /// Where the controller commands come from.
 #[derive(Debug)]

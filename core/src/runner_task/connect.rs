@@ -105,9 +105,7 @@ impl ConnectConfig {
         let d = Self::default();
         Ok(Self {
             max_tasks: r.usize("max_tasks")?.unwrap_or(d.max_tasks),
-            connect_timeout_ms: r
-                .u64("connect_timeout_ms")?
-                .unwrap_or(d.connect_timeout_ms),
+            connect_timeout_ms: r.u64("connect_timeout_ms")?.unwrap_or(d.connect_timeout_ms),
             write_timeout_ms: r.u64("write_timeout_ms")?.or(d.write_timeout_ms),
             shutdown_grace_ms: r.u64("shutdown_grace_ms")?.unwrap_or(d.shutdown_grace_ms),
             close_timeout_ms: r.u64("close_timeout_ms")?.unwrap_or(d.close_timeout_ms),
@@ -116,9 +114,7 @@ impl ConnectConfig {
                 .unwrap_or(d.max_queued_messages),
             max_event_batch: r.usize("max_event_batch")?.unwrap_or(d.max_event_batch),
             backoff: Backoff {
-                initial_ms: r
-                    .u64("backoff_initial_ms")?
-                    .unwrap_or(d.backoff.initial_ms),
+                initial_ms: r.u64("backoff_initial_ms")?.unwrap_or(d.backoff.initial_ms),
                 max_ms: r.u64("backoff_max_ms")?.unwrap_or(d.backoff.max_ms),
             },
             task: super::TaskRunConfig {

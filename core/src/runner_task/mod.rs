@@ -734,6 +734,52 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn the_default_catalog_table_is_a_valid_catalog() {
+        let c = default_catalog();
+        let ids: Vec<_> = c.profiles.iter().map(|p| p.profile_id.as_str()).collect();
+        assert_eq!(ids, ["fake", "subprocess"]);
+        assert_eq!(c.reins.len(), 2);
+    }
+
+    #[test]
+    fn a_task_run_reports_exactly_once_and_ignores_inputs_after_it() {
+        let mut a = crate::wire::TaskAssign::new(
+            Object::new(),
+            "coder",
+            match Value::from(json!({"backend": "fake"})) {
+                Value::Object(o) => o,
+                _ => Object::new(),
+            },
+        );
+        a.task_id = "T-1".into();
+        a.attempt = 1;
+        let mut run = TaskRun::new(0, TaskRunConfig::default(), default_catalog(), &a);
+        let mut reports = 0;
+        let inputs = [
+            TaskRunInput::SandboxCreated { path: "/w".into() },
+            TaskRunInput::HarnessEnded(HarnessEnd::Lost),
+            TaskRunInput::SandboxDestroyed,
+            TaskRunInput::Cancel {
+                reason: "late".into(),
+            },
+            TaskRunInput::HarnessEnded(HarnessEnd::Lost),
+            TaskRunInput::SandboxDestroyed,
+        ];
+        for (t, i) in inputs.into_iter().enumerate() {
+            run.handle_input(t as u64, i);
+            while let Some(o) = run.poll_output() {
+                if let TaskRunOutput::Report { outcome, .. } = o {
+                    reports += 1;
+                    assert_eq!(outcome.failure_type(), Some(HARNESS_LOST));
+                }
+            }
+        }
+        assert_eq!(reports, 1);
+        assert!(run.is_finished());
+        assert_eq!(run.poll_timeout(), None);
+    }
+
+    #[test]
     fn backoff_doubles_caps_and_jitters_within_the_upper_half() {
         let b = Backoff {
             initial_ms: 100,

@@ -59,7 +59,8 @@
 //! | `lost` (the harness's stream ended without an end) | failed (`harness_lost`) |
 //! | `host_error {kind}` (the runner could not drive the harness) | failed (`host_error_<kind>`) |
 //!
-//! The run's `run_task` tool result is [`tool_result_for`] of that outcome; a host error
+//! The run's `run_task` tool result is [`tool_result_for`] of the outcome the report will
+//! say (a stop recorded before the end wins, so evidence and report agree); a host error
 //! is a failed dispatch. The session's summary carries `tokens` only when the harness
 //! reported usage (`null` otherwise, as seed 001 wants), and the report's `usage` is that
 //! usage or zeros (the TaskReport requires one). A failed report names the gateway's
@@ -75,9 +76,9 @@ use super::{
 };
 use crate::adapter::RoleSpec;
 use crate::contract::{
-    Catalog, ExecutionEvidence, ExecutionRequest, ExecutionSummary, FailureStage, Gateway, GatewayAction,
-    GatewayConfig, GatewayInput, GatewayOutput, GatewayResult, Outcome, SandboxHandle, StringMap,
-    ToolCall, ToolResult,
+    Catalog, ExecutionEvidence, ExecutionRequest, ExecutionSummary, FailureStage, Gateway,
+    GatewayAction, GatewayConfig, GatewayInput, GatewayOutput, GatewayResult, Outcome,
+    SandboxHandle, StringMap, ToolCall, ToolResult,
 };
 use crate::json::{Object, Value};
 use crate::wire::{TaskAssign, UsageSplit};
@@ -749,9 +750,7 @@ impl TaskRunConfig {
         let r = crate::config::ConfigReader::new(value, &Self::KEYS)?;
         let d = Self::default();
         Ok(Self {
-            cancel_boundary_ms: r
-                .u64("cancel_boundary_ms")?
-                .unwrap_or(d.cancel_boundary_ms),
+            cancel_boundary_ms: r.u64("cancel_boundary_ms")?.unwrap_or(d.cancel_boundary_ms),
         })
     }
 }
@@ -804,12 +803,16 @@ impl TaskRunInput {
                 .map(str::to_owned)
                 .ok_or_else(|| format!("input.{k} must be a string"))
         };
-        let message = || v.get("message").and_then(JsonValue::as_str).map(str::to_owned);
+        let message = || {
+            v.get("message")
+                .and_then(JsonValue::as_str)
+                .map(str::to_owned)
+        };
         Ok(match v.get("type").and_then(JsonValue::as_str) {
             Some("sandbox_created") => TaskRunInput::SandboxCreated { path: s("path")? },
-            Some("sandbox_create_failed") => TaskRunInput::SandboxCreateFailed {
-                message: message(),
-            },
+            Some("sandbox_create_failed") => {
+                TaskRunInput::SandboxCreateFailed { message: message() }
+            }
             Some("harness_ended") => TaskRunInput::HarnessEnded(HarnessEnd::from_value(
                 v.get("end").unwrap_or(&JsonValue::Null),
             )?),
@@ -818,9 +821,9 @@ impl TaskRunInput {
             },
             Some("shutdown") => TaskRunInput::Shutdown,
             Some("sandbox_destroyed") => TaskRunInput::SandboxDestroyed,
-            Some("sandbox_destroy_failed") => TaskRunInput::SandboxDestroyFailed {
-                message: message(),
-            },
+            Some("sandbox_destroy_failed") => {
+                TaskRunInput::SandboxDestroyFailed { message: message() }
+            }
             Some("timeout") => TaskRunInput::Timeout,
             _ => return Err("input.type is not a known task-run input".into()),
         })
@@ -838,7 +841,9 @@ impl TaskRunOutput {
             TaskRunOutput::CreateSandbox {
                 name,
                 sandbox_profile,
-            } => json!({"type": "create_sandbox", "name": name, "sandbox_profile": sandbox_profile}),
+            } => {
+                json!({"type": "create_sandbox", "name": name, "sandbox_profile": sandbox_profile})
+            }
             TaskRunOutput::RunHarness(p) => json!({"type": "run_harness", "rein": p.rein.as_str(),
                 "profile_id": p.profile_id, "model": p.model, "prompt": p.prompt,
                 "llm_base_url": p.llm_base_url, "working_directory": p.working_directory}),
