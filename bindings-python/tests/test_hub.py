@@ -150,8 +150,8 @@ def test_the_cli_assigns_tasks_from_a_file_and_exits_with_the_reports(tmp_path: 
                     got.append(value)
             for a in got:
                 status = "failed" if a.task_id == "F-2" else "done"
-                await conn.send(TaskProgress(task_id=a.task_id, kind="usage", attempt=a.attempt,
-                                             payload={"event": "usage"}))
+                await conn.send(TaskProgress(task_id=a.task_id, kind="tool", attempt=a.attempt,
+                                             payload={"event": "tool"}))
                 report = {"schema_version": 1, "task_id": a.task_id, "status": status, "usage": ZERO}
                 if status == "failed":
                     report["failure_type"] = "harness_failed"
@@ -179,7 +179,7 @@ def test_the_cli_assigns_tasks_from_a_file_and_exits_with_the_reports(tmp_path: 
     assert reports["F-1"]["attempt"] == 2 and reports["F-2"]["report"]["status"] == "failed"
     progress = [line["progress"] for line in lines if "progress" in line]
     assert sorted((p["task_id"], p["seq"], p["kind"]) for p in progress) == [
-        ("A-1", 1, "usage"), ("F-1", 1, "usage"), ("F-2", 1, "usage")]
+        ("A-1", 1, "tool"), ("F-1", 1, "tool"), ("F-2", 1, "tool")]
     assert status == 1, "one report is not done"
 
 
