@@ -1238,8 +1238,11 @@ enum Kind {
     Fake,
     /// `count N`: done with exactly N progress frames of the cycling kinds.
     Count(usize),
-    /// `slow N`: done with 2 frames (it is the one SIGKILLs land on).
+    /// `slow N`: done with 2 frames.
     Slow(usize),
+    /// `hang`, not cancelled before the SIGKILL phase is over: the task a SIGKILL lands
+    /// on (`runner_restarted`), else cancelled.
+    Hold,
     /// `hang`, cancelled by the hub once its first frame is applied: cancelled.
     Hang,
     /// `escapee`: done; its escapee is gone once it reported.
@@ -1261,7 +1264,7 @@ struct Outcome {
 /// One seeded schedule, checked by the oracle: a durable hub, a proxy whose n-th
 /// connection gets the n-th seeded fault, a runner; two batches of seeded tasks (fake,
 /// JSONL count/slow/hang/escapee/crash), hang tasks cancelled; in most schedules a
-/// SIGKILL of the runner while a task runs (then a restart from its state directory)
+/// SIGKILL of the runner while its hold task runs (then a restart from its state directory)
 /// and a crash + restart of the hub from its persisted state.
 ///
 /// Oracle per task: progress seqs 1..n applied exactly once each, in order, then exactly
@@ -1322,7 +1325,7 @@ fn run_schedule(
             json!({"backend": "subprocess"}),
             &format!("slow {n} {id}"),
         ),
-        Kind::Hang => hub.assign_goal(
+        Kind::Hang | Kind::Hold => hub.assign_goal(
             id,
             1,
             json!({"backend": "subprocess"}),
@@ -1352,8 +1355,9 @@ fn run_schedule(
         9 => Kind::Crash,
         _ => Kind::Slow(3 + rng.below(8) as usize),
     };
-    // Batch 1, with one slow task that a SIGKILL can land on.
-    let mut batch: Vec<(String, Kind)> = vec![(format!("S{seed}-slow"), Kind::Slow(15))];
+    // Batch 1, with one task that runs until the SIGKILL (or a cancel).
+    let hold = format!("S{seed}-hold");
+    let mut batch: Vec<(String, Kind)> = vec![(hold.clone(), Kind::Hold)];
     for i in 0..(2 + rng.below(3)) {
         batch.push((format!("S{seed}-a{i}"), pick(&mut rng)));
     }
@@ -1366,7 +1370,7 @@ fn run_schedule(
         |hub: &TestHub, cancelled: &mut BTreeSet<String>, kinds: &BTreeMap<String, Kind>| {
             let log = hub.log();
             for (id, k) in kinds {
-                if matches!(k, Kind::Hang)
+                if matches!(k, Kind::Hang | Kind::Hold)
                     && !cancelled.contains(id)
                     && log.progress.contains_key(&(id.clone(), 1))
                 {
@@ -1378,14 +1382,14 @@ fn run_schedule(
     let mut restarted: BTreeSet<String> = BTreeSet::new();
     let mut killed = false;
     if kill {
-        // Wait until the slow task runs (a frame applied, no report), then SIGKILL.
-        let slow = (format!("S{seed}-slow"), 1);
-        let (ok, _) = hub.wait_for(Duration::from_secs(30), |l| {
-            l.progress.contains_key(&slow) && !l.reports.contains_key(&slow)
-        });
+        // Wait until the hold task runs — its first frame applied: the runner saved it
+        // as started before sending that frame, and it cannot end by itself — then
+        // SIGKILL.
+        let key = (hold.clone(), 1);
+        let (ok, _) = hub.wait_for(Duration::from_secs(30), |l| l.progress.contains_key(&key));
         assert!(
             ok,
-            "seed {seed}: the slow task never ran\n{}",
+            "seed {seed}: the hold task never ran\n{}",
             runner.stderr()
         );
         std::thread::sleep(Duration::from_millis(rng.below(150)));
@@ -1413,8 +1417,8 @@ fn run_schedule(
             .cloned()
             .collect();
         assert!(
-            restarted.contains(&slow.0),
-            "seed {seed}: the SIGKILL should land while the slow task runs: {restarted:?}"
+            restarted.contains(&hold),
+            "seed {seed}: the SIGKILL should land while the hold task runs: {restarted:?}"
         );
         runner.spawn();
     }
@@ -1504,7 +1508,7 @@ fn run_schedule(
                     "seed {seed} {id}"
                 );
             }
-            Kind::Hang => {
+            Kind::Hang | Kind::Hold => {
                 assert!(cancelled.contains(id), "seed {seed} {id}: never cancelled");
                 assert_eq!(
                     (status, ft),
