@@ -45,8 +45,9 @@ def test_hub_assigns_prints_progress_and_reports_then_exits() -> None:
         url = await _url(out)
         refused = RunnerConnection(url, hello=Hello(project_id="p", runner_version="1"),
                                    auth_token="wrong")
-        with pytest.raises(Exception):
+        with pytest.raises(Exception) as refusal:
             await refused.connect()
+        assert _status_of(refusal.value) == 401, refusal.value
         runner = RunnerConnection(url, hello=Hello(project_id="p", runner_version="1"),
                                   auth_token="tok")
         await runner.connect()
@@ -71,3 +72,120 @@ def test_hub_assigns_prints_progress_and_reports_then_exits() -> None:
     assert [(p["task_id"], p["seq"], p["kind"]) for p in progress] == [("T-1", 1, "state")]
     reports = [line["report"] for line in got["lines"] if "report" in line]
     assert len(reports) == 1 and reports[0]["seq"] == 2 and reports[0]["report"]["status"] == "done"
+
+
+def _status_of(error: BaseException) -> Any:
+    """The HTTP status of a refused WebSocket handshake (websockets' new and legacy
+    exception shapes)."""
+    response = getattr(error, "response", None)
+    return getattr(response, "status_code", None) or getattr(error, "status_code", None)
+
+
+def test_a_wrong_token_is_refused_with_401_before_the_upgrade() -> None:
+    async def scenario() -> Dict[str, Any]:
+        out = io.StringIO()
+        hub = asyncio.ensure_future(run_hub("127.0.0.1", 0, "tok", [task_assign("T-1")], out=out))
+        url = await _url(out)
+        # Through the WebSocket client: the handshake fails with HTTP 401.
+        refused = RunnerConnection(url, hello=Hello(project_id="p", runner_version="1"),
+                                   auth_token="wrong")
+        client_status = None
+        try:
+            await refused.connect()
+        except Exception as e:  # noqa: BLE001 - the exception type depends on websockets' version
+            client_status = _status_of(e)
+        # On the wire: an upgrade request with a wrong bearer gets a 401 status line, not
+        # 101 Switching Protocols, and no WebSocket frame follows.
+        host, port = url[len("ws://"):].rstrip("/").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(("GET / HTTP/1.1\r\nHost: {}:{}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                      "Authorization: Bearer wrong\r\n\r\n").format(host, port).encode())
+        await writer.drain()
+        status_line = (await asyncio.wait_for(reader.readline(), 5)).decode()
+        writer.close()
+        hub.cancel()
+        try:
+            await hub
+        except asyncio.CancelledError:
+            pass
+        return {"client": client_status, "wire": status_line, "out": out.getvalue()}
+
+    got = asyncio.run(scenario())
+    assert got["client"] == 401, got
+    assert got["wire"].startswith("HTTP/1.1 401"), got["wire"]
+    assert '"hello"' not in got["out"], "a refused runner must never reach the session"
+
+
+def test_the_cli_assigns_tasks_from_a_file_and_exits_with_the_reports(tmp_path: Any) -> None:
+    """``python -m stapel_runner_protocol.hub`` (``main``) with ``--tasks FILE``,
+    ``--assign``, ``--token-file`` and ``--exit-after-reports``: every task reaches the
+    runner as written, every report is printed, and the exit status is 1 because one
+    report is not ``done``."""
+    import subprocess
+    import sys
+
+    (tmp_path / "token").write_text("cli-token\n")
+    (tmp_path / "tasks.jsonl").write_text(
+        json.dumps({"task_id": "F-1", "goal": "write the docs", "role": "writer", "attempt": 2,
+                    "invocation": {"backend": "subprocess", "model": "m1"}}) + "\n\n"
+        + json.dumps({"task_id": "F-2"}) + "\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stapel_runner_protocol.hub", "--port", "0", "--token-file",
+         str(tmp_path / "token"), "--tasks", str(tmp_path / "tasks.jsonl"), "--assign", "A-1",
+         "--exit-after-reports"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        url = json.loads(proc.stdout.readline())["listening"]
+
+        async def runner() -> List[Any]:
+            conn = RunnerConnection(url, hello=Hello(project_id="p", runner_version="1"),
+                                    auth_token="cli-token")
+            await conn.connect()
+            got: List[Any] = []
+            while len(got) < 3:
+                kind, value = await asyncio.wait_for(conn.recv(), 10)
+                if kind == "received" and isinstance(value, TaskAssign):
+                    got.append(value)
+            for a in got:
+                status = "failed" if a.task_id == "F-2" else "done"
+                await conn.send(TaskProgress(task_id=a.task_id, kind="tool", attempt=a.attempt,
+                                             payload={"event": "tool"}))
+                report = {"schema_version": 1, "task_id": a.task_id, "status": status, "usage": ZERO}
+                if status == "failed":
+                    report["failure_type"] = "harness_failed"
+                await conn.send(TaskReportMessage(task_id=a.task_id, attempt=a.attempt,
+                                                  report=report))
+            await asyncio.sleep(0.3)
+            await conn.close()
+            return got
+
+        assigns = asyncio.run(runner())
+        status = proc.wait(timeout=10)
+        lines = [json.loads(x) for x in proc.stdout.read().splitlines() if x.strip()]
+    finally:
+        proc.kill()
+        proc.wait()
+    by_id = {a.task_id: a for a in assigns}
+    assert sorted(by_id) == ["A-1", "F-1", "F-2"]
+    f1 = by_id["F-1"]
+    assert (f1.attempt, f1.role, f1.task_spec.goal) == (2, "writer", "write the docs")
+    assert f1.invocation == {"backend": "subprocess", "model": "m1"}
+    assert by_id["F-2"].invocation == {"backend": "fake"} and by_id["F-2"].attempt == 1
+    assert by_id["A-1"].invocation == {"backend": "fake"}
+    reports = {line["report"]["task_id"]: line["report"] for line in lines if "report" in line}
+    assert sorted(reports) == ["A-1", "F-1", "F-2"]
+    assert reports["F-1"]["attempt"] == 2 and reports["F-2"]["report"]["status"] == "failed"
+    progress = [line["progress"] for line in lines if "progress" in line]
+    assert sorted((p["task_id"], p["seq"], p["kind"]) for p in progress) == [
+        ("A-1", 1, "tool"), ("F-1", 1, "tool"), ("F-2", 1, "tool")]
+    assert status == 1, "one report is not done"
+
+
+def test_the_cli_needs_a_token() -> None:
+    from stapel_runner_protocol.hub import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--port", "0"])
+    assert e.value.code == 2

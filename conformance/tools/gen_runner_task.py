@@ -136,6 +136,240 @@ V = {
  ]),
 }
 
+# ---- the task-run machine, the catalog, the connection policy ------------------------
+
+def fnv(s):
+    h = 0x811c9dc5
+    for b in s.encode():
+        h = ((h ^ b) * 0x01000193) & 0xffffffff
+    return h
+
+def sandbox(task, attempt):
+    safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "_" for c in task[:48])
+    return f"{safe}-{attempt}-{fnv(task):08x}"
+
+USAGE = {"cache_read": 4, "cache_write": 0, "fresh_input": 3, "output": 1, "thinking": 0}
+
+def run_evidence(outcome, stage, code, reasons, pref, rein, name, session_end, teardown, counts, tools, duration, tokens=None, model="local"):
+    e = evidence(outcome, stage, code, reasons, pref, rein, name, session_end, teardown, counts, tools)
+    e.update({"duration_ms": duration, "tokens": tokens, "role_ref": "coder", "model": model if rein else None})
+    return e
+
+def assign(task="T-1", goal="fix the bug", **inv):
+    return {"task_id": task, "attempt": 1, "role": "coder", "task": {"schema_version": 1, "id": task, "goal": goal}, "invocation": inv}
+
+def at(t, inp):
+    return {"at": t, "input": inp}
+
+def o(outputs, timeout=None):
+    return {"outputs": outputs, "timeout": timeout}
+
+def create(task="T-1", profile="process-group"):
+    return {"type": "create_sandbox", "name": sandbox(task, 1), "sandbox_profile": profile}
+
+def harness(rein="local-run", profile="fake", wd="/w/s", prompt="fix the bug", url=None, model="local"):
+    return {"type": "run_harness", "rein": rein, "profile_id": profile, "model": model, "prompt": prompt, "llm_base_url": url, "working_directory": wd}
+
+def destroy(task="T-1", path="/w/s"):
+    return {"type": "destroy_sandbox", "name": sandbox(task, 1), "path": path}
+
+def rep_out(report_obj, outcome, ev):
+    return {"type": "report", "report": report_obj, "outcome": outcome, "evidence": ev}
+
+def with_stage(r, stage):
+    r = dict(r)
+    r["failure_stage"] = stage
+    return r
+
+CREATED = at(1, {"type": "sandbox_created", "path": "/w/s"})
+DESTROYED = lambda t: at(t, {"type": "sandbox_destroyed"})
+DONE_TERMINAL = {"type": "local_terminal", "payload": {"runTerminalState": "succeeded", "reportedWorkDisposition": "done"}}
+OK_COUNTS = [1, 1, 1, 0, 0, 0, 0, 0]
+BAD_COUNTS = [1, 1, 0, 1, 0, 0, 0, 0]
+N = sandbox("T-1", 1)
+
+def tr(assign_obj, inputs, catalog=None, config=None):
+    c = {"assign": assign_obj, "inputs": inputs}
+    if catalog is not None:
+        c["catalog"] = catalog
+    if config is not None:
+        c["config"] = config
+    return {"task_run": c}
+
+def catalog_with(profile_extra, rein="local-run"):
+    p = {"contract_version": "1.0", "profile_id": "custom", "rein": rein, "model": "m1",
+         "sandbox_profile": "dir", "tool_policy": {"allowed_tools": ["run_task"]}}
+    p.update(profile_extra)
+    return {"profiles": [p], "reins": [{"rein_id": rein, "contract_version": "1.0"}]}
+
+DEFAULT_CATALOG = {
+    "profiles": [
+        {"contract_version": "1.0", "profile_id": "fake", "rein": "local-run", "model": "local", "sandbox_profile": "process-group", "tool_policy": {"allowed_tools": ["run_task"]}},
+        {"contract_version": "1.0", "profile_id": "subprocess", "rein": "subprocess", "model": "local", "sandbox_profile": "process-group", "tool_policy": {"allowed_tools": ["run_task"]}},
+    ],
+    "reins": [{"rein_id": "local-run", "contract_version": "1.0"}, {"rein_id": "subprocess", "contract_version": "1.0"}],
+}
+
+CANCEL_SUMMARY = "cancelled by the hub: operator"
+
+V.update({
+ "task_run_done_through_the_lifecycle": ("A task runs resolve -> sandbox -> harness -> teardown and reports done; local-run usage is unknown, so evidence tokens stay null and the report's usage is zeros", [
+    step(tr(assign(backend="fake"), [CREATED, at(5, {"type": "harness_ended", "end": DONE_TERMINAL}), DESTROYED(6)]), [
+        o([create()]), o([harness()]), o([destroy()]),
+        o([rep_out(report("T-1", "done", "the harness finished the task"), {"type": "done"},
+                   run_evidence("succeeded", None, None, [], "fake", "local-run", N, "ended", "destroyed", OK_COUNTS, ["run_task"], 6))]),
+    ]),
+    step(tr(assign(backend="subprocess", goal="write tests", llm_base_url="http://llm.local"), [CREATED, at(7, {"type": "harness_ended", "end": {"type": "turn_result", "usage": USAGE}}), DESTROYED(9)]), [
+        o([create()]), o([harness("subprocess", "subprocess", prompt="write tests", url="http://llm.local")]), o([destroy()]),
+        o([rep_out(report("T-1", "done", "the harness finished the task", usage=USAGE), {"type": "done"},
+                   run_evidence("succeeded", None, None, [], "subprocess", "subprocess", N, "ended", "destroyed", OK_COUNTS, ["run_task"], 9, tokens=USAGE))]),
+    ]),
+    step(tr(assign(backend="fake"), [CREATED, at(5, {"type": "harness_ended", "end": {"type": "local_terminal", "payload": {"runTerminalState": "succeeded", "reportedWorkDisposition": "blocked"}}}), DESTROYED(6)]), [
+        o([create()]), o([harness()]), o([destroy()]),
+        o([rep_out(report("T-1", "blocked", "the harness stopped and needs an answer"), {"type": "blocked"},
+                   run_evidence("succeeded", None, None, [], "fake", "local-run", N, "ended", "destroyed", OK_COUNTS, ["run_task"], 6))]),
+    ]),
+ ]),
+ "task_run_cancel_before_the_end_wins": ("A cancel that reaches the task before the harness's end wins, whatever the harness then says (its usage is kept); it asks for an interruption at the next boundary and arms the boundary deadline", [
+    step(tr(assign(backend="subprocess"), [CREATED, at(100, {"type": "cancel", "reason": "operator"}), at(200, {"type": "cancel", "reason": "again"}),
+             at(300, {"type": "harness_ended", "end": {"type": "turn_result", "usage": USAGE}}), DESTROYED(301)]), [
+        o([create()]), o([harness("subprocess", "subprocess")]), o([{"type": "interrupt", "reason": "operator"}], 5100), o([], 5100), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", CANCEL_SUMMARY, "cancelled", usage=USAGE), "execution"), {"type": "cancelled", "reason": "operator"},
+                   run_evidence("failed", "execution", "rein_reported_failure", [], "subprocess", "subprocess", N, "ended", "destroyed", BAD_COUNTS, ["run_task"], 301, tokens=USAGE))]),
+    ]),
+    step(tr(assign(backend="fake"), [CREATED, at(10, {"type": "cancel", "reason": "operator"}), at(20, {"type": "harness_ended", "end": DONE_TERMINAL}), DESTROYED(21)]), [
+        o([create()]), o([harness()]), o([{"type": "interrupt", "reason": "operator"}], 5010), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", CANCEL_SUMMARY, "cancelled"), "execution"), {"type": "cancelled", "reason": "operator"},
+                   run_evidence("failed", "execution", "rein_reported_failure", [], "fake", "local-run", N, "ended", "destroyed", BAD_COUNTS, ["run_task"], 21))]),
+    ]),
+ ]),
+ "task_run_cancel_after_the_end_is_ignored": ("A cancel that arrives after the harness's end is too late: the harness's outcome stands", [
+    step(tr(assign(backend="subprocess"), [CREATED, at(5, {"type": "harness_ended", "end": {"type": "turn_result", "usage": USAGE}}), at(6, {"type": "cancel", "reason": "operator"}), DESTROYED(7)]), [
+        o([create()]), o([harness("subprocess", "subprocess")]), o([destroy()]), o([]),
+        o([rep_out(report("T-1", "done", "the harness finished the task", usage=USAGE), {"type": "done"},
+                   run_evidence("succeeded", None, None, [], "subprocess", "subprocess", N, "ended", "destroyed", OK_COUNTS, ["run_task"], 7, tokens=USAGE))]),
+    ]),
+ ]),
+ "task_run_hard_stop_after_the_boundary_wait": ("A harness that does not reach its boundary within cancel_boundary_ms is stopped hard, once; an early timeout does nothing", [
+    step(tr(assign(backend="fake"), [CREATED, at(10, {"type": "cancel", "reason": "operator"}), at(500, {"type": "timeout"}), at(1010, {"type": "timeout"}), at(1500, {"type": "timeout"}),
+             at(1600, {"type": "harness_ended", "end": {"type": "lost"}}), DESTROYED(1601)], config={"cancel_boundary_ms": 1000}), [
+        o([create()]), o([harness()]), o([{"type": "interrupt", "reason": "operator"}], 1010), o([], 1010), o([{"type": "hard_stop"}]), o([]), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", CANCEL_SUMMARY, "cancelled"), "execution"), {"type": "cancelled", "reason": "operator"},
+                   run_evidence("failed", "execution", "rein_reported_failure", [], "fake", "local-run", N, "ended", "destroyed", BAD_COUNTS, ["run_task"], 1601))]),
+    ]),
+ ]),
+ "task_run_cancel_before_the_harness_starts": ("A cancel while the sandbox is being made aborts the session before any harness starts; the sandbox is still removed", [
+    step(tr(assign(backend="fake"), [at(0, {"type": "cancel", "reason": "operator"}), CREATED, DESTROYED(2)]), [
+        o([create()]), o([]), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", CANCEL_SUMMARY, "cancelled"), "session_start"), {"type": "cancelled", "reason": "operator"},
+                   dict(run_evidence("failed", "session_start", "aborted", ["cancelled"], "fake", "local-run", N, "not_attempted", "destroyed", [1, 0, 0, 0, 0, 0, 0, 0], [], 2)))]),
+    ]),
+ ]),
+ "task_run_shutdown": ("The runner's shutdown interrupts like a cancel and reports runner_shutdown", [
+    step(tr(assign(backend="fake"), [CREATED, at(3, {"type": "shutdown"}), at(4, {"type": "harness_ended", "end": {"type": "local_terminal", "payload": {"runTerminalState": "cancelled"}}}), DESTROYED(5)]), [
+        o([create()]), o([harness()]), o([{"type": "interrupt", "reason": "runner_shutdown"}], 5003), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", "the runner shut down while the task ran", "runner_shutdown"), "execution"), {"type": "shutdown"},
+                   run_evidence("failed", "execution", "rein_reported_failure", [], "fake", "local-run", N, "ended", "destroyed", BAD_COUNTS, ["run_task"], 5))]),
+    ]),
+ ]),
+ "task_run_harness_failures": ("Harness ends that are failures: a turn error keeps its code, a lost stream is harness_lost, a host error is host_error_<kind> (a failed dispatch)", [
+    step(tr(assign(backend="subprocess"), [CREATED, at(2, {"type": "harness_ended", "end": {"type": "turn_error", "code": "unexpected_eof"}}), DESTROYED(3)]), [
+        o([create()]), o([harness("subprocess", "subprocess")]), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", "the harness run failed (unexpected_eof)", "unexpected_eof"), "execution"), {"type": "failed", "failure_type": "unexpected_eof"},
+                   run_evidence("failed", "execution", "rein_reported_failure", [], "subprocess", "subprocess", N, "ended", "destroyed", BAD_COUNTS, ["run_task"], 3))]),
+    ]),
+    step(tr(assign(backend="fake"), [CREATED, at(2, {"type": "harness_ended", "end": {"type": "lost"}}), DESTROYED(3)]), [
+        o([create()]), o([harness()]), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", "the harness run failed (harness_lost)", "harness_lost"), "execution"), {"type": "failed", "failure_type": "harness_lost"},
+                   run_evidence("failed", "execution", "rein_reported_failure", [], "fake", "local-run", N, "ended", "destroyed", BAD_COUNTS, ["run_task"], 3))]),
+    ]),
+    step(tr(assign(backend="fake"), [CREATED, at(2, {"type": "harness_ended", "end": {"type": "host_error", "kind": "broken_pipe"}}), DESTROYED(3)]), [
+        o([create()]), o([harness()]), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", "the harness run failed (host_error_broken_pipe)", "host_error_broken_pipe"), "execution"), {"type": "failed", "failure_type": "host_error_broken_pipe"},
+                   run_evidence("failed", "execution", "tool_dispatch_failed", [], "fake", "local-run", N, "ended", "destroyed", [1, 1, 0, 0, 1, 0, 0, 0], ["run_task"], 3))]),
+    ]),
+ ]),
+ "task_run_refusals_and_bad_assignments": ("A refused profile reports why (stage resolution, nothing created); an unreadable invocation reports invalid_assignment without a lifecycle", [
+    step(tr(assign(backend="nope"), []), [
+        o([rep_out(with_stage(report("T-1", "failed", "harness profile refused (unknown): profile_not_found", "profile_refused"), "resolution"),
+                   {"type": "refused", "code": "unknown", "reasons": ["profile_not_found"]},
+                   run_evidence("refused", "resolution", "unknown", ["profile_not_found"], "nope", None, None, "not_attempted", "not_needed", [1, 0, 0, 0, 0, 0, 0, 0], [], 0))]),
+    ]),
+    step(tr(assign(backend=1), []), [
+        o([rep_out(report("T-1", "failed", "the assignment could not be read (invalid_invocation)", "invalid_assignment"), {"type": "invalid_assignment", "code": "invalid_invocation"}, None)]),
+    ]),
+ ]),
+ "task_run_sandbox_and_teardown_failures": ("A sandbox that cannot be made fails at sandbox_create; a teardown failure after a finished harness fails at teardown", [
+    step(tr(assign(backend="fake"), [at(1, {"type": "sandbox_create_failed", "message": "disk full"})]), [
+        o([create()]),
+        o([rep_out(with_stage(report("T-1", "failed", "the harness run failed (sandbox_create_failed)", "sandbox_create_failed"), "sandbox_create"), {"type": "failed", "failure_type": "sandbox_create_failed"},
+                   run_evidence("failed", "sandbox_create", "sandbox_create_failed", [], "fake", "local-run", None, "not_attempted", "not_needed", [1, 0, 0, 0, 0, 0, 0, 0], [], 1))]),
+    ]),
+    step(tr(assign(backend="fake"), [CREATED, at(2, {"type": "harness_ended", "end": DONE_TERMINAL}), at(3, {"type": "sandbox_destroy_failed"})]), [
+        o([create()]), o([harness()]), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", "the harness run failed (teardown_failed)", "teardown_failed"), "teardown"), {"type": "failed", "failure_type": "teardown_failed"},
+                   run_evidence("failed", "teardown", "teardown_failed", [], "fake", "local-run", N, "ended", "failed", OK_COUNTS, ["run_task"], 3))]),
+    ]),
+ ]),
+ "task_run_profile_choices": ("A profile's rein must be one this runner drives (else unsupported_rein at session_start); its metadata.working_directory replaces the sandbox path as the harness's directory", [
+    step(tr(assign(backend="custom"), [CREATED, DESTROYED(2)], catalog=catalog_with({}, rein="docker")), [
+        o([create(profile="dir")]), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", "the harness run failed (unsupported_rein)", "unsupported_rein"), "session_start"), {"type": "failed", "failure_type": "unsupported_rein"},
+                   run_evidence("failed", "session_start", "session_start_failed", [], "custom", "docker", N, "not_attempted", "destroyed", [1, 0, 0, 0, 0, 0, 0, 0], [], 2, model="m1"))]),
+    ]),
+    step(tr(assign(backend="custom"), [CREATED], catalog=catalog_with({"metadata": {"working_directory": "/srv/repo"}})), [
+        o([create(profile="dir")]), o([harness(profile="custom", wd="/srv/repo", model="m1")]),
+    ]),
+ ]),
+ "default_catalog_table": ("Without --profiles a runner offers profile fake (local-run) and profile subprocess (subprocess), each allowed only run_task", [
+    step({"default_catalog": {}}, DEFAULT_CATALOG),
+ ]),
+ "sandbox_names": ("A sandbox name keeps [A-Za-z0-9_-] of the id (others become _), adds the attempt and the id's FNV-1a hash: distinct ids never share a name, none climbs out", [
+    step({"sandbox_name": {"task_id": "T-1", "attempt": 2}}, sandbox("T-1", 2)),
+    step({"sandbox_name": {"task_id": "../../etc", "attempt": 1}}, sandbox("../../etc", 1)),
+    step({"sandbox_name": {"task_id": "a/b", "attempt": 1}}, sandbox("a/b", 1)),
+    step({"sandbox_name": {"task_id": "a_b", "attempt": 1}}, sandbox("a_b", 1)),
+    step({"sandbox_name": {"task_id": "x" * 60, "attempt": 1}}, sandbox("x" * 60, 1)),
+ ]),
+ "tool_results": ("The run_task tool result: done and blocked succeed with their status, anything else fails with its failure_type", [
+    step({"tool_result": {"type": "done"}}, {"ok": True, "output": {"status": "done"}, "error": None, "metadata": {}}),
+    step({"tool_result": {"type": "blocked"}}, {"ok": True, "output": {"status": "blocked"}, "error": None, "metadata": {}}),
+    step({"tool_result": {"type": "failed", "failure_type": "unexpected_eof"}}, {"ok": False, "output": None, "error": "unexpected_eof", "metadata": {}}),
+    step({"tool_result": {"type": "cancelled", "reason": "x"}}, {"ok": False, "output": None, "error": "cancelled", "metadata": {}}),
+ ]),
+ "connect_config_defaults": ("The connection's bounds and timings: documented defaults; the write timeout follows the dead-peer timeout clamped to 1-30 s (30 s when it is off) unless set", [
+    step({"connect_config": {"config": {}, "peer_timeout_ms": 45000}}, {"max_tasks": 4, "connect_timeout_ms": 10000, "write_timeout_ms": 30000, "shutdown_grace_ms": 5000, "close_timeout_ms": 200, "max_queued_messages": 64, "max_event_batch": 256, "backoff_initial_ms": 250, "backoff_max_ms": 30000, "cancel_boundary_ms": 5000}),
+    step({"connect_config": {"config": {}, "peer_timeout_ms": 400}}, {"max_tasks": 4, "connect_timeout_ms": 10000, "write_timeout_ms": 1000, "shutdown_grace_ms": 5000, "close_timeout_ms": 200, "max_queued_messages": 64, "max_event_batch": 256, "backoff_initial_ms": 250, "backoff_max_ms": 30000, "cancel_boundary_ms": 5000}),
+    step({"connect_config": {"config": {}, "peer_timeout_ms": 0}}, {"max_tasks": 4, "connect_timeout_ms": 10000, "write_timeout_ms": 30000, "shutdown_grace_ms": 5000, "close_timeout_ms": 200, "max_queued_messages": 64, "max_event_batch": 256, "backoff_initial_ms": 250, "backoff_max_ms": 30000, "cancel_boundary_ms": 5000}),
+    step({"connect_config": {"config": {"max_tasks": 0, "write_timeout_ms": 77, "max_event_batch": 0, "backoff_initial_ms": 10, "cancel_boundary_ms": 1}, "peer_timeout_ms": 5000}}, {"max_tasks": 1, "connect_timeout_ms": 10000, "write_timeout_ms": 77, "shutdown_grace_ms": 5000, "close_timeout_ms": 200, "max_queued_messages": 64, "max_event_batch": 1, "backoff_initial_ms": 10, "backoff_max_ms": 30000, "cancel_boundary_ms": 1}),
+    step({"connect_config": {"config": {"max_task": 1}, "peer_timeout_ms": 0}}, None, "invalid_call"),
+    step({"connect_config": {"config": {"max_tasks": "2"}, "peer_timeout_ms": 0}}, None, "invalid_call"),
+ ]),
+ "reconnect_counter": ("Every failed connect and every lost connection backs off one step further; a connection that delivered a frame starts the count again", [
+    step({"reconnect": {"backoff": {"initial_ms": 100, "max_ms": 1000}, "events": [
+        {"connect_failed": {"random": 0}}, {"connect_failed": {"random": 0}}, {"connect_failed": {"random": 0}},
+        {"lost": {"received_frame": False, "random": 0}}, {"lost": {"received_frame": True, "random": 0}},
+        {"connect_failed": {"random": 1000}}, {"lost": {"received_frame": False, "random": 0}}]}},
+        [{"delay_ms": 50, "failures": 1}, {"delay_ms": 100, "failures": 2}, {"delay_ms": 200, "failures": 3},
+         {"delay_ms": 400, "failures": 4}, {"delay_ms": 50, "failures": 1}, {"delay_ms": 100 + 1000 % 101, "failures": 2}, {"delay_ms": 200, "failures": 3}]),
+    step({"reconnect": {"events": [{"lost": {"received_frame": True}}]}}, None, "invalid_call"),
+ ]),
+ "restart_plans": ("A restarted runner reports every started, unreported task as runner_restarted; an absent or unreadable snapshot means a fresh state", [
+    step({"restart": {"snapshot": "readable", "tasks": {"T-1": 2, "T-2": 1}}}, {"fresh_state": False, "reports": [
+        {"task_id": "T-1", "attempt": 2, "report": report("T-1", "failed", "the runner restarted while the task ran; its harness did not survive", "runner_restarted")},
+        {"task_id": "T-2", "attempt": 1, "report": report("T-2", "failed", "the runner restarted while the task ran; its harness did not survive", "runner_restarted")}]}),
+    step({"restart": {"snapshot": "unreadable", "tasks": {}}}, {"fresh_state": True, "reports": []}),
+    step({"restart": {"snapshot": "absent", "tasks": {}}}, {"fresh_state": True, "reports": []}),
+    step({"restart": {"snapshot": "lost", "tasks": {}}}, None, "invalid_call"),
+ ]),
+})
+
+# The same attempt of a running task is ignored (a second report on its stream would make two).
+V["admit_bound_and_duplicates"][1].append(step({"admit": {"running": 1, "max_tasks": 2, "already_running": True, "same_attempt": True}}, "ignore"))
+V["admit_bound_and_duplicates"][1].append(step({"admit": {"running": 1, "max_tasks": 2, "already_running": True, "same_attempt": False}}, "duplicate"))
+V["admit_bound_and_duplicates"][1].append(step({"admit": {"running": 0, "max_tasks": 2, "already_running": False, "same_attempt": True}}, "start"))
+V["report_statuses"][1].append(step({"report": {"task_id": "T-1", "outcome": {"type": "shutdown"}}}, report("T-1", "failed", "the runner shut down while the task ran", "runner_shutdown")))
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     for name, (desc, steps) in V.items():

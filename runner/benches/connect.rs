@@ -2,7 +2,8 @@
 //!
 //! 1. tasks/s and progress frames/s through runner → TCP proxy → hub (the Rust test hub
 //!    over `HubSession`), `BENCH_TASKS` tasks (default 300), `--max-tasks 16`,
-//!    `--delay-ms 0`;
+//!    `--delay-ms 0`; each harness in its own PID namespace (the default), and the same
+//!    with `--no-pid-namespace` (the cost of the namespace, in the same run);
 //! 2. time from a cut connection to the next progress frame applied by the hub, while a
 //!    slow task streams progress (`BENCH_CUTS` cuts, default 20; the runner's default
 //!    backoff, 250 ms capped first delay, and a fast one, 10 ms);
@@ -121,12 +122,14 @@ fn status_kb(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn throughput() {
+fn throughput(label: &str, extra: &[&str]) {
     let n = env_or("BENCH_TASKS", 300);
     let hub = TestHub::start(TOKEN, SessionConfig::default());
     let proxy = Proxy::start(hub.addr);
-    let d = dir("throughput");
-    let r = runner(proxy.port, &d, &["--max-tasks", "16", "--delay-ms", "0"]);
+    let d = dir(&format!("throughput-{}", extra.len()));
+    let mut args = vec!["--max-tasks", "16", "--delay-ms", "0"];
+    args.extend_from_slice(extra);
+    let r = runner(proxy.port, &d, &args);
     // Warm up: one task, so the connection is up before the clock starts.
     hub.assign("warm", 1, json!({"backend": "fake"}));
     hub.wait_for(Duration::from_secs(30), |l| {
@@ -162,7 +165,7 @@ fn throughput() {
         .count();
     assert_eq!(done, n, "every task should be done");
     println!(
-        "throughput: {n} tasks in {secs:.2} s = {:.1} tasks/s; {frames} progress frames = {:.0} frames/s (+{n} reports)",
+        "throughput ({label}): {n} tasks in {secs:.2} s = {:.1} tasks/s; {frames} progress frames = {:.0} frames/s (+{n} reports)",
         n as f64 / secs,
         frames as f64 / secs
     );
@@ -245,7 +248,7 @@ fn rss() {
     let (rss, hwm) = (status_kb(pid, "VmRSS:"), status_kb(pid, "VmHWM:"));
     stop(r);
     println!(
-        "RSS with 100 concurrent tasks ({running} harness processes running, all streaming: {ok}): runner VmRSS {:.1} MiB, VmHWM {:.1} MiB",
+        "RSS with 100 concurrent tasks ({running} harness wrappers running, all streaming: {ok}): runner VmRSS {:.1} MiB, VmHWM {:.1} MiB",
         rss as f64 / 1024.0,
         hwm as f64 / 1024.0
     );
@@ -255,7 +258,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    throughput();
+    throughput("PID namespace per harness", &[]);
+    throughput("--no-pid-namespace", &["--no-pid-namespace"]);
     reconnect("default backoff", &[]);
     reconnect(
         "10 ms backoff",

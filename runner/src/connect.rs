@@ -1,16 +1,23 @@
 //! `stapel-runner connect`: the in-container runner of seed 000.
 //!
 //! One loop owns the [`RunnerSession`] and performs its outputs: an outbound WebSocket
-//! (see [`crate::ws`]), reconnects on the core's [`Backoff`] schedule (the jitter's
+//! (see [`crate::ws`]), reconnects on the core's [`Reconnect`] schedule (the jitter's
 //! randomness comes from here), the session's keepalive and dead-peer deadlines, and the
-//! tasks (see [`crate::task`]), at most `max_tasks` at once (the core's [`admit`]).
+//! tasks (see [`crate::task`]), at most `max_tasks` at once (the core's
+//! [`admit_attempt`]). Every bound and timing is the core's [`ConnectConfig`].
 //!
 //! Durability: the session's sequencing snapshot and the set of started, unreported tasks
 //! are saved atomically under the state directory (see [`crate::store`]) **before** any
 //! frame is written to the socket, so every frame the hub can have seen is on disk. A
 //! runner restarted from the directory resumes the session (`hello.resume`, replay of
-//! unacknowledged frames) and reports every task that was running as failed
-//! (`runner_restarted`): its harness died with the old runner.
+//! unacknowledged frames) and reports what the core's [`restart_plan`] says: every task
+//! that was running, as failed (`runner_restarted`) — its harness died with the old
+//! runner.
+//!
+//! A task's streams are forgotten (the core's `forget_task`) once its report is
+//! acknowledged — for every report: a finished task's, an assignment answered
+//! `runner_busy` or `attempt_in_progress`, and a restarted task's — so the state stays
+//! bounded however many tasks pass.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -20,7 +27,11 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use stapel_runner_protocol::contract::Catalog;
-use stapel_runner_protocol::runner_task::{admit, report_object, Admission, Backoff, TaskOutcome};
+use stapel_runner_protocol::json::Object;
+use stapel_runner_protocol::runner_task::{
+    admit_attempt, report_object, restart_plan, Admission, ConnectConfig, Reconnect, SavedSnapshot,
+    TaskOutcome,
+};
 use stapel_runner_protocol::sequencing::ConnectionState;
 use stapel_runner_protocol::session::{
     Event, Input, Machine, Output, RunnerSession, SessionConfig, SessionError,
@@ -32,7 +43,7 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::store::Store;
-use crate::task::{self, Harnesses, TaskEvent};
+use crate::task::{self, Control, Harnesses, TaskEvent};
 use crate::ws::{self, ConnectError, Socket, TokenSource, Trust};
 
 /// Options of `stapel-runner connect`.
@@ -50,18 +61,14 @@ pub struct ConnectOptions {
     pub capabilities: Vec<String>,
     /// State directory.
     pub state_dir: PathBuf,
-    /// Most tasks at once.
-    pub max_tasks: usize,
     /// Session configuration (keepalive, dead-peer timeout, bounds).
     pub session: SessionConfig,
-    /// Reconnect schedule.
-    pub backoff: Backoff,
+    /// The connection's bounds and timings (max tasks, backoff, timeouts).
+    pub config: ConnectConfig,
     /// Harness profiles.
     pub catalog: Catalog,
     /// How harnesses start.
     pub harnesses: Harnesses,
-    /// Longest TCP + TLS + upgrade time.
-    pub connect_timeout: Duration,
 }
 
 type Connecting = Pin<Box<dyn Future<Output = Result<Socket, ConnectError>>>>;
@@ -71,18 +78,26 @@ fn log(msg: impl std::fmt::Display) {
 }
 
 struct Running {
-    cancel: mpsc::Sender<String>,
+    attempt: u64,
+    control: mpsc::Sender<Control>,
 }
 
-/// Run until SIGTERM/SIGINT (then cancel the tasks, send their reports, and return).
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// Run until SIGTERM/SIGINT (then stop the tasks, send their reports, and return).
 ///
 /// # Errors
-/// The state directory cannot be used, or TLS cannot be configured.
+/// The state directory cannot be used (or another runner holds it), or TLS cannot be
+/// configured.
 pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as u64;
+    let cfg = opts.config.clone();
     let mut store = Store::open(&opts.state_dir)?;
     let saved = store.load()?;
+    std::fs::create_dir_all(&opts.harnesses.work_root)?;
     let tls = if opts.url.starts_with("wss://") {
         Some(ws::tls_config(&opts.trust).map_err(std::io::Error::other)?)
     } else {
@@ -90,41 +105,48 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
     };
     let mut hello = Hello::new(opts.project_id.clone(), env!("CARGO_PKG_VERSION"));
     hello.capabilities = opts.capabilities.clone();
-    let mut session = match saved.snapshot.as_deref().map(ConnectionState::restore) {
-        Some(Ok(state)) => RunnerSession::with_state(hello, opts.session.clone(), state),
+    let restored = saved.snapshot.as_deref().map(ConnectionState::restore);
+    let snapshot = match &restored {
+        None => SavedSnapshot::Absent,
+        Some(Ok(_)) => SavedSnapshot::Readable,
         Some(Err(e)) => {
             log(format!(
                 "the saved session state is unreadable ({}); starting fresh",
                 e.code()
             ));
-            RunnerSession::new(hello, opts.session.clone())
+            SavedSnapshot::Unreadable
         }
-        None => RunnerSession::new(hello, opts.session.clone()),
     };
-    let mut started: BTreeMap<String, u64> = saved.tasks;
+    let plan = restart_plan(snapshot, &saved.tasks);
+    let mut session = match restored {
+        Some(Ok(state)) if !plan.fresh_state => {
+            RunnerSession::with_state(hello, opts.session.clone(), state)
+        }
+        _ => RunnerSession::new(hello, opts.session.clone()),
+    };
+    let mut started: BTreeMap<String, u64> = BTreeMap::new();
     let mut outbox: VecDeque<Message> = VecDeque::new();
-    for (task_id, attempt) in std::mem::take(&mut started) {
+    let mut finished: Vec<String> = Vec::new();
+    for (task_id, attempt, report) in plan.reports {
         log(format!(
             "task {task_id} was running when the runner stopped; reporting it failed"
         ));
-        outbox.push_back(report_message(
-            &task_id,
-            attempt,
-            &TaskOutcome::RunnerRestarted,
-        ));
+        outbox.push_back(report_message(&task_id, attempt, report));
+        finished.push(task_id);
     }
     let (ev_tx, mut ev_rx) = mpsc::channel::<TaskEvent>(1024);
     let mut running: HashMap<String, Running> = HashMap::new();
-    let mut finished: Vec<String> = Vec::new();
     let mut socket: Option<Socket> = None;
     let mut connecting: Option<Connecting> = None;
     let mut retry_at: Option<Instant> = Some(Instant::now());
-    let mut failures: u32 = 0;
+    let mut reconnect = Reconnect::new(cfg.backoff);
     let mut got_frame = false;
     let mut shutting_down: Option<Instant> = None;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let write_timeout = Duration::from_millis(opts.session.peer_timeout_ms.clamp(1_000, 30_000));
+    let write_timeout = ms(cfg.write_timeout_ms(opts.session.peer_timeout_ms));
+    let close_timeout = ms(cfg.close_timeout_ms);
+    let max_batch = cfg.max_event_batch.max(1);
 
     loop {
         // Perform the session's outputs.
@@ -155,37 +177,58 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                     }
                     Output::Event(Event::Received(Message::TaskAssign(a))) => {
                         let task_id = a.task_id.clone();
-                        match admit(
-                            running.len(),
-                            opts.max_tasks,
-                            running.contains_key(&task_id),
-                        ) {
-                            Admission::Start if shutting_down.is_none() => {
+                        let running_attempt = running.get(&task_id).map(|r| r.attempt);
+                        let admission = if shutting_down.is_some() {
+                            Admission::Busy
+                        } else {
+                            admit_attempt(running.len(), cfg.max_tasks, running_attempt, a.attempt)
+                        };
+                        match admission {
+                            Admission::Start => {
                                 started.insert(task_id.clone(), a.attempt);
-                                let (ctx, crx) = mpsc::channel(1);
-                                running.insert(task_id, Running { cancel: ctx });
+                                let (ctx, crx) = mpsc::channel(2);
+                                running.insert(
+                                    task_id,
+                                    Running {
+                                        attempt: a.attempt,
+                                        control: ctx,
+                                    },
+                                );
                                 tokio::spawn(task::run_task(
                                     a,
                                     opts.catalog.clone(),
+                                    cfg.task.clone(),
                                     opts.harnesses.clone(),
                                     ev_tx.clone(),
                                     crx,
                                 ));
                             }
+                            Admission::Ignore => log(format!(
+                                "task {task_id} attempt {} is running already; assignment ignored",
+                                a.attempt
+                            )),
                             adm => {
                                 let outcome = match adm {
                                     Admission::Duplicate => TaskOutcome::Duplicate,
                                     _ => TaskOutcome::Busy {
-                                        max_tasks: opts.max_tasks,
+                                        max_tasks: cfg.max_tasks.max(1),
                                     },
                                 };
-                                outbox.push_back(report_message(&task_id, a.attempt, &outcome));
+                                let report =
+                                    report_object(&task_id, &outcome, &UsageSplit::default());
+                                outbox.push_back(report_message(&task_id, a.attempt, report));
+                                // Its stream is forgotten once the report is acknowledged
+                                // (unless the task runs: a running one is forgotten after
+                                // its own report).
+                                if !running.contains_key(&task_id) {
+                                    finished.push(task_id);
+                                }
                             }
                         }
                     }
                     Output::Event(Event::Received(Message::TaskCancel(c))) => {
                         if let Some(r) = running.get(&c.task_id) {
-                            let _ = r.cancel.try_send(c.reason.clone());
+                            let _ = r.control.try_send(Control::Cancel(c.reason.clone()));
                         }
                     }
                     Output::Event(Event::PeerError { code, .. }) => {
@@ -241,14 +284,18 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
         }
         if close && socket.is_some() {
             if let Some(mut s) = socket.take() {
-                let _ = tokio::time::timeout(Duration::from_millis(100), s.close(None)).await;
+                let _ = tokio::time::timeout(close_timeout, s.close(None)).await;
             }
             let _ = session.handle_input(now(), Input::Disconnected);
-            schedule(&mut retry_at, &mut failures, got_frame, &opts.backoff);
+            retry_at =
+                Some(Instant::now() + ms(reconnect.connection_lost(got_frame, fastrand::u64(..))));
             continue;
         }
-        // Release finished tasks once the hub acknowledged their report.
+        // Release reported tasks once the hub acknowledged their report.
         finished.retain(|t| {
+            if running.contains_key(t) {
+                return false; // a new attempt runs: forgotten after its own report
+            }
             if session.state().is_fully_acknowledged(t) {
                 session.state_mut().forget_task(t);
                 false
@@ -263,7 +310,7 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
             {
                 let _ = store.save(&session.state().snapshot(), &started);
                 if let Some(mut s) = socket.take() {
-                    let _ = tokio::time::timeout(Duration::from_millis(200), s.close(None)).await;
+                    let _ = tokio::time::timeout(close_timeout, s.close(None)).await;
                 }
                 crate::supervisor::kill_adopted(&[], 16);
                 return Ok(0);
@@ -273,7 +320,7 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
         let session_deadline = session.poll_timeout();
         let session_sleep = async {
             match session_deadline {
-                Some(d) => tokio::time::sleep_until(start + Duration::from_millis(d)).await,
+                Some(d) => tokio::time::sleep_until(start + ms(d)).await,
                 None => std::future::pending().await,
             }
         };
@@ -290,7 +337,7 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                 None => std::future::pending().await,
             }
         };
-        let accept_events = outbox.len() < 64;
+        let accept_events = outbox.len() < cfg.max_queued_messages.max(1);
         tokio::select! {
             r = async { match connecting.as_mut() { Some(c) => c.await, None => std::future::pending().await } } => {
                 connecting = None;
@@ -305,7 +352,7 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                     }
                     Err(e) => {
                         log(format!("connect failed: {e}"));
-                        schedule(&mut retry_at, &mut failures, false, &opts.backoff);
+                        retry_at = Some(Instant::now() + ms(reconnect.connect_failed(fastrand::u64(..))));
                     }
                 }
             }
@@ -315,12 +362,12 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                     Ok(token) => {
                         let url = opts.url.clone();
                         let tls = tls.clone();
-                        let timeout = opts.connect_timeout;
+                        let timeout = ms(cfg.connect_timeout_ms);
                         connecting = Some(Box::pin(async move { ws::connect(&url, &token, tls, timeout).await }));
                     }
                     Err(e) => {
                         log(format!("no token: {e}"));
-                        schedule(&mut retry_at, &mut failures, false, &opts.backoff);
+                        retry_at = Some(Instant::now() + ms(reconnect.connect_failed(fastrand::u64(..))));
                     }
                 }
             }
@@ -336,11 +383,11 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                     Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => {
                         if let Some(mut s) = socket.take() {
                             // Complete a close handshake the hub started (bounded).
-                            let _ = tokio::time::timeout(Duration::from_millis(200), s.close(None)).await;
+                            let _ = tokio::time::timeout(close_timeout, s.close(None)).await;
                         }
                         let _ = session.handle_input(now(), Input::Disconnected);
                         log("connection lost");
-                        schedule(&mut retry_at, &mut failures, got_frame, &opts.backoff);
+                        retry_at = Some(Instant::now() + ms(reconnect.connection_lost(got_frame, fastrand::u64(..))));
                     }
                     Some(Ok(_)) => {}
                 }
@@ -353,15 +400,15 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                 while let Some(ev) = next {
                     take_event(ev, &mut outbox, &mut running, &mut started, &mut finished);
                     taken += 1;
-                    next = if taken < 256 { ev_rx.try_recv().ok() } else { None };
+                    next = if taken < max_batch { ev_rx.try_recv().ok() } else { None };
                 }
             }
             () = session_sleep => {
                 let _ = session.handle_input(now(), Input::Timeout);
             }
             () = shutdown_sleep => {}
-            _ = term.recv() => begin_shutdown(&mut shutting_down, &running),
-            _ = int.recv() => begin_shutdown(&mut shutting_down, &running),
+            _ = term.recv() => begin_shutdown(&mut shutting_down, &running, cfg.shutdown_grace_ms),
+            _ = int.recv() => begin_shutdown(&mut shutting_down, &running, cfg.shutdown_grace_ms),
         }
     }
 }
@@ -388,40 +435,30 @@ fn take_event(
             task_id,
             attempt,
             report,
+            ..
         } => {
             running.remove(&task_id);
             started.remove(&task_id);
             finished.push(task_id.clone());
-            let mut r = TaskReportMessage::new(report);
-            r.task_id = task_id;
-            r.attempt = attempt;
-            outbox.push_back(Message::TaskReport(r));
+            outbox.push_back(report_message(&task_id, attempt, report));
         }
     }
 }
 
-fn begin_shutdown(at: &mut Option<Instant>, running: &HashMap<String, Running>) {
+fn begin_shutdown(at: &mut Option<Instant>, running: &HashMap<String, Running>, grace_ms: u64) {
     if at.is_some() {
         return;
     }
-    log("shutting down: cancelling the running tasks");
+    log("shutting down: stopping the running tasks");
     for r in running.values() {
-        let _ = r.cancel.try_send("runner_shutdown".into());
+        let _ = r.control.try_send(Control::Shutdown);
     }
-    *at = Some(Instant::now() + Duration::from_secs(5));
+    *at = Some(Instant::now() + ms(grace_ms));
 }
 
-fn schedule(retry_at: &mut Option<Instant>, failures: &mut u32, was_up: bool, backoff: &Backoff) {
-    if was_up {
-        *failures = 0;
-    }
-    let delay = backoff.delay_ms(*failures, fastrand::u64(..));
-    *failures = failures.saturating_add(1);
-    *retry_at = Some(Instant::now() + Duration::from_millis(delay));
-}
-
-fn report_message(task_id: &str, attempt: u64, outcome: &TaskOutcome) -> Message {
-    let mut r = TaskReportMessage::new(report_object(task_id, outcome, &UsageSplit::default()));
+fn report_message(task_id: &str, attempt: u64, report: Object) -> Message {
+    let mut r = TaskReportMessage::new(report);
+    r.task_id = task_id.to_owned();
     r.attempt = attempt;
     Message::TaskReport(r)
 }

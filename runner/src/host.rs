@@ -42,7 +42,7 @@ pub const HARNESS_STDIN_QUEUE: usize = 1024;
 const STDOUT_QUEUE: usize = 256;
 /// After the harness leader exits, the longest the pipes are drained while they keep
 /// producing bytes (a straggler may hold them open and keep writing).
-const DRAIN_HARD_CAP: Duration = Duration::from_secs(5);
+pub const DRAIN_HARD_CAP: Duration = Duration::from_secs(5);
 
 /// Where the controller commands come from.
 #[derive(Debug)]
@@ -96,6 +96,8 @@ pub struct TaskLink {
     /// Program and leading arguments the harness command is appended to (after `--`);
     /// empty: start the harness directly.
     pub wrapper: Vec<String>,
+    /// The harness's working directory (`None`: the runner's).
+    pub cwd: Option<String>,
 }
 
 enum Event {
@@ -197,9 +199,9 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
         controller_stall,
         task,
     } = opts;
-    let (task_lines, mut task_cancel, wrapper) = match task {
-        Some(t) => (Some(t.lines), Some(t.cancel), t.wrapper),
-        None => (None, None, Vec::new()),
+    let (task_lines, mut task_cancel, wrapper, cwd) = match task {
+        Some(t) => (Some(t.lines), Some(t.cancel), t.wrapper, t.cwd),
+        None => (None, None, Vec::new(), None),
     };
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as u64;
@@ -300,6 +302,7 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
                         args,
                         env: req.env,
                         new_process_group: req.new_process_group,
+                        cwd: cwd.clone(),
                     };
                     match supervisor::spawn(&spec) {
                         Ok(spawned) => {

@@ -9,11 +9,13 @@
 //! * [`scripts`] — the seven built-in fake-harness scripts;
 //! * [`fake`] — the fake harness (`fake-harness`, or `stapel-runner fake-harness`);
 //! * [`connect`] — `stapel-runner connect`, the connected runner of seed 000, with
-//!   [`ws`] (outbound WebSocket, token, TLS), [`task`] (one task: RoleSpec, profile
-//!   resolution, the gateway lifecycle, the harness), [`store`] (the atomic state
-//!   directory) and [`exec`] (the `harness-exec` wrapper: the harness dies with the
-//!   runner);
-//! * [`testhub`] — a minimal hub over the core's `HubSession` for tests and benchmarks.
+//!   [`ws`] (outbound WebSocket, token, TLS), [`task`] (performs the outputs of the
+//!   core's `TaskRun`: the per-task sandbox directory, the harness, the report),
+//!   [`store`] (the atomic, locked state directory) and [`exec`] (the `harness-exec`
+//!   wrapper: each harness in its own user + PID namespace, so it and its escapees die
+//!   with the task and with the runner);
+//! * [`testhub`] — a minimal hub over the core's `HubSession` for tests and benchmarks
+//!   (optionally durable: restarted from its persisted state).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -5,6 +5,10 @@
 //! and not yet reported. It is written to a temporary file, fsynced, renamed over the old
 //! one, and the directory is fsynced: a reader sees the old file or the new one, never a
 //! mix, and a frame is transmitted only after the state that produced it is on disk.
+//!
+//! The directory is locked while a runner uses it (an exclusive `flock` of `lock`): a
+//! second runner on the same directory refuses to start instead of corrupting the first
+//! one's state.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -15,6 +19,8 @@ use serde_json::{json, Value};
 
 /// The file name under the state directory.
 pub const STATE_FILE: &str = "runner-state.json";
+/// The lock file under the state directory.
+pub const LOCK_FILE: &str = "lock";
 
 /// What a restart reads back.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -30,18 +36,38 @@ pub struct Saved {
 pub struct Store {
     dir: PathBuf,
     last: Option<Vec<u8>>,
+    _lock: std::sync::Arc<nix::fcntl::Flock<File>>,
 }
 
 impl Store {
-    /// Open (and create) `dir`.
+    /// Open (and create) `dir` and lock it for this process (released when the last
+    /// clone of the store is dropped, or by the kernel when the process dies).
     ///
     /// # Errors
-    /// The directory cannot be created.
+    /// The directory cannot be created; `WouldBlock` ("another runner uses the state
+    /// directory …") when another process holds the lock.
     pub fn open(dir: &Path) -> io::Result<Self> {
         fs::create_dir_all(dir)?;
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(LOCK_FILE))?;
+        let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| match e {
+                nix::errno::Errno::EWOULDBLOCK => io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "another runner uses the state directory {} (it holds {LOCK_FILE})",
+                        dir.display()
+                    ),
+                ),
+                other => io::Error::from(other),
+            })?;
         Ok(Self {
             dir: dir.to_path_buf(),
             last: None,
+            _lock: std::sync::Arc::new(lock),
         })
     }
 
@@ -129,6 +155,25 @@ mod tests {
         tasks.clear();
         s.save(b"x", &tasks).unwrap();
         assert!(s.load().unwrap().tasks.is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_second_store_on_the_same_directory_is_refused_until_the_first_is_gone() {
+        let dir = std::env::temp_dir().join(format!("stapel-store-lock-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let first = Store::open(&dir).unwrap();
+        let copy = first.clone();
+        let e = Store::open(&dir).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert!(e
+            .to_string()
+            .contains("another runner uses the state directory"));
+        drop(first);
+        // A clone still holds the lock.
+        assert!(Store::open(&dir).is_err());
+        drop(copy);
+        assert!(Store::open(&dir).is_ok());
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -24,6 +24,8 @@ pub struct SpawnSpec {
     pub env: Vec<(String, String)>,
     /// Start the child as the leader of a new process group.
     pub new_process_group: bool,
+    /// Working directory (`None`: this process's).
+    pub cwd: Option<String>,
 }
 
 /// A started harness and its pipes.
@@ -51,6 +53,9 @@ pub fn spawn(spec: &SpawnSpec) -> io::Result<Spawned> {
         .kill_on_drop(true);
     if spec.new_process_group {
         cmd.process_group(0);
+    }
+    if let Some(dir) = &spec.cwd {
+        cmd.current_dir(dir);
     }
     let child = cmd.spawn()?;
     let pid = child

@@ -1,40 +1,43 @@
 //! One task of a connected runner: from a `task.assign` to its `task.report`.
 //!
-//! The assignment's `RoleSpec` is read with the core's `RoleSpec::from_invocation`; the
-//! harness profile (the core's [`profile_ref`]) is resolved and the whole execution runs
-//! through the contract's [`Gateway`] lifecycle (resolve → sandbox → session → dispatch
-//! `run_task` → end → destroy). The `run_task` dispatch drives the profile's rein:
+//! The core's [`TaskRun`] decides everything (RoleSpec, profile resolution through the
+//! contract's gateway, the sandbox, the cancel rule, the failure codes, the report); this
+//! module performs its outputs:
 //!
-//! * `local-run` — a harness that speaks the local-runner protocol (the built-in fake
-//!   harness by default), supervised exactly as `stapel-runner run` does (the same
-//!   [`host`] loop: process group, cleared environment, bounds), with the built-in
-//!   controller; a cancel becomes `run.cancel`;
-//! * `subprocess` — a seed-000 JSONL harness (`{"type":"turn"}` in, `{"type":"result"}`
-//!   out) driven by the core's [`SubprocessSession`] turn machine; a cancel closes it
-//!   (stdin close → TERM → KILL).
+//! * `CreateSandbox` / `DestroySandbox` — a fresh per-task working directory under
+//!   [`Harnesses::work_root`] (mode 0700), removed at the end;
+//! * `RunHarness` — the profile's rein, in the plan's working directory:
+//!   * `local-run` — a harness that speaks the local-runner protocol (the built-in fake
+//!     harness by default), supervised exactly as `stapel-runner run` does (the same
+//!     [`host`] loop: process group, cleared environment, bounds), with the built-in
+//!     controller; `Interrupt` becomes `run.cancel`, `HardStop` closes the controller
+//!     (TERM → grace → KILL);
+//!   * `subprocess` — a seed-000 JSONL harness (`{"type":"turn"}` in, `{"type":"result"}`
+//!     out) driven by the core's [`SubprocessSession`] turn machine; `Interrupt` lets the
+//!     current turn finish (no further turn: the boundary), `HardStop` closes the session
+//!     (stdin close → TERM → KILL);
+//! * `Report` — handed to the connect loop.
 //!
-//! Harness events become progress through the core's mapping; the end becomes one report
-//! through the core's [`outcome_from_gateway`] and [`report_object`]. Every harness is
-//! started through the `harness-exec` wrapper so that it dies with the runner.
+//! Harness events become progress through the core's mapping. Every harness is started
+//! through the `harness-exec` wrapper (see [`crate::exec`]): it dies with its task and
+//! with the runner.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value as JsonValue;
 use stapel_runner_protocol::adapter::{
-    RoleSpec, SignalTarget, SpawnSpec as AdapterSpawn, StopSignal, SubprocessConfig,
-    SubprocessInput, SubprocessOutput, SubprocessSession,
+    SignalTarget, SpawnSpec as AdapterSpawn, StopSignal, SubprocessConfig, SubprocessInput,
+    SubprocessOutput, SubprocessSession,
 };
-use stapel_runner_protocol::contract::{
-    Catalog, ExecutionRequest, ExecutionSummary, Gateway, GatewayAction, GatewayConfig,
-    GatewayInput, GatewayOutput, SandboxHandle, StringMap, ToolCall, ToolResult,
-};
-use stapel_runner_protocol::json::{Object, Value};
+use stapel_runner_protocol::contract::Catalog;
+use stapel_runner_protocol::json::Object;
 use stapel_runner_protocol::local::LocalConfig;
 use stapel_runner_protocol::runner_task::{
-    outcome_from_gateway, outcome_from_local_terminal, profile_ref, progress_from_harness_event,
-    progress_from_local_event, report_object, ProgressItem, TaskOutcome,
+    progress_from_harness_event, progress_from_local_event, HarnessEnd, HarnessPlan, ProgressItem,
+    Rein, TaskOutcome, TaskRun, TaskRunConfig, TaskRunInput, TaskRunOutput,
 };
-use stapel_runner_protocol::wire::{TaskAssign, UsageSplit};
+use stapel_runner_protocol::wire::TaskAssign;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -42,30 +45,6 @@ use tokio::time::Instant;
 use crate::controller::{AutoController, OperatorPlan};
 use crate::host::{self, Controller, HostOptions, TaskLink, View};
 use crate::supervisor::{self, GroupGuard, SpawnSpec};
-
-/// The tool the gateway dispatches for a task: run the harness on it.
-pub const RUN_TASK_TOOL: &str = "run_task";
-/// The rein of a harness that speaks the local-runner protocol.
-pub const REIN_LOCAL_RUN: &str = "local-run";
-/// The rein of a seed-000 subprocess JSONL harness.
-pub const REIN_SUBPROCESS: &str = "subprocess";
-
-/// The catalog used without `--profiles`: profile `fake` (rein `local-run`, the
-/// configured local harness) and profile `subprocess` (rein `subprocess`, the configured
-/// JSONL harness), each allowed only the `run_task` tool.
-pub fn default_catalog() -> Catalog {
-    let profile = |id: &str, rein: &str| {
-        serde_json::json!({"contract_version": "1.0", "profile_id": id, "rein": rein,
-            "model": "local", "sandbox_profile": "process-group",
-            "tool_policy": {"allowed_tools": [RUN_TASK_TOOL]}})
-    };
-    let v = serde_json::json!({
-        "profiles": [profile("fake", REIN_LOCAL_RUN), profile("subprocess", REIN_SUBPROCESS)],
-        "reins": [{"rein_id": REIN_LOCAL_RUN, "contract_version": "1.0"},
-                  {"rein_id": REIN_SUBPROCESS, "contract_version": "1.0"}],
-    });
-    Catalog::from_value(&v).unwrap_or_default()
-}
 
 /// What a task tells the connect loop.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +66,18 @@ pub enum TaskEvent {
         attempt: u64,
         /// The TaskReport.
         report: Object,
+        /// The outcome it says.
+        outcome: TaskOutcome,
     },
+}
+
+/// What the connect loop tells a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    /// The hub cancelled it.
+    Cancel(String),
+    /// The runner is shutting down.
+    Shutdown,
 }
 
 /// How harnesses are started.
@@ -100,188 +90,194 @@ pub struct Harnesses {
     pub jsonl: Vec<String>,
     /// The runner's `PATH` (the only variable a JSONL harness inherits).
     pub path: String,
+    /// Further variables a JSONL harness gets (the `--allow-env` ones).
+    pub jsonl_env: Vec<(String, String)>,
     /// The wrapper every harness is started through (see [`crate::exec`]).
     pub wrapper: Vec<String>,
     /// Stop-escalation grace of a JSONL harness, ms.
     pub grace_ms: u64,
+    /// Where the per-task working directories (the sandboxes) are made.
+    pub work_root: PathBuf,
+}
+
+enum HarnessCtl {
+    Interrupt(String),
+    HardStop,
 }
 
 /// Run one task to its report. Never fails: every fault becomes the report.
 pub async fn run_task(
     assign: TaskAssign,
     catalog: Catalog,
+    config: TaskRunConfig,
     harnesses: Harnesses,
     events: mpsc::Sender<TaskEvent>,
-    mut cancel: mpsc::Receiver<String>,
+    mut control: mpsc::Receiver<Control>,
 ) {
     let task_id = assign.task_id.clone();
     let attempt = assign.attempt;
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as u64;
-    let (outcome, usage) = execute(&assign, catalog, &harnesses, &events, &mut cancel, &now).await;
-    let report = report_object(&task_id, &outcome, &usage);
-    let _ = events
-        .send(TaskEvent::Report {
-            task_id,
-            attempt,
-            report,
-        })
-        .await;
+    let mut run = TaskRun::new(now(), config, catalog, &assign);
+    let mut pending: Vec<TaskRunInput> = Vec::new();
+    let mut harness: Option<tokio::task::JoinHandle<HarnessEnd>> = None;
+    let mut ctl: Option<mpsc::Sender<HarnessCtl>> = None;
+    let mut control_open = true;
+    loop {
+        for i in pending.drain(..) {
+            run.handle_input(now(), i);
+        }
+        while let Some(out) = run.poll_output() {
+            match out {
+                TaskRunOutput::CreateSandbox { name, .. } => {
+                    let path = harnesses.work_root.join(&name);
+                    pending.push(match create_sandbox(&path) {
+                        Ok(()) => TaskRunInput::SandboxCreated {
+                            path: path.display().to_string(),
+                        },
+                        Err(e) => TaskRunInput::SandboxCreateFailed {
+                            message: Some(e.kind().to_string()),
+                        },
+                    });
+                }
+                TaskRunOutput::RunHarness(plan) => {
+                    let (tx, rx) = mpsc::channel(4);
+                    ctl = Some(tx);
+                    harness = Some(tokio::spawn(run_harness(
+                        plan,
+                        harnesses.clone(),
+                        events.clone(),
+                        task_id.clone(),
+                        attempt,
+                        rx,
+                    )));
+                }
+                TaskRunOutput::Interrupt { reason } => {
+                    if let Some(c) = &ctl {
+                        let _ = c.try_send(HarnessCtl::Interrupt(reason));
+                    }
+                }
+                TaskRunOutput::HardStop => {
+                    if let Some(c) = &ctl {
+                        let _ = c.try_send(HarnessCtl::HardStop);
+                    }
+                }
+                TaskRunOutput::DestroySandbox { path, .. } => {
+                    pending.push(match remove_sandbox(&path) {
+                        Ok(()) => TaskRunInput::SandboxDestroyed,
+                        Err(e) => TaskRunInput::SandboxDestroyFailed {
+                            message: Some(e.kind().to_string()),
+                        },
+                    });
+                }
+                TaskRunOutput::Report {
+                    report, outcome, ..
+                } => {
+                    let _ = events
+                        .send(TaskEvent::Report {
+                            task_id,
+                            attempt,
+                            report,
+                            outcome,
+                        })
+                        .await;
+                    return;
+                }
+                _ => {}
+            }
+        }
+        if !pending.is_empty() {
+            continue;
+        }
+        let deadline = run.poll_timeout();
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(start + Duration::from_millis(d)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = async { match harness.as_mut() { Some(h) => h.await, None => std::future::pending().await } } => {
+                harness = None;
+                ctl = None;
+                let end = r.unwrap_or(HarnessEnd::HostError { kind: "task_failed".into() });
+                pending.push(TaskRunInput::HarnessEnded(end));
+            }
+            c = control.recv(), if control_open => pending.push(match c {
+                Some(Control::Cancel(reason)) => TaskRunInput::Cancel { reason },
+                Some(Control::Shutdown) => TaskRunInput::Shutdown,
+                None => {
+                    // The connect loop is gone: the runner is going away.
+                    control_open = false;
+                    TaskRunInput::Shutdown
+                }
+            }),
+            () = sleep => pending.push(TaskRunInput::Timeout),
+        }
+    }
 }
 
-async fn execute(
-    assign: &TaskAssign,
-    catalog: Catalog,
-    harnesses: &Harnesses,
-    events: &mpsc::Sender<TaskEvent>,
-    cancel: &mut mpsc::Receiver<String>,
-    now: &impl Fn() -> u64,
-) -> (TaskOutcome, UsageSplit) {
-    let zero = UsageSplit::default();
-    let invocation = match JsonValue::from(Value::Object(assign.invocation.clone())) {
-        JsonValue::Object(m) => m,
-        _ => serde_json::Map::new(),
-    };
-    let role = match RoleSpec::from_invocation(&invocation, Some(assign.role.as_str())) {
-        Ok(r) => r,
-        Err(e) => {
-            return (
-                TaskOutcome::InvalidAssignment {
-                    code: e.code().to_string(),
-                },
-                zero,
-            )
-        }
-    };
-    let goal = assign
-        .task
-        .get("goal")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let repository = assign
-        .task
-        .get("repository")
-        .and_then(Value::as_str)
-        .unwrap_or("local")
-        .to_string();
-    let request = ExecutionRequest::new(
-        profile_ref(&role),
-        repository,
-        assign.task_id.clone(),
-        goal.clone(),
-    );
-    let mut gw = Gateway::new(GatewayConfig::new(catalog));
-    let mut harness_outcome: Option<TaskOutcome> = None;
-    let mut usage = zero;
-    let mut rein = String::new();
-    let mut input = Some(GatewayInput::Execute {
-        request,
-        inputs: StringMap::new(),
-        tool_calls: vec![ToolCall::new(RUN_TASK_TOOL)],
-    });
-    let progress = |item: ProgressItem| TaskEvent::Progress {
-        task_id: assign.task_id.clone(),
-        attempt: assign.attempt,
+/// A fresh, empty directory at `path` (mode 0700); a leftover of an earlier runner is
+/// replaced.
+fn create_sandbox(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+}
+
+fn remove_sandbox(path: &str) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+async fn run_harness(
+    plan: HarnessPlan,
+    harnesses: Harnesses,
+    events: mpsc::Sender<TaskEvent>,
+    task_id: String,
+    attempt: u64,
+    ctl: mpsc::Receiver<HarnessCtl>,
+) -> HarnessEnd {
+    let progress = move |item: ProgressItem| TaskEvent::Progress {
+        task_id: task_id.clone(),
+        attempt,
         item,
     };
-    loop {
-        if let Some(i) = input.take() {
-            if let Err(e) = gw.handle_input(now(), i) {
-                return (
-                    TaskOutcome::Failed {
-                        failure_type: e.code().to_string(),
-                    },
-                    usage,
-                );
-            }
-        }
-        // A cancel that arrived while no harness runs aborts the outstanding action.
-        if harness_outcome.is_none() {
-            if let Ok(reason) = cancel.try_recv() {
-                harness_outcome = Some(TaskOutcome::Cancelled { reason });
-                input = Some(GatewayInput::Abort {
-                    code: "cancelled".into(),
-                });
-                continue;
-            }
-        }
-        let Some(out) = gw.poll_output() else {
-            return (
-                harness_outcome.unwrap_or(TaskOutcome::Failed {
-                    failure_type: "gateway_stalled".into(),
-                }),
-                usage,
-            );
-        };
-        input = Some(match out {
-            GatewayOutput::Result(r) => return (outcome_from_gateway(&r, harness_outcome), usage),
-            GatewayOutput::Action(GatewayAction::CreateSandbox { .. }) => {
-                // The sandbox of a connected runner is the harness's process group.
-                GatewayInput::SandboxCreated {
-                    sandbox: SandboxHandle::new("process-group"),
-                }
-            }
-            GatewayOutput::Action(GatewayAction::StartSession { profile, .. }) => {
-                rein = profile.rein.clone();
-                let mut session = StringMap::new();
-                session.insert("rein".into(), rein.clone());
-                GatewayInput::SessionStarted { session }
-            }
-            GatewayOutput::Action(GatewayAction::DispatchTool { .. }) => {
-                let (outcome, u) = match rein.as_str() {
-                    REIN_LOCAL_RUN => run_local(&goal, harnesses, events, cancel, &progress).await,
-                    REIN_SUBPROCESS => {
-                        run_jsonl(&goal, &role, harnesses, events, cancel, &progress, now).await
-                    }
-                    _ => (
-                        TaskOutcome::Failed {
-                            failure_type: "unsupported_rein".into(),
-                        },
-                        UsageSplit::default(),
-                    ),
-                };
-                usage = u;
-                let result = if outcome == TaskOutcome::Done || outcome == TaskOutcome::Blocked {
-                    ToolResult::success(serde_json::json!({"status": outcome.status()}))
-                } else {
-                    ToolResult::failure(outcome.failure_type().unwrap_or("failed"))
-                };
-                harness_outcome = Some(outcome);
-                GatewayInput::ToolDispatched { result }
-            }
-            GatewayOutput::Action(GatewayAction::EndSession { .. }) => GatewayInput::SessionEnded {
-                summary: ExecutionSummary {
-                    tokens: Some(usage),
-                    ..ExecutionSummary::default()
-                },
-            },
-            GatewayOutput::Action(GatewayAction::DestroySandbox { .. })
-            | GatewayOutput::Action(GatewayAction::DiscardSandbox) => {
-                GatewayInput::SandboxDestroyed
-            }
-            _ => GatewayInput::ActionFailed { message: None },
-        });
+    match plan.rein {
+        Rein::LocalRun => run_local(&plan, &harnesses, &events, &progress, ctl).await,
+        Rein::Subprocess => run_jsonl(&plan, &harnesses, &events, &progress, ctl).await,
     }
 }
 
 /// Drive a local-run harness through the same host loop as `stapel-runner run`.
 async fn run_local(
-    goal: &str,
+    plan: &HarnessPlan,
     harnesses: &Harnesses,
     events: &mpsc::Sender<TaskEvent>,
-    cancel: &mut mpsc::Receiver<String>,
     progress: &impl Fn(ProgressItem) -> TaskEvent,
-) -> (TaskOutcome, UsageSplit) {
+    mut ctl: mpsc::Receiver<HarnessCtl>,
+) -> HarnessEnd {
     let (lines_tx, mut lines_rx) = mpsc::channel::<String>(64);
     let (cancel_tx, cancel_rx) = mpsc::channel::<String>(1);
-    let plan = OperatorPlan {
-        turn_text: goal.to_string(),
+    let mut cancel_tx = Some(cancel_tx);
+    let controller = OperatorPlan {
+        turn_text: plan.prompt.clone(),
         ..OperatorPlan::default()
     };
+    let mut config = harnesses.local.clone();
+    config.working_directory = Some(plan.working_directory.clone());
     let opts = HostOptions {
-        config: harnesses.local.clone(),
-        controller: Controller::Auto(AutoController::new(plan)),
+        config,
+        controller: Controller::Auto(AutoController::new(controller)),
         view: View::Jsonl,
         drain_after_exit: Duration::from_millis(250),
         controller_stall: Duration::from_secs(10),
@@ -289,13 +285,15 @@ async fn run_local(
             lines: lines_tx,
             cancel: cancel_rx,
             wrapper: harnesses.wrapper.clone(),
+            cwd: Some(plan.working_directory.clone()),
         }),
     };
     let mut host = Box::pin(host::run(opts));
-    let mut terminal: Option<TaskOutcome> = None;
-    let mut cancelled: Option<String> = None;
+    let mut terminal: Option<JsonValue> = None;
+    let mut host_error: Option<String> = None;
     let mut host_done = false;
     let mut lines_open = true;
+    let mut ctl_open = true;
     while !host_done || lines_open {
         tokio::select! {
             line = lines_rx.recv(), if lines_open => match line {
@@ -303,10 +301,11 @@ async fn run_local(
                     let Ok(v) = serde_json::from_str::<JsonValue>(&line) else { continue };
                     let message = &v["message"];
                     if message["event"]["eventType"] == "run.terminal" {
-                        terminal = Some(outcome_from_local_terminal(&message["event"]["payload"]));
+                        terminal.get_or_insert_with(|| message["event"]["payload"].clone());
                     } else if let Some(item) = progress_from_local_event(message) {
                         if events.send(progress(item)).await.is_err() {
-                            let _ = cancel_tx.try_send("runner_shutdown".into());
+                            // The connect loop is gone: stop now.
+                            cancel_tx = None;
                         }
                     }
                 }
@@ -315,24 +314,43 @@ async fn run_local(
             r = &mut host, if !host_done => {
                 host_done = true;
                 if let Err(e) = r {
-                    terminal.get_or_insert(TaskOutcome::Failed { failure_type: format!("host_error_{:?}", e.kind()).to_lowercase() });
+                    host_error = Some(io_kind(&e));
                 }
             }
-            reason = cancel.recv(), if cancelled.is_none() => {
-                let reason = reason.unwrap_or_else(|| "runner_shutdown".into());
-                cancelled = Some(reason.clone());
-                let _ = cancel_tx.try_send(reason);
-            }
+            c = ctl.recv(), if ctl_open => match c {
+                Some(HarnessCtl::Interrupt(reason)) => {
+                    if let Some(tx) = &cancel_tx {
+                        let _ = tx.try_send(reason);
+                    }
+                }
+                // Closing the cancel channel closes the controller: TERM → grace → KILL.
+                Some(HarnessCtl::HardStop) => cancel_tx = None,
+                None => ctl_open = false,
+            },
         }
     }
-    let outcome = match (cancelled, terminal) {
-        (Some(reason), _) => TaskOutcome::Cancelled { reason },
-        (None, Some(t)) => t,
-        (None, None) => TaskOutcome::Failed {
-            failure_type: "harness_lost".into(),
-        },
-    };
-    (outcome, UsageSplit::default())
+    match (terminal, host_error) {
+        (Some(payload), _) => HarnessEnd::LocalTerminal(payload),
+        (None, Some(kind)) => HarnessEnd::HostError { kind },
+        (None, None) => HarnessEnd::Lost,
+    }
+}
+
+/// A snake_case name of an I/O error's kind (`broken_pipe`, `invalid_input`, …).
+fn io_kind(e: &std::io::Error) -> String {
+    let debug = format!("{:?}", e.kind());
+    let mut out = String::new();
+    for (i, c) in debug.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else if c.is_ascii_alphanumeric() {
+            out.push(c);
+        }
+    }
+    out
 }
 
 enum Pipe {
@@ -344,28 +362,35 @@ enum Pipe {
 /// Drive a seed-000 subprocess JSONL harness with the core's turn machine: one turn with
 /// the task's goal as the prompt.
 async fn run_jsonl(
-    goal: &str,
-    role: &RoleSpec,
+    plan: &HarnessPlan,
     harnesses: &Harnesses,
     events: &mpsc::Sender<TaskEvent>,
-    cancel: &mut mpsc::Receiver<String>,
     progress: &impl Fn(ProgressItem) -> TaskEvent,
-    now: &impl Fn() -> u64,
-) -> (TaskOutcome, UsageSplit) {
+    mut ctl: mpsc::Receiver<HarnessCtl>,
+) -> HarnessEnd {
+    let start = Instant::now();
+    let now = move || start.elapsed().as_millis() as u64;
     let mut s = SubprocessSession::new(SubprocessConfig::default().grace_ms(harnesses.grace_ms));
     let mut spec = AdapterSpawn::new(harnesses.jsonl.clone(), harnesses.path.clone());
-    spec.llm_base_url = role.llm_base_url.clone();
+    spec.llm_base_url = plan.llm_base_url.clone();
+    spec.cwd = Some(plan.working_directory.clone());
+    spec.env = harnesses.jsonl_env.clone();
     let _ = s.handle_input(now(), SubprocessInput::Open(spec));
     let (pipe_tx, mut pipe_rx) = mpsc::channel::<Pipe>(8);
     let mut stdin: Option<mpsc::Sender<String>> = None;
     let mut pid: Option<i32> = None;
     let mut guard: Option<GroupGuard> = None;
-    let mut outcome: Option<TaskOutcome> = None;
-    let mut usage = UsageSplit::default();
-    let mut cancelled: Option<String> = None;
+    let mut end: Option<HarnessEnd> = None;
+    let mut in_turn = false;
+    let mut interrupted = false;
+    let mut closing = false;
+    let mut ctl_open = true;
     let mut pending: Vec<SubprocessInput> = Vec::new();
     loop {
         for i in pending.drain(..) {
+            if matches!(i, SubprocessInput::Close) {
+                closing = true;
+            }
             let _ = s.handle_input(now(), i);
         }
         while let Some(out) = s.poll_output() {
@@ -378,6 +403,7 @@ async fn run_jsonl(
                         args,
                         env: req.env,
                         new_process_group: req.new_process_group,
+                        cwd: req.cwd,
                     };
                     match supervisor::spawn(&spec) {
                         Ok(sp) => {
@@ -389,9 +415,15 @@ async fn run_jsonl(
                                 pid: u32::try_from(child_pid).ok(),
                                 process_group: true,
                             });
-                            pending.push(SubprocessInput::StartTurn {
-                                prompt: goal.to_string(),
-                            });
+                            if interrupted {
+                                // Cancelled before the first turn: none is started.
+                                pending.push(SubprocessInput::Close);
+                            } else {
+                                in_turn = true;
+                                pending.push(SubprocessInput::StartTurn {
+                                    prompt: plan.prompt.clone(),
+                                });
+                            }
                         }
                         Err(e) => pending.push(SubprocessInput::SpawnFailed {
                             message: e.kind().to_string(),
@@ -430,18 +462,25 @@ async fn run_jsonl(
                 }
                 SubprocessOutput::Progress(event) => {
                     let item = progress_from_harness_event(&JsonValue::Object(event));
-                    let _ = events.send(progress(item)).await;
+                    if events.send(progress(item)).await.is_err() && !closing {
+                        pending.push(SubprocessInput::Close);
+                    }
                 }
                 SubprocessOutput::TurnResult(r) => {
-                    usage = r.usage;
-                    outcome.get_or_insert(TaskOutcome::Done);
-                    pending.push(SubprocessInput::Close);
+                    in_turn = false;
+                    end.get_or_insert(HarnessEnd::TurnResult { usage: r.usage });
+                    if !closing {
+                        pending.push(SubprocessInput::Close);
+                    }
                 }
                 SubprocessOutput::Error(e) => {
-                    outcome.get_or_insert(TaskOutcome::Failed {
-                        failure_type: e.code().to_string(),
+                    in_turn = false;
+                    end.get_or_insert(HarnessEnd::TurnError {
+                        code: e.code().to_string(),
                     });
-                    pending.push(SubprocessInput::Close);
+                    if !closing {
+                        pending.push(SubprocessInput::Close);
+                    }
                 }
                 _ => {}
             }
@@ -469,23 +508,26 @@ async fn run_jsonl(
                 Some(Pipe::Exited) | None => pending.push(SubprocessInput::Exited),
             },
             () = sleep => pending.push(SubprocessInput::Timeout),
-            reason = cancel.recv(), if cancelled.is_none() => {
-                cancelled = Some(reason.unwrap_or_else(|| "runner_shutdown".into()));
-                pending.push(SubprocessInput::Close);
-            }
+            c = ctl.recv(), if ctl_open => match c {
+                // The boundary of a JSONL harness is the end of its turn: let the current
+                // turn finish (its result ends the session), start no other.
+                Some(HarnessCtl::Interrupt(_)) => {
+                    interrupted = true;
+                    if !in_turn && pid.is_some() && !closing {
+                        pending.push(SubprocessInput::Close);
+                    }
+                }
+                Some(HarnessCtl::HardStop) => {
+                    if !closing {
+                        pending.push(SubprocessInput::Close);
+                    }
+                }
+                None => ctl_open = false,
+            },
         }
     }
     drop(guard);
-    let outcome = match (cancelled, outcome) {
-        (Some(reason), None | Some(TaskOutcome::Failed { .. })) => {
-            TaskOutcome::Cancelled { reason }
-        }
-        (_, Some(o)) => o,
-        (None, None) => TaskOutcome::Failed {
-            failure_type: "harness_lost".into(),
-        },
-    };
-    (outcome, usage)
+    end.unwrap_or(HarnessEnd::Lost)
 }
 
 /// Writer of the child's stdin, reader of its stdout (stderr is drained and dropped);

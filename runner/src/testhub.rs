@@ -4,9 +4,21 @@
 //! every applied progress seq and report per `(task_id, attempt)` — the oracle the
 //! end-to-end tests check. The reference hub for people is the Python package's
 //! (`python -m stapel_runner_protocol.hub`).
+//!
+//! A *durable* hub ([`TestHub::start_durable`]) keeps its state — the session's
+//! sequencing snapshot together with the application's log — in a file, replaced
+//! atomically (write, rename) at the points where the hub's state becomes visible to the
+//! runner: before any frame is written to the socket (an acknowledgement is a promise
+//! that the acknowledged frames are applied for good) and when the application hands it
+//! a command. [`TestHub::restart`] then crashes the hub: the connection, the session and
+//! the in-memory log are thrown away, and a new hub is built from the file alone — what a
+//! hub process restarted after a crash would see. Frames applied after the last save are
+//! lost with the crash and must come back from the runner's replay, exactly once. (The
+//! replace is not fsynced: the crash is a process crash, not a power loss.)
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,11 +53,86 @@ pub struct HubLog {
     pub hellos: u64,
     /// Gaps the hub was told about (`InboundGap`): frames lost for good.
     pub gaps: u64,
-    /// Restarts from a snapshot.
+    /// Restarts from the persisted state (a durable hub; the count is persisted too).
     pub restarts: u64,
+    /// State saves (a durable hub; not persisted).
+    pub saves: u64,
 }
 
 impl HubLog {
+    /// The JSON form persisted by a durable hub (every field but `saves`).
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let seqs = |m: &BTreeMap<(String, u64), Vec<u64>>| {
+            m.iter()
+                .map(|((t, a), v)| json!([t, a, v]))
+                .collect::<Vec<_>>()
+        };
+        json!({
+            "progress": seqs(&self.progress),
+            "kinds": self.kinds.iter().map(|((t, a), v)| json!([t, a, v])).collect::<Vec<_>>(),
+            "reports": self.reports.iter().map(|((t, a), v)| json!([t, a,
+                v.iter().map(|(s, r)| json!([s, serde_json::Value::from(stapel_runner_protocol::json::Value::Object(r.clone()))])).collect::<Vec<_>>()])).collect::<Vec<_>>(),
+            "rejected": self.rejected, "accepted": self.accepted, "hellos": self.hellos,
+            "gaps": self.gaps, "restarts": self.restarts,
+        })
+    }
+
+    /// Read [`to_json`](Self::to_json)'s form back (missing parts are empty).
+    pub fn from_json(v: &serde_json::Value) -> Self {
+        let key = |e: &serde_json::Value| {
+            (
+                e[0].as_str().unwrap_or("").to_string(),
+                e[1].as_u64().unwrap_or(0),
+            )
+        };
+        let list = |k: &str| v[k].as_array().cloned().unwrap_or_default();
+        let mut log = HubLog::default();
+        for e in list("progress") {
+            let seqs = e[2]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+                .unwrap_or_default();
+            log.progress.insert(key(&e), seqs);
+        }
+        for e in list("kinds") {
+            let kinds = e[2]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            log.kinds.insert(key(&e), kinds);
+        }
+        for e in list("reports") {
+            let reports = e[2]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|r| {
+                            let obj = match stapel_runner_protocol::json::Value::from(r[1].clone())
+                            {
+                                stapel_runner_protocol::json::Value::Object(o) => o,
+                                _ => Object::new(),
+                            };
+                            (r[0].as_u64().unwrap_or(0), obj)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            log.reports.insert(key(&e), reports);
+        }
+        let n = |k: &str| v[k].as_u64().unwrap_or(0);
+        log.rejected = n("rejected");
+        log.accepted = n("accepted");
+        log.hellos = n("hellos");
+        log.gaps = n("gaps");
+        log.restarts = n("restarts");
+        log
+    }
+
     /// The report status of a task's attempt, when exactly one report was applied.
     pub fn status(&self, task: &str, attempt: u64) -> Option<String> {
         match self.reports.get(&(task.to_string(), attempt))?.as_slice() {
@@ -79,6 +166,15 @@ impl TestHub {
         Self::start_with(token, config, None)
     }
 
+    /// [`start`](Self::start) a durable hub whose state lives in `state_file` (see the
+    /// module docs); an existing file is resumed from.
+    ///
+    /// # Panics
+    /// When the listener cannot be bound (test code).
+    pub fn start_durable(token: &str, config: SessionConfig, state_file: PathBuf) -> Self {
+        Self::launch(token, config, None, Some(state_file))
+    }
+
     /// [`start`](Self::start) serving `wss://` with this TLS configuration (`None`:
     /// plain `ws://`).
     ///
@@ -88,6 +184,15 @@ impl TestHub {
         token: &str,
         config: SessionConfig,
         tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Self {
+        Self::launch(token, config, tls, None)
+    }
+
+    fn launch(
+        token: &str,
+        config: SessionConfig,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        state_file: Option<PathBuf>,
     ) -> Self {
         let log = Arc::new(Mutex::new(HubLog::default()));
         let token = Arc::new(Mutex::new(token.to_string()));
@@ -104,7 +209,7 @@ impl TestHub {
                 addr_tx
                     .send(listener.local_addr().expect("addr"))
                     .expect("addr");
-                serve(listener, config, l, t, cmd_rx, tls).await;
+                serve(listener, config, l, t, cmd_rx, tls, state_file).await;
             });
         });
         let addr = addr_rx.recv().expect("hub address");
@@ -128,8 +233,19 @@ impl TestHub {
 
     /// Assign a task (stamped and kept by the hub's session; replayed after reconnects).
     pub fn assign(&self, task_id: &str, attempt: u64, invocation: serde_json::Value) {
+        self.assign_goal(task_id, attempt, invocation, "exercise the runner");
+    }
+
+    /// [`assign`](Self::assign) with this TaskSpec `goal` (the harness's prompt).
+    pub fn assign_goal(
+        &self,
+        task_id: &str,
+        attempt: u64,
+        invocation: serde_json::Value,
+        goal: &str,
+    ) {
         let task = serde_json::json!({"schema_version": 1, "id": task_id, "type": "code",
-            "goal": "exercise the runner", "criteria": [{"id": "c1", "text": "it runs"}], "budget": {"iterations": 3}});
+            "goal": goal, "criteria": [{"id": "c1", "text": "it runs"}], "budget": {"iterations": 3}});
         let task: Object = match stapel_runner_protocol::json::Value::from(task) {
             stapel_runner_protocol::json::Value::Object(o) => o,
             _ => Object::new(),
@@ -157,10 +273,11 @@ impl TestHub {
         let _ = self.cmd.send(Command::Drop);
     }
 
-    /// Restart the hub from a snapshot of its state taken now: the connection is
-    /// dropped, the session is rebuilt with `HubSession::with_state` over
-    /// `ConnectionState::restore(snapshot)` (as a hub process restarted from its last
-    /// persisted state would be). The log (the application's record) is kept.
+    /// Crash and restart a durable hub (see the module docs): the connection, the session
+    /// and the in-memory log are dropped; the session is rebuilt with
+    /// `HubSession::with_state` over `ConnectionState::restore` of the persisted
+    /// snapshot, and the log is the persisted one. A hub started without a state file
+    /// ignores this.
     pub fn restart(&self) {
         let _ = self.cmd.send(Command::Restart);
     }
@@ -192,6 +309,45 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 type Ws = WebSocketStream<Box<dyn Io>>;
 
+/// The durable state of a hub: its file (see the module docs).
+struct Durable {
+    path: PathBuf,
+}
+
+impl Durable {
+    fn save(&self, hub: &HubSession, log: &Mutex<HubLog>) {
+        let snapshot = hub.state().snapshot();
+        let mut l = log.lock().expect("log");
+        l.saves += 1;
+        let body = serde_json::json!({
+            "snapshot": String::from_utf8_lossy(&snapshot),
+            "log": l.to_json(),
+        });
+        drop(l);
+        let tmp = self.path.with_extension("tmp");
+        let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        if let Err(e) = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &self.path))
+        {
+            eprintln!(
+                "test hub: cannot save its state to {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+
+    /// The persisted session and log (`None`: no file yet).
+    fn load(&self, config: &SessionConfig) -> Option<(HubSession, HubLog)> {
+        let bytes = std::fs::read(&self.path).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes).expect("hub state json");
+        let snapshot = v["snapshot"].as_str().unwrap_or("").as_bytes().to_vec();
+        let state = ConnectionState::restore(&snapshot).expect("restore the hub snapshot");
+        Some((
+            HubSession::with_state(config.clone(), state),
+            HubLog::from_json(&v["log"]),
+        ))
+    }
+}
+
 async fn serve(
     listener: TcpListener,
     config: SessionConfig,
@@ -199,7 +355,9 @@ async fn serve(
     token: Arc<Mutex<String>>,
     mut cmd: mpsc::UnboundedReceiver<Command>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    state_file: Option<PathBuf>,
 ) {
+    let durable = state_file.map(|path| Durable { path });
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let (sock_tx, mut sock_rx) = mpsc::channel::<Ws>(4);
     let (l2, t2) = (log.clone(), token.clone());
@@ -251,6 +409,10 @@ async fn serve(
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as u64;
     let mut hub = HubSession::new(config.clone());
+    if let Some((h, l)) = durable.as_ref().and_then(|d| d.load(&config)) {
+        hub = h;
+        *log.lock().expect("log") = l;
+    }
     let mut socket: Option<Ws> = None;
     loop {
         let mut frames = Vec::new();
@@ -279,6 +441,10 @@ async fn serve(
         }
         if let Some(s) = socket.as_mut() {
             if !frames.is_empty() {
+                // Durable before anything (an acknowledgement above all) reaches the runner.
+                if let Some(d) = &durable {
+                    d.save(&hub, &log);
+                }
                 let write = async {
                     for f in frames {
                         s.feed(WsMessage::text(f)).await?;
@@ -314,19 +480,28 @@ async fn serve(
                 let _ = hub.handle_input(now(), Input::Connected);
             },
             c = cmd.recv() => match c {
-                Some(Command::Send(m)) => { let _ = hub.send(now(), m); }
+                Some(Command::Send(m)) => {
+                    let _ = hub.send(now(), m);
+                    // The application's command is durable once accepted.
+                    if let Some(d) = &durable {
+                        d.save(&hub, &log);
+                    }
+                }
                 Some(Command::Drop) => {
                     if socket.take().is_some() {
                         let _ = hub.handle_input(now(), Input::Disconnected);
                     }
                 }
-                Some(Command::Restart) => {
-                    let snapshot = hub.state().snapshot();
+                Some(Command::Restart) => if let Some(d) = &durable {
+                    // A crash: everything in memory is gone; only the file remains.
                     socket = None;
-                    let state = ConnectionState::restore(&snapshot).expect("restore the hub snapshot");
-                    hub = HubSession::with_state(config.clone(), state);
-                    log.lock().expect("log").restarts += 1;
-                }
+                    let (h, mut l) = d.load(&config).unwrap_or_else(|| (HubSession::new(config.clone()), HubLog::default()));
+                    l.restarts += 1;
+                    l.saves = log.lock().expect("log").saves;
+                    hub = h;
+                    *log.lock().expect("log") = l;
+                    d.save(&hub, &log);
+                },
                 None => return,
             },
             m = async { match socket.as_mut() { Some(s) => s.next().await, None => std::future::pending().await } } => match m {

@@ -1,10 +1,14 @@
 //! The connected runner's transport: an outbound WebSocket (`ws://` or `wss://` with
 //! rustls) carrying a bearer token, and the token's source.
 //!
-//! The token is read from its source on every connect (a short-lived token can rotate)
-//! and goes only into the `Authorization` header of the upgrade request. It is never
-//! logged, never part of an error text (errors are rebuilt from their kind, see
-//! [`ConnectError`]), and never reaches a harness (harnesses get a cleared environment).
+//! A token file is read on every connect (a short-lived token can rotate: replace the
+//! file). A token from an environment variable is read once, at startup, and the
+//! variable is removed from the runner's environment at once (so it cannot rotate; use
+//! a file for that). The token goes only into the `Authorization` header of the upgrade
+//! request. It is never logged, never part of an error text (errors are rebuilt from
+//! their kind, see [`ConnectError`]), and never reaches a harness (harnesses get a
+//! cleared environment; the runner makes itself non-dumpable so that a harness of the
+//! same user cannot read `/proc/<runner>/environ` or its memory).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,28 +25,47 @@ use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 /// The connected socket.
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
+/// A token held in memory; its `Debug` form never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
 /// Where the bearer token comes from.
 #[derive(Debug, Clone)]
 pub enum TokenSource {
     /// A file holding the token (surrounding whitespace trimmed), re-read on every
     /// connect.
     File(PathBuf),
-    /// An environment variable of the runner, re-read on every connect.
-    Env(String),
+    /// A token read once (from an environment variable, see [`from_env`](Self::from_env)).
+    Value(Secret),
 }
 
 impl TokenSource {
+    /// Read the token from the environment variable `name` and remove the variable from
+    /// this process's environment. Call it before any other thread runs.
+    ///
+    /// # Errors
+    /// The variable is unset (never the token).
+    pub fn from_env(name: &str) -> Result<Self, String> {
+        let value = std::env::var(name).map_err(|_| format!("token variable {name} is not set"))?;
+        std::env::remove_var(name);
+        Ok(TokenSource::Value(Secret(value)))
+    }
+
     /// The current token, or a description of why there is none (never the token).
     ///
     /// # Errors
-    /// The file cannot be read, the variable is unset, or the token is empty.
+    /// The file cannot be read, or the token is empty.
     pub fn read(&self) -> Result<String, String> {
         let raw = match self {
             TokenSource::File(p) => std::fs::read_to_string(p)
                 .map_err(|e| format!("token file {}: {}", p.display(), e.kind()))?,
-            TokenSource::Env(name) => {
-                std::env::var(name).map_err(|_| format!("token variable {name} is not set"))?
-            }
+            TokenSource::Value(Secret(v)) => v.clone(),
         };
         let token = raw.trim().to_string();
         if token.is_empty() {

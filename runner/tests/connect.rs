@@ -1,20 +1,26 @@
 //! `stapel-runner connect` end to end: real runner processes, a Rust hub over the core's
 //! HubSession on 127.0.0.1, and (in the fault tests) a TCP proxy between them.
+//!
+//! Every runner of a test carries a marker in its environment (`STAPEL_TEST_MARK`) and
+//! passes it to its harnesses (`--allow-env`), so "no process left behind" is a scan of
+//! every process on the machine (`/proc/*/environ`), which also sees escapees that left
+//! the runner's process tree.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use stapel_runner::testhub::{HubLog, TestHub};
 use stapel_runner_protocol::session::SessionConfig;
 
 const TOKEN: &str = "test-token-7f3a";
+const MARK_VAR: &str = "STAPEL_TEST_MARK";
 
 fn fast_session() -> SessionConfig {
     SessionConfig::from_value(
@@ -23,15 +29,100 @@ fn fast_session() -> SessionConfig {
     .unwrap()
 }
 
+static DIRS: AtomicUsize = AtomicUsize::new(0);
+
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("stapel-connect-{}-{name}", std::process::id()));
+    let n = DIRS.fetch_add(1, Ordering::SeqCst);
+    let d = std::env::temp_dir().join(format!("stapel-connect-{}-{n}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
+// ---- processes -----------------------------------------------------------------
+
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(
+        s[s.rfind(')')? + 1..]
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+fn gone(pid: i32) -> bool {
+    stat_fields(pid).is_none_or(|f| f.first().is_some_and(|s| s == "Z"))
+}
+
+/// Every live process (zombies excluded) whose environment holds `needle` (`NAME=value`),
+/// with its command line: a scan of the whole machine, not of one process tree.
+fn marked(needle: &str) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) || gone(pid) {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .unwrap_or_default();
+        out.push((pid, cmd));
+    }
+    out
+}
+
+/// `marked(needle)` minus `except`, waited for up to `secs` to become empty; what is left.
+fn left_behind(needle: &str, except: &[i32], secs: u64) -> Vec<(i32, String)> {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left: Vec<_> = marked(needle)
+            .into_iter()
+            .filter(|(p, _)| !except.contains(p))
+            .collect();
+        if left.is_empty() || Instant::now() >= until {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn kill_all(found: &[(i32, String)]) {
+    for (p, _) in found {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*p),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Whether harnesses get their own PID namespace on this machine.
+fn pid_namespaces() -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_stapel-runner"))
+        .args(["harness-exec", "--probe", "--parent", "0", "--", "true"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim() == "pid-namespace: yes"
+}
+
+static MARKS: AtomicUsize = AtomicUsize::new(0);
+
+/// A runner process. Dropping it SIGKILLs it (and anything carrying its marker), so a
+/// failed assertion leaves nothing running.
 struct Runner {
-    child: Child,
+    child: Option<Child>,
+    mark: String,
+    url: String,
+    dir: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    stderr: Arc<Mutex<String>>,
+    pids: Vec<i32>,
 }
 
 impl Runner {
@@ -40,6 +131,32 @@ impl Runner {
         if !token.exists() {
             std::fs::write(&token, TOKEN).unwrap();
         }
+        let mut args = vec!["--token-file".to_string(), token.display().to_string()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Self::launch(url, dir, args, Vec::new())
+    }
+
+    fn launch(url: &str, dir: &Path, args: Vec<String>, env: Vec<(String, String)>) -> Self {
+        let mark = format!(
+            "{}-{}",
+            std::process::id(),
+            MARKS.fetch_add(1, Ordering::SeqCst)
+        );
+        let mut r = Self {
+            child: None,
+            mark,
+            url: url.to_string(),
+            dir: dir.to_path_buf(),
+            args,
+            env,
+            stderr: Arc::new(Mutex::new(String::new())),
+            pids: Vec::new(),
+        };
+        r.spawn();
+        r
+    }
+
+    fn spawn(&mut self) {
         let defaults = [
             (
                 "--session-config",
@@ -49,100 +166,106 @@ impl Runner {
             ("--backoff-max-ms", "400"),
             ("--delay-ms", "5"),
         ];
-        let mut args: Vec<&str> = Vec::new();
+        let mut args: Vec<String> = Vec::new();
         for (flag, value) in defaults {
-            if !extra.contains(&flag) {
-                args.extend([flag, value]);
+            if !self.args.iter().any(|a| a == flag) {
+                args.extend([flag.to_string(), value.to_string()]);
             }
         }
-        let child = Command::new(env!("CARGO_BIN_EXE_stapel-runner"))
-            .args(["connect", "--url", url, "--token-file"])
-            .arg(&token)
+        let mut child = Command::new(env!("CARGO_BIN_EXE_stapel-runner"))
+            .args(["connect", "--url", &self.url])
             .arg("--state-dir")
-            .arg(dir.join("state"))
+            .arg(self.dir.join("state"))
+            .args(["--allow-env", MARK_VAR])
             .args(&args)
-            .args(extra)
+            .args(&self.args)
+            .env(MARK_VAR, &self.mark)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        Self { child }
+        self.pids.push(child.id() as i32);
+        let mut err = child.stderr.take().unwrap();
+        let sink = self.stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        self.child = Some(child);
     }
 
     fn pid(&self) -> i32 {
-        self.child.id() as i32
+        self.child.as_ref().map_or(0, |c| c.id() as i32)
     }
 
-    /// SIGTERM and wait; the stderr text.
-    fn stop(mut self) -> String {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.pid()),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-        let mut s = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut s);
+    fn needle(&self) -> String {
+        format!("{MARK_VAR}={}", self.mark)
+    }
+
+    /// Every process of this runner's harnesses (all lifetimes), the runners excluded.
+    fn harness_processes(&self) -> Vec<(i32, String)> {
+        marked(&self.needle())
+            .into_iter()
+            .filter(|(p, _)| !self.pids.contains(p))
+            .collect()
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// SIGTERM and wait (the runner stops its tasks and reports them).
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = c.wait();
         }
-        s
+        std::thread::sleep(Duration::from_millis(30));
     }
 
-    fn kill9(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Every process whose parent is `pid`, recursively (from /proc).
-fn descendants(pid: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(c) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{c}/stat")) else {
-                continue;
-            };
-            let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-                continue;
-            };
-            let mut f = after.split_whitespace();
-            let state = f.next().unwrap_or("");
-            if f.next().and_then(|x| x.parse::<i32>().ok()) == Some(p) && state != "Z" {
-                out.push(c);
-                frontier.push(c);
-            }
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
-    out
-}
 
-fn gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(s) => s
-            .rfind(')')
-            .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-            .unwrap_or(true),
+    /// After `stop` or `kill9`: nothing carrying the marker may be left, anywhere.
+    fn assert_nothing_left(&self, what: &str) {
+        let left = left_behind(&self.needle(), &[], 5);
+        kill_all(&left);
+        assert!(left.is_empty(), "{what}: processes left behind: {left:?}");
     }
 }
 
-fn wait_gone(pids: &[i32]) -> bool {
-    let until = std::time::Instant::now() + Duration::from_secs(5);
-    while std::time::Instant::now() < until {
-        if pids.iter().all(|p| gone(*p)) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.kill9();
+        kill_all(&marked(&self.needle()));
     }
-    false
 }
 
-/// The oracle: progress seqs 1..=n applied once each in order, then exactly one report
-/// with seq n+1.
-fn check_task(log: &HubLog, task: &str, attempt: u64) -> Result<String, String> {
+// ---- the oracle ----------------------------------------------------------------
+
+/// Progress seqs 1..=n applied once each in order, then exactly one report with seq n+1.
+/// Returns `(n, report)`.
+fn check_task(
+    log: &HubLog,
+    task: &str,
+    attempt: u64,
+) -> Result<(usize, serde_json::Value), String> {
     let key = (task.to_string(), attempt);
     let seqs = log.progress.get(&key).cloned().unwrap_or_default();
     let expect: Vec<u64> = (1..=seqs.len() as u64).collect();
@@ -151,12 +274,14 @@ fn check_task(log: &HubLog, task: &str, attempt: u64) -> Result<String, String> 
     }
     let reports = log.reports.get(&key).cloned().unwrap_or_default();
     match reports.as_slice() {
-        [(seq, r)] if *seq == seqs.len() as u64 + 1 => {
-            Ok(r["status"].as_str().unwrap_or("").to_string())
-        }
+        [(seq, r)] if *seq == seqs.len() as u64 + 1 => Ok((
+            seqs.len(),
+            serde_json::Value::from(stapel_runner_protocol::json::Value::Object(r.clone())),
+        )),
         other => Err(format!(
-            "{task}: reports {:?}",
-            other.iter().map(|(s, _)| s).collect::<Vec<_>>()
+            "{task}: reports at seqs {:?} after {} progress",
+            other.iter().map(|(s, _)| s).collect::<Vec<_>>(),
+            seqs.len()
         )),
     }
 }
@@ -167,58 +292,202 @@ fn reported(log: &HubLog, tasks: &[String]) -> bool {
         .all(|t| log.reports.contains_key(&(t.clone(), 1)))
 }
 
+fn failure_type(r: &serde_json::Value) -> &str {
+    r["failure_type"].as_str().unwrap_or("")
+}
+
+// ---- harnesses -----------------------------------------------------------------
+
+fn script(dir: &Path, name: &str, body: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    let _ = Command::new("chmod").arg("+x").arg(&p).status();
+    p.display().to_string()
+}
+
+/// One JSONL harness whose behaviour the prompt chooses: `KIND N TASK`.
+///
+/// * `count N` — N progress lines cycling state/tool/usage/controls, then a result;
+/// * `slow N` — a state line, N×100 ms of silence, a state line, a result;
+/// * `hang` — a state line, then silence until stopped;
+/// * `escapee` — starts `setsid sleep 600` (marked `STAPEL_ESC=TASK`), a state line, a
+///   result;
+/// * `crash` — two state lines, then exit 3 before any result.
+const MULTI: &str = r#"read line
+set -- $(printf '%s' "$line" | sed 's/.*"prompt":"\([^"]*\)".*/\1/')
+kind=$1; n=$2; task=$3
+case $kind in
+count)
+  i=0
+  while [ $i -lt $n ]; do
+    case $((i % 4)) in
+      0) echo '{"type":"state","state":"working"}';;
+      1) echo '{"type":"tool","name":"bash"}';;
+      2) echo '{"type":"usage","usage":{"input_tokens":2,"output_tokens":1}}';;
+      3) echo '{"type":"controls"}';;
+    esac
+    i=$((i+1))
+  done
+  echo '{"type":"result","text":"ok","usage":{"input_tokens":3,"output_tokens":1}}'
+  read more;;
+slow)
+  echo '{"type":"state","state":"start"}'
+  sleep $(( n / 10 )).$(( n % 10 ))
+  echo '{"type":"state","state":"end"}'
+  echo '{"type":"result","text":"ok","usage":{"input_tokens":1,"output_tokens":1}}'
+  read more;;
+hang)
+  echo '{"type":"state","state":"waiting"}'
+  exec sleep 600;;
+escapee)
+  STAPEL_ESC=$task setsid sleep 600 </dev/null >/dev/null 2>&1 &
+  echo '{"type":"state","state":"forked"}'
+  echo '{"type":"result","text":"ok","usage":{"input_tokens":1,"output_tokens":1}}'
+  read more;;
+crash)
+  echo '{"type":"state","state":"a"}'
+  echo '{"type":"state","state":"b"}'
+  exit 3;;
+esac"#;
+
+/// The kinds `count N` produces, in order.
+fn count_kinds(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| ["state", "tool", "usage", "controls"][i % 4].to_string())
+        .collect()
+}
+
+// ---- plain end-to-end tests ----------------------------------------------------
+
 #[test]
 fn a_task_runs_through_the_fake_harness_and_reports_done() {
     let hub = TestHub::start(TOKEN, fast_session());
     let dir = tmpdir("happy");
-    let runner = Runner::start(&hub.url(), &dir, &[]);
+    let mut runner = Runner::start(&hub.url(), &dir, &[]);
     hub.assign("T-1", 1, json!({"backend": "fake", "model": "m"}));
     let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-1".into()]));
-    let pid = runner.pid();
-    let err = runner.stop();
+    runner.stop();
+    let err = runner.stderr();
     assert!(ok, "no report: {log:?}\n{err}");
-    assert_eq!(check_task(&log, "T-1", 1).unwrap(), "done");
+    let (_, r) = check_task(&log, "T-1", 1).unwrap();
+    assert_eq!(r["status"], "done");
     let kinds: BTreeSet<_> = log.kinds[&("T-1".to_string(), 1)].iter().cloned().collect();
     assert!(
         kinds.contains("state") && kinds.contains("tool"),
         "{kinds:?}"
     );
     assert!(!err.contains(TOKEN), "the token leaked into the log");
-    assert!(descendants(pid).is_empty());
+    runner.assert_nothing_left("after a done task");
+    // The per-task working directory is removed with the task.
+    let work: Vec<_> = std::fs::read_dir(dir.join("state/work")).unwrap().collect();
+    assert!(work.is_empty(), "sandboxes left: {work:?}");
 }
 
 #[test]
 fn refusals_busy_and_cancel_are_answered_with_reports() {
     let hub = TestHub::start(TOKEN, fast_session());
     let dir = tmpdir("answers");
-    let runner = Runner::start(&hub.url(), &dir, &["--max-tasks", "1", "--delay-ms", "300"]);
+    let mut runner = Runner::start(&hub.url(), &dir, &["--max-tasks", "1", "--delay-ms", "300"]);
     hub.assign("T-slow", 1, json!({"backend": "fake"}));
     let (ok, _) = hub.wait_for(Duration::from_secs(20), |l| {
         l.progress.contains_key(&("T-slow".into(), 1))
     });
     assert!(ok);
     hub.assign("T-busy", 1, json!({"backend": "fake"}));
-    hub.assign("T-nope", 1, json!({"backend": "no-such-profile"}));
+    // The same attempt again while it runs is ignored (one report per attempt); another
+    // attempt is answered attempt_in_progress.
+    hub.assign("T-slow", 1, json!({"backend": "fake"}));
+    hub.assign("T-slow", 2, json!({"backend": "fake"}));
     hub.cancel("T-slow", "operator");
-    let tasks: Vec<String> = ["T-slow", "T-busy", "T-nope"].map(String::from).to_vec();
-    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &tasks));
-    let pid = runner.pid();
-    let err = runner.stop();
-    assert!(ok, "{log:?}\n{err}");
-    for t in &tasks {
-        assert_eq!(check_task(&log, t, 1).unwrap(), "failed", "{t}");
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| {
+        reported(l, &["T-slow".into(), "T-busy".into()])
+            && l.reports.contains_key(&("T-slow".into(), 2))
+    });
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    // With the slot free again, a refused profile is reported as such.
+    hub.assign("T-nope", 1, json!({"backend": "no-such-profile"}));
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-nope".into()]));
+    runner.stop();
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    let (_, slow) = check_task(&log, "T-slow", 1).unwrap();
+    assert_eq!(
+        (slow["status"].as_str(), failure_type(&slow)),
+        (Some("failed"), "cancelled"),
+        "{slow}"
+    );
+    assert_eq!(slow["summary_business"], "cancelled by the hub: operator");
+    assert_eq!(slow["failure_stage"], "execution");
+    let (_, busy) = check_task(&log, "T-busy", 1).unwrap();
+    assert_eq!(failure_type(&busy), "runner_busy");
+    let (_, dup) = check_task(&log, "T-slow", 2).unwrap();
+    assert_eq!(failure_type(&dup), "attempt_in_progress");
+    let (_, nope) = check_task(&log, "T-nope", 1).unwrap();
+    assert_eq!(failure_type(&nope), "profile_refused");
+    assert_eq!(nope["failure_stage"], "resolution");
+    assert!(runner
+        .stderr()
+        .contains("running already; assignment ignored"));
+    runner.assert_nothing_left("after cancel, busy and refusal");
+}
+
+#[test]
+fn busy_answers_beyond_the_stream_bound_do_not_leak_session_state() {
+    // The runner keeps at most 16 streams per direction; 48 assignments answered
+    // runner_busy (in waves) only fit if each one is forgotten once its report is
+    // acknowledged.
+    let hub = TestHub::start(TOKEN, fast_session());
+    let dir = tmpdir("busy-leak");
+    let mut runner = Runner::start(
+        &hub.url(),
+        &dir,
+        &[
+            "--max-tasks",
+            "1",
+            "--jsonl-harness",
+            &script(&dir, "multi", MULTI),
+            "--session-config",
+            r#"{"ping_interval_ms":200,"peer_timeout_ms":1500,"ack_delay_ms":20,"sequencing":{"max_streams":16}}"#,
+        ],
+    );
+    hub.assign_goal(
+        "T-hold",
+        1,
+        json!({"backend": "subprocess"}),
+        "hang 0 T-hold",
+    );
+    let (ok, _) = hub.wait_for(Duration::from_secs(20), |l| {
+        l.progress.contains_key(&("T-hold".into(), 1))
+    });
+    assert!(ok, "{}", runner.stderr());
+    let mut all = Vec::new();
+    for wave in 0..6 {
+        let ids: Vec<String> = (0..8).map(|i| format!("B-{wave}-{i}")).collect();
+        for id in &ids {
+            hub.assign(id, 1, json!({"backend": "fake"}));
+        }
+        let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &ids));
+        assert!(
+            ok,
+            "wave {wave}: {} reports\n{}",
+            log.reports.len(),
+            runner.stderr()
+        );
+        all.extend(ids);
     }
-    let ft = |t: &str| {
-        log.reports[&(t.to_string(), 1)][0].1["failure_type"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    assert_eq!(ft("T-slow"), "cancelled");
-    assert_eq!(ft("T-busy"), "runner_busy");
-    // T-nope arrived while T-slow still ran (busy) or after the cancel (refused).
-    assert!(["profile_refused", "runner_busy"].contains(&ft("T-nope").as_str()));
-    assert!(descendants(pid).is_empty());
+    hub.cancel("T-hold", "done");
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-hold".into()]));
+    assert!(ok);
+    runner.stop();
+    for id in &all {
+        let (_, r) = check_task(&log, id, 1).unwrap();
+        assert_eq!(failure_type(&r), "runner_busy");
+    }
+    let err = runner.stderr();
+    assert!(
+        !err.contains("too_many_streams") && !err.contains("refused"),
+        "{err}"
+    );
+    runner.assert_nothing_left("after the busy waves");
 }
 
 #[test]
@@ -226,27 +495,99 @@ fn a_bad_token_is_refused_before_the_upgrade_and_retried_with_backoff() {
     let hub = TestHub::start("the-right-token", fast_session());
     let dir = tmpdir("token");
     std::fs::write(dir.join("token"), "a-wrong-token").unwrap();
-    let runner = Runner::start(&hub.url(), &dir, &[]);
+    let mut runner = Runner::start(&hub.url(), &dir, &[]);
     std::thread::sleep(Duration::from_millis(1500));
     let refused = hub.log().rejected;
     // Backoff 50 ms doubling to 400 ms, jittered in the upper half: at most ~10 tries in
     // 1.5 s; a tight loop would make thousands.
     assert!((2..=12).contains(&refused), "{refused} refused upgrades");
     assert_eq!(hub.log().accepted, 0);
-    // The token is re-read on every reconnect: a rotated token is used.
+    // The token file is re-read on every reconnect: a rotated token is used.
     std::fs::write(dir.join("token"), "the-right-token").unwrap();
     let (ok, _) = hub.wait_for(Duration::from_secs(5), |l| l.hellos >= 1);
-    let err = runner.stop();
+    assert!(ok, "{}", runner.stderr());
+    // The token expires: the hub accepts only a new one and drops the connection. The
+    // runner is refused, backs off, and picks up the rotated file.
+    hub.set_token("the-next-token");
+    hub.drop_connection();
+    let before = hub.log().rejected;
+    std::thread::sleep(Duration::from_millis(800));
+    let (refused_again, hellos) = (hub.log().rejected - before, hub.log().hellos);
+    assert!((1..=10).contains(&refused_again), "{refused_again}");
+    std::fs::write(dir.join("token"), "the-next-token").unwrap();
+    let (ok, _) = hub.wait_for(Duration::from_secs(5), |l| l.hellos > hellos);
+    runner.stop();
+    let err = runner.stderr();
     assert!(ok, "{err}");
-    assert!(!err.contains("a-wrong-token") && !err.contains("the-right-token"));
+    for t in ["a-wrong-token", "the-right-token", "the-next-token"] {
+        assert!(!err.contains(t), "{t} leaked: {err}");
+    }
     assert!(err.contains("HTTP 401"), "{err}");
+}
+
+/// The token from an environment variable (read once, removed from the runner's
+/// environment) and from a file in the runner's directory: a harness that hunts for it
+/// — every /proc/*/environ it can read, `./token`, `../token`, the runner's cwd — finds
+/// nothing (it runs in its own directory, in its own user namespace; the runner is not
+/// dumpable).
+#[test]
+fn a_harness_cannot_find_the_token() {
+    if !pid_namespaces() {
+        eprintln!("no user/PID namespaces here: the harness runs as the runner's user and can read /proc/<runner>/environ when that user is root; skipping the environ hunt");
+        return;
+    }
+    let hub = TestHub::start(TOKEN, fast_session());
+    let dir = tmpdir("token-hunt");
+    let hunt = format!(
+        r#"read line
+found=""
+for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do
+  if grep -q "{TOKEN}" "$f" 2>/dev/null; then found="$found $f"; fi
+done
+for f in ./token ../token ../../token "$(cat /proc/$PPID/cwd/token 2>/dev/null)"; do
+  if [ -f "$f" ] && grep -q "{TOKEN}" "$f" 2>/dev/null; then found="$found $f"; fi
+done
+if [ -n "$found" ]; then echo "found:$found" >&2; exit 9; fi
+echo '{{"type":"state","state":"nothing found"}}'
+echo '{{"type":"result","text":"ok","usage":{{"input_tokens":1,"output_tokens":1}}}}'
+read more"#
+    );
+    let harness = script(&dir, "hunt", &hunt);
+    // From the environment variable (no --token-file).
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    let mut runner = Runner::launch(
+        &hub.url(),
+        &dir,
+        vec!["--jsonl-harness".into(), harness.clone()],
+        vec![("STAPEL_RUNNER_TOKEN".into(), TOKEN.into())],
+    );
+    hub.assign("T-env", 1, json!({"backend": "subprocess"}));
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-env".into()]));
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    let (_, r) = check_task(&log, "T-env", 1).unwrap();
+    assert_eq!(r["status"], "done", "the harness found the token: {r}");
+    // An environment token cannot rotate: the connection survives a drop with it.
+    hub.drop_connection();
+    let hellos = hub.log().hellos;
+    let (ok, _) = hub.wait_for(Duration::from_secs(5), |l| l.hellos > hellos);
+    assert!(ok, "reconnect with the env token: {}", runner.stderr());
+    runner.stop();
+    assert!(!runner.stderr().contains(TOKEN));
+    // From a token file in the runner's own directory (as the README demo does).
+    let mut runner = Runner::start(&hub.url(), &dir, &["--jsonl-harness", &harness]);
+    hub.assign("T-file", 1, json!({"backend": "subprocess"}));
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-file".into()]));
+    runner.stop();
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    let (_, r) = check_task(&log, "T-file", 1).unwrap();
+    assert_eq!(r["status"], "done", "the harness found the token: {r}");
 }
 
 #[test]
 fn a_sigkilled_runner_takes_its_harness_along_and_resumes_from_its_state_dir() {
     let hub = TestHub::start(TOKEN, fast_session());
     let dir = tmpdir("sigkill");
-    let runner = Runner::start(&hub.url(), &dir, &["--delay-ms", "400"]);
+    let mut runner = Runner::start(&hub.url(), &dir, &["--delay-ms", "400"]);
     hub.assign("T-k", 1, json!({"backend": "fake"}));
     let (ok, _) = hub.wait_for(Duration::from_secs(20), |l| {
         l.progress
@@ -254,364 +595,293 @@ fn a_sigkilled_runner_takes_its_harness_along_and_resumes_from_its_state_dir() {
             .is_some_and(|p| p.len() >= 3)
     });
     assert!(ok);
-    let harness = descendants(runner.pid());
+    let harness = runner.harness_processes();
     assert!(!harness.is_empty(), "the harness should be running");
     runner.kill9();
+    let left = left_behind(&runner.needle(), &[], 5);
     assert!(
-        wait_gone(&harness),
-        "harness processes survived the runner: {harness:?}"
+        left.is_empty(),
+        "harness processes survived the runner: {left:?}"
     );
     // Restart from the same state directory: the task is reported, nothing applied twice.
-    let runner = Runner::start(&hub.url(), &dir, &[]);
+    runner.spawn();
     let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-k".into()]));
-    let err = runner.stop();
-    assert!(ok, "{log:?}\n{err}");
-    assert_eq!(check_task(&log, "T-k", 1).unwrap(), "failed");
-    assert_eq!(
-        log.reports[&("T-k".to_string(), 1)][0].1["failure_type"],
-        "runner_restarted"
-    );
+    runner.stop();
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    let (_, r) = check_task(&log, "T-k", 1).unwrap();
+    assert_eq!(failure_type(&r), "runner_restarted");
     assert_eq!(log.gaps, 0);
+    runner.assert_nothing_left("after the restart");
 }
 
-fn jsonl_harness(dir: &Path, name: &str, body: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-    let _ = Command::new("chmod").arg("+x").arg(&p).status();
-    p.display().to_string()
+#[test]
+fn a_second_runner_on_the_same_state_dir_refuses_to_start() {
+    let hub = TestHub::start(TOKEN, fast_session());
+    let dir = tmpdir("lock");
+    let _first = Runner::start(&hub.url(), &dir, &[]);
+    let (ok, _) = hub.wait_for(Duration::from_secs(10), |l| l.hellos >= 1);
+    assert!(ok);
+    let out = Command::new(env!("CARGO_BIN_EXE_stapel-runner"))
+        .args(["connect", "--url", &hub.url(), "--token-file"])
+        .arg(dir.join("token"))
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("another runner uses the state directory"),
+        "{err}"
+    );
 }
 
 #[test]
 fn subprocess_jsonl_harnesses_finish_crash_flood_and_hang() {
     let dir = tmpdir("jsonl");
+    let multi = script(&dir, "multi", MULTI);
     let cases = [
-        ("ok", "read line\necho '{\"type\":\"tool\",\"name\":\"bash\"}'\necho '{\"type\":\"result\",\"text\":\"ok\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}'\nread more", "done", None),
-        ("crash", "read line\necho '{\"type\":\"state\",\"state\":\"x\"}'\nexit 3", "failed", Some("unexpected_eof")),
-        ("flood", "read line\ni=0\nwhile [ $i -lt 300 ]; do echo '{\"type\":\"state\",\"state\":\"busy\"}'; i=$((i+1)); done\necho '{\"type\":\"result\",\"text\":\"ok\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}'", "done", None),
-        ("hang", "read line\nsleep 600", "failed", Some("cancelled")),
+        ("count 8", "done", None, Some(8)),
+        ("crash 0", "failed", Some("unexpected_eof"), Some(2)),
+        ("count 300", "done", None, Some(300)),
+        ("hang 0", "failed", Some("cancelled"), Some(1)),
     ];
-    for (name, body, status, failure) in cases {
+    for (goal, status, failure, progress) in cases {
         let hub = TestHub::start(TOKEN, fast_session());
-        let path = jsonl_harness(&dir, name, body);
-        let sub = tmpdir(&format!("jsonl-{name}"));
-        let runner = Runner::start(
+        let sub = tmpdir("jsonl-case");
+        let mut runner = Runner::start(
             &hub.url(),
             &sub,
-            &["--jsonl-harness", &path, "--grace-ms", "200"],
+            &[
+                "--jsonl-harness",
+                &multi,
+                "--grace-ms",
+                "200",
+                "--cancel-boundary-ms",
+                "300",
+            ],
         );
-        hub.assign("T-j", 1, json!({"backend": "subprocess"}));
-        if name == "hang" {
-            std::thread::sleep(Duration::from_millis(500));
+        hub.assign_goal("T-j", 1, json!({"backend": "subprocess"}), goal);
+        if goal.starts_with("hang") {
+            let (ok, _) = hub.wait_for(Duration::from_secs(20), |l| {
+                l.progress.contains_key(&("T-j".into(), 1))
+            });
+            assert!(ok);
             hub.cancel("T-j", "stop");
         }
         let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-j".into()]));
-        let pid = runner.pid();
-        let left = descendants(pid);
-        let err = runner.stop();
-        assert!(ok, "{name}: {log:?}\n{err}");
-        assert_eq!(check_task(&log, "T-j", 1).unwrap(), status, "{name}");
-        let r = &log.reports[&("T-j".to_string(), 1)][0].1;
-        assert_eq!(r["failure_type"].as_str(), failure, "{name}: {r:?}");
-        if name == "ok" {
+        assert!(ok, "{goal}: {log:?}\n{}", runner.stderr());
+        let left = left_behind(&runner.needle(), &[runner.pid()], 5);
+        runner.stop();
+        let (n, r) = check_task(&log, "T-j", 1).unwrap();
+        assert_eq!(r["status"].as_str(), Some(status), "{goal}: {r}");
+        assert_eq!(r["failure_type"].as_str(), failure, "{goal}: {r}");
+        assert_eq!(Some(n), progress, "{goal}");
+        if goal.starts_with("count") {
             assert_eq!(r["usage"]["fresh_input"].as_u64(), Some(3));
-        }
-        if name == "flood" {
-            assert_eq!(log.progress[&("T-j".to_string(), 1)].len(), 300);
+            // Every progress kind made it end to end, in order.
+            assert_eq!(log.kinds[&("T-j".to_string(), 1)], count_kinds(n), "{goal}");
         }
         assert!(
             left.is_empty(),
-            "{name}: processes left after the report: {left:?}"
+            "{goal}: processes left after the report: {left:?}"
         );
     }
 }
 
-// ---- fault injection -------------------------------------------------------------
-
-/// A tiny deterministic generator (splitmix64) for the schedules.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// One connection's fault.
-#[derive(Debug, Clone, Copy)]
-enum Fault {
-    /// Forward this many bytes (either direction, counted together), then cut both ways
-    /// (usually mid-frame).
-    CutAfter(u64),
-    /// Forward this many bytes, then stop forwarding (the connection stays open: a
-    /// half-open link that only the keepalive detects).
-    StallAfter(u64),
-    /// Forward everything.
-    Clean,
-}
-
-/// A TCP proxy 127.0.0.1:port → `upstream` whose n-th connection gets `faults[n]`
-/// (then `Clean`). Returns the port and the number of connections seen.
-fn proxy(
-    upstream: std::net::SocketAddr,
-    faults: Vec<Fault>,
-) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let c = count.clone();
-    std::thread::spawn(move || {
-        for (n, client) in listener.incoming().enumerate() {
-            let Ok(client) = client else { continue };
-            c.store(n + 1, Ordering::SeqCst);
-            let fault = faults.get(n).copied().unwrap_or(Fault::Clean);
-            let Ok(server) = TcpStream::connect(upstream) else {
-                continue;
-            };
-            let budget = Arc::new(std::sync::atomic::AtomicI64::new(match fault {
-                Fault::CutAfter(b) | Fault::StallAfter(b) => b as i64,
-                Fault::Clean => i64::MAX,
-            }));
-            let stalled = Arc::new(AtomicBool::new(false));
-            for (mut from, mut to) in [
-                (client.try_clone().unwrap(), server.try_clone().unwrap()),
-                (server.try_clone().unwrap(), client.try_clone().unwrap()),
-            ] {
-                let (budget, stalled) = (budget.clone(), stalled.clone());
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 4096];
-                    loop {
-                        let n = match from.read(&mut buf) {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        if stalled.load(Ordering::SeqCst) {
-                            continue; // swallow: half-open
-                        }
-                        let left = budget.fetch_sub(n as i64, Ordering::SeqCst);
-                        let take = left.clamp(0, n as i64) as usize;
-                        if take > 0 && to.write_all(&buf[..take]).is_err() {
-                            break;
-                        }
-                        if (take as i64) < n as i64
-                            || left - n as i64 <= 0 && !matches!(fault, Fault::Clean)
-                        {
-                            match fault {
-                                Fault::CutAfter(_) => {
-                                    let _ = from.shutdown(Shutdown::Both);
-                                    let _ = to.shutdown(Shutdown::Both);
-                                    break;
-                                }
-                                Fault::StallAfter(_) => stalled.store(true, Ordering::SeqCst),
-                                Fault::Clean => {}
-                            }
-                        }
-                    }
-                    let _ = to.shutdown(Shutdown::Both);
-                });
-            }
-        }
-    });
-    (port, count)
-}
-
-fn schedule(seed: u64, connections: usize) -> Vec<Fault> {
-    let mut rng = Rng(seed);
-    (0..connections)
-        .map(|_| match rng.below(20) {
-            0..=15 => Fault::CutAfter(100 + rng.below(5000)),
-            16..=17 => Fault::StallAfter(100 + rng.below(5000)),
-            _ => Fault::CutAfter(20_000 + rng.below(40_000)),
-        })
-        .collect()
-}
-
-const FAULT_SESSION: &str = r#"{"ping_interval_ms":100,"peer_timeout_ms":400,"ack_delay_ms":10}"#;
-
-/// One runner lifetime behind a proxy whose n-th connection gets the n-th seeded fault:
-/// batches of tasks (some cancelled at random) until every fault was used, with one
-/// SIGKILL of the runner and a restart from its state directory at a seeded moment, and
-/// one restart of the hub from a snapshot of its state.
-/// Checks the oracle for every task and that no process is left behind. Returns the
-/// number of connections.
-fn run_schedule(seed: u64, faults: Vec<Fault>) -> usize {
-    let hub = TestHub::start(
-        TOKEN,
-        SessionConfig::from_value(&serde_json::from_str(FAULT_SESSION).unwrap()).unwrap(),
-    );
-    let n_faults = faults.len();
-    let (port, seen) = proxy(hub.addr, faults);
-    let dir = tmpdir(&format!("faults-{seed}"));
-    let url = format!("ws://127.0.0.1:{port}/");
-    let args = [
-        "--max-tasks",
-        "8",
-        "--delay-ms",
-        "2",
-        "--session-config",
-        FAULT_SESSION,
-    ];
-    let mut runner = Runner::start(&url, &dir, &args);
-    let mut rng = Rng(seed ^ 0xC0FFEE);
-    let mut ids: Vec<String> = Vec::new();
-    let mut batch = 0;
-    let mut killed = false;
-    let started = std::time::Instant::now();
-    while (seen.load(Ordering::SeqCst) < n_faults || batch < 3) && batch < 40 {
-        let new: Vec<String> = (0..16).map(|i| format!("T-{seed}-{batch}-{i}")).collect();
-        for id in &new {
-            hub.assign(id, 1, json!({"backend": "fake"}));
-        }
-        for id in &new {
-            if rng.below(8) == 0 {
-                hub.cancel(id, "seeded");
-            }
-        }
-        ids.extend(new);
-        if !killed && batch == 1 {
-            std::thread::sleep(Duration::from_millis(rng.below(400)));
-            let tree = descendants(runner.pid());
-            runner.kill9();
-            assert!(
-                wait_gone(
-                    &tree
-                        .iter()
-                        .copied()
-                        .filter(|p| is_leader(*p))
-                        .collect::<Vec<_>>()
-                ),
-                "seed {seed}: harness leaders survived a SIGKILLed runner"
-            );
-            runner = Runner::start(&url, &dir, &args);
-            killed = true;
-        }
-        if batch == 2 {
-            // The hub restarts from a snapshot of its state, mid-stream.
-            std::thread::sleep(Duration::from_millis(rng.below(300)));
-            hub.restart();
-        }
-        let (ok, log) = hub.wait_for(Duration::from_secs(60), |l| reported(l, &ids));
-        assert!(
-            ok,
-            "seed {seed}: not every task reported ({} of {}); {} connections",
-            log.reports.len(),
-            ids.len(),
-            seen.load(Ordering::SeqCst)
-        );
-        batch += 1;
-        if std::env::var_os("STAPEL_FAULT_TRACE").is_some() {
-            eprintln!(
-                "seed {seed} batch {batch}: {} connections, {} tasks, {:?}",
-                seen.load(Ordering::SeqCst),
-                ids.len(),
-                started.elapsed()
-            );
-        }
-    }
-    let log = hub.log();
-    let pid = runner.pid();
-    let left = descendants(pid);
-    let _ = runner.stop();
-    for id in &ids {
-        let status = check_task(&log, id, 1).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        let r = &log.reports[&(id.clone(), 1)][0].1;
-        let ft = r["failure_type"].as_str().unwrap_or("");
-        assert!(
-            status == "done" || ["runner_busy", "cancelled", "runner_restarted"].contains(&ft),
-            "seed {seed} {id}: {r:?}"
-        );
-    }
-    assert_eq!(log.gaps, 0, "seed {seed}: the hub was told of lost frames");
-    assert!(
-        left.is_empty() || wait_gone(&left),
-        "seed {seed}: processes left: {left:?}"
-    );
-    let n = seen.load(Ordering::SeqCst);
-    assert!(
-        n >= n_faults,
-        "seed {seed}: only {n} of {n_faults} faults exercised"
-    );
-    n
-}
-
-/// `true` when `pid` leads its process group (a harness leader).
-fn is_leader(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            let after = s[s.rfind(')')? + 1..].to_string();
-            let f: Vec<&str> = after.split_whitespace().collect();
-            Some(f.get(2)?.parse::<i32>().ok()? == pid)
-        })
-        .unwrap_or(false)
-}
-
-/// Seeded fault schedules (default 4 runner lifetimes × 60 connection faults = 240; set
-/// STAPEL_FAULT_RUNS / STAPEL_FAULT_SEED for a soak): every connection gets a fault from
-/// the seed (cut mid-frame, half-open stall, a longer life then a cut), tasks are
-/// cancelled at random, the runner is SIGKILLed and restarted once per lifetime, and the
-/// oracle is checked per task.
+/// The runner's shutdown stops a running task and says so.
 #[test]
-fn seeded_fault_schedules_lose_nothing_and_apply_nothing_twice() {
-    let base: u64 = std::env::var("STAPEL_FAULT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let runs: u64 = std::env::var("STAPEL_FAULT_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
-    let per_run = 60;
-    // The lifetimes are independent (own hub, proxy, runner, state directory): run them
-    // side by side; each mostly waits on sockets and timers.
-    let mut connections = 0;
-    for chunk in (0..runs).collect::<Vec<_>>().chunks(4) {
-        let lifetimes: Vec<_> = chunk
-            .iter()
-            .map(|r| {
-                let seed = base.wrapping_add(*r);
-                std::thread::spawn(move || run_schedule(seed, schedule(seed, per_run)))
-            })
-            .collect();
-        for t in lifetimes {
-            connections += t.join().expect("a fault schedule failed");
-        }
-    }
-    eprintln!("fault schedules: {} seeded connection faults over {runs} runner lifetimes ({connections} connections)", per_run * runs as usize);
+fn a_runner_shutdown_reports_its_running_task_as_runner_shutdown() {
+    let hub = TestHub::start(TOKEN, fast_session());
+    let dir = tmpdir("shutdown");
+    let multi = script(&dir, "multi", MULTI);
+    let mut runner = Runner::start(
+        &hub.url(),
+        &dir,
+        &[
+            "--jsonl-harness",
+            &multi,
+            "--grace-ms",
+            "100",
+            "--cancel-boundary-ms",
+            "200",
+        ],
+    );
+    hub.assign_goal("T-s", 1, json!({"backend": "subprocess"}), "hang 0 T-s");
+    let (ok, _) = hub.wait_for(Duration::from_secs(20), |l| {
+        l.progress.contains_key(&("T-s".into(), 1))
+    });
+    assert!(ok);
+    runner.stop();
+    let (ok, log) = hub.wait_for(Duration::from_secs(5), |l| reported(l, &["T-s".into()]));
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    let (_, r) = check_task(&log, "T-s", 1).unwrap();
+    assert_eq!(failure_type(&r), "runner_shutdown", "{r}");
+    assert_eq!(
+        r["summary_business"],
+        "the runner shut down while the task ran"
+    );
+    runner.assert_nothing_left("after the shutdown");
 }
 
-/// A harness that never writes (so no SIGPIPE would ever stop it) is killed by the kernel
-/// when the runner is SIGKILLed: `harness-exec` set `PR_SET_PDEATHSIG` before exec.
+/// `--profiles`: a custom profile runs (its rein, its working directory from metadata),
+/// a disabled one is refused end to end with the reason, and the default profiles are
+/// gone.
+#[test]
+fn profiles_from_a_file_and_a_refusal_end_to_end() {
+    let hub = TestHub::start(TOKEN, fast_session());
+    let dir = tmpdir("profiles");
+    let wd = dir.join("repo");
+    std::fs::create_dir_all(&wd).unwrap();
+    let pwd = script(
+        &dir,
+        "pwd-harness",
+        r#"read line
+echo "{\"type\":\"state\",\"state\":\"$(pwd)\"}" > /dev/null
+case "$(pwd)" in */repo) ;; *) exit 4;; esac
+echo '{"type":"result","text":"ok","usage":{"input_tokens":1,"output_tokens":1}}'
+read more"#,
+    );
+    let catalog = json!({
+        "profiles": [
+            {"contract_version": "1.0", "profile_id": "coder-default", "rein": "subprocess",
+             "model": "m1", "sandbox_profile": "dir", "tool_policy": {"allowed_tools": ["run_task"]},
+             "metadata": {"working_directory": wd.display().to_string()}},
+            {"contract_version": "1.0", "profile_id": "retired", "rein": "subprocess", "enabled": false,
+             "model": "m1", "sandbox_profile": "dir", "tool_policy": {"allowed_tools": ["run_task"]}}
+        ],
+        "reins": [{"rein_id": "subprocess", "contract_version": "1.0"}]
+    });
+    let file = dir.join("profiles.json");
+    std::fs::write(&file, catalog.to_string()).unwrap();
+    let mut runner = Runner::start(
+        &hub.url(),
+        &dir,
+        &[
+            "--profiles",
+            &file.display().to_string(),
+            "--jsonl-harness",
+            &pwd,
+        ],
+    );
+    hub.assign(
+        "T-custom",
+        1,
+        json!({"harness_profile_ref": "coder-default", "backend": "x"}),
+    );
+    hub.assign("T-retired", 1, json!({"backend": "retired"}));
+    hub.assign("T-fake", 1, json!({"backend": "fake"}));
+    let tasks: Vec<String> = ["T-custom", "T-retired", "T-fake"]
+        .map(String::from)
+        .to_vec();
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &tasks));
+    runner.stop();
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    let (_, custom) = check_task(&log, "T-custom", 1).unwrap();
+    assert_eq!(custom["status"], "done", "{custom}");
+    let (_, retired) = check_task(&log, "T-retired", 1).unwrap();
+    assert_eq!(failure_type(&retired), "profile_refused");
+    assert_eq!(retired["failure_stage"], "resolution");
+    assert!(
+        retired["summary_business"]
+            .as_str()
+            .unwrap()
+            .contains("disabled"),
+        "{retired}"
+    );
+    let (_, fake) = check_task(&log, "T-fake", 1).unwrap();
+    assert_eq!(failure_type(&fake), "profile_refused");
+}
+
+/// Escapees (`setsid`, double fork) of a finished task die at the task's end, while the
+/// runner lives; escapees of a running task die with a SIGKILLed runner (its own PID
+/// namespace). Without namespaces (`--no-pid-namespace`) the per-task cleanup still
+/// works; what survives a SIGKILL there is printed.
+#[test]
+fn escapees_die_with_their_task_and_with_a_sigkilled_runner() {
+    let namespaces = pid_namespaces();
+    for no_ns in [false, true] {
+        let hub = TestHub::start(TOKEN, fast_session());
+        let dir = tmpdir("escapee");
+        let escapee = script(
+            &dir,
+            "escapee",
+            r#"read line
+task=$(printf '%s' "$line" | sed 's/.*"prompt":"\([^"]*\)".*/\1/')
+STAPEL_ESC=$task setsid sh -c 'sleep 600 & sleep 601' </dev/null >/dev/null 2>&1 &
+echo '{"type":"state","state":"forked"}'
+case $task in hold*) exec sleep 600;; esac
+echo '{"type":"result","text":"ok","usage":{"input_tokens":1,"output_tokens":1}}'
+read more"#,
+        );
+        let mut args = vec!["--jsonl-harness", &escapee, "--grace-ms", "100"];
+        if no_ns {
+            args.push("--no-pid-namespace");
+        }
+        let mut runner = Runner::start(&hub.url(), &dir, &args);
+        hub.assign_goal("T-e", 1, json!({"backend": "subprocess"}), "done-e");
+        let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-e".into()]));
+        assert!(ok, "{log:?}\n{}", runner.stderr());
+        assert_eq!(check_task(&log, "T-e", 1).unwrap().1["status"], "done");
+        let left = left_behind("STAPEL_ESC=done-e", &[], 5);
+        kill_all(&left);
+        assert!(
+            left.is_empty(),
+            "no_ns={no_ns}: escapees of a finished task: {left:?}"
+        );
+        // A running task's escapees and a SIGKILLed runner.
+        hub.assign_goal("T-h", 1, json!({"backend": "subprocess"}), "hold-h");
+        let until = Instant::now() + Duration::from_secs(10);
+        while marked("STAPEL_ESC=hold-h").len() < 2 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            marked("STAPEL_ESC=hold-h").len() >= 2,
+            "the escapees should run"
+        );
+        runner.kill9();
+        let left = left_behind("STAPEL_ESC=hold-h", &[], 3);
+        kill_all(&left);
+        if !no_ns && namespaces {
+            assert!(
+                left.is_empty(),
+                "escapees survived a SIGKILLed runner: {left:?}"
+            );
+        } else {
+            eprintln!(
+                "without a PID namespace, {} escapee process(es) survived the SIGKILLed runner (documented)",
+                left.len()
+            );
+        }
+        kill_all(&runner.harness_processes());
+    }
+}
+
+/// A harness that never writes (so no SIGPIPE would ever stop it) dies with a SIGKILLed
+/// runner: the kernel's death signals and the PID namespace, not the pipes.
 #[test]
 fn a_silent_harness_dies_with_a_sigkilled_runner() {
     let hub = TestHub::start(TOKEN, fast_session());
     let dir = tmpdir("pdeathsig");
-    let path = jsonl_harness(&dir, "silent", "read line\nexec sleep 600");
-    let runner = Runner::start(&hub.url(), &dir, &["--jsonl-harness", &path]);
+    let path = script(&dir, "silent", "read line\nexec sleep 600");
+    let mut runner = Runner::start(&hub.url(), &dir, &["--jsonl-harness", &path]);
     hub.assign("T-s", 1, json!({"backend": "subprocess"}));
-    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + Duration::from_secs(10);
     let mut harness = Vec::new();
-    while harness.is_empty() && std::time::Instant::now() < until {
-        harness = descendants(runner.pid())
+    while harness.is_empty() && Instant::now() < until {
+        harness = runner
+            .harness_processes()
             .into_iter()
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                    .is_ok_and(|c| c.starts_with("sleep"))
-            })
+            .filter(|(_, c)| c.starts_with("sleep"))
             .collect();
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(harness.len(), 1, "the harness should run as `sleep`");
-    assert!(is_leader(harness[0]), "the harness leads its process group");
     runner.kill9();
+    let left = left_behind(&runner.needle(), &[], 5);
     assert!(
-        wait_gone(&harness),
-        "the harness outlived the SIGKILLed runner"
+        left.is_empty(),
+        "the harness outlived the SIGKILLed runner: {left:?}"
     );
 }
 
@@ -646,19 +916,23 @@ fn wss_with_a_given_ca_file() {
 
     // Against the system roots the hub's certificate is not trusted.
     let untrusted = tmpdir("wss-untrusted");
-    let runner = Runner::start(&url, &untrusted, &[]);
+    let mut runner = Runner::start(&url, &untrusted, &[]);
     std::thread::sleep(Duration::from_millis(800));
-    let err = runner.stop();
-    assert!(err.contains("TLS handshake failed"), "{err}");
+    runner.stop();
+    assert!(
+        runner.stderr().contains("TLS handshake failed"),
+        "{}",
+        runner.stderr()
+    );
     assert_eq!(hub.log().hellos, 0);
 
     let ca_file = dir.join("ca.pem").display().to_string();
-    let runner = Runner::start(&url, &dir, &["--ca-file", &ca_file]);
+    let mut runner = Runner::start(&url, &dir, &["--ca-file", &ca_file]);
     hub.assign("T-tls", 1, json!({"backend": "fake"}));
     let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-tls".into()]));
-    let err = runner.stop();
-    assert!(ok, "{log:?}\n{err}");
-    assert_eq!(check_task(&log, "T-tls", 1).unwrap(), "done");
+    runner.stop();
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    assert_eq!(check_task(&log, "T-tls", 1).unwrap().1["status"], "done");
 }
 
 /// Local-protocol harnesses that fail before a result: one never says ready (the ready
@@ -670,10 +944,10 @@ fn local_harnesses_that_hang_before_ready_or_exit_early_are_reported_failed() {
         ("never-ready", "sleep 600", "1000"),
         ("exits-early", "exit 0", "5000"),
     ];
-    for (name, script, ready_ms) in cases {
+    for (name, body, ready_ms) in cases {
         let hub = TestHub::start(TOKEN, fast_session());
         let dir = tmpdir(&format!("local-{name}"));
-        let runner = Runner::start(
+        let mut runner = Runner::start(
             &hub.url(),
             &dir,
             &[
@@ -682,7 +956,7 @@ fn local_harnesses_that_hang_before_ready_or_exit_early_are_reported_failed() {
                 "--harness-arg",
                 "-c",
                 "--harness-arg",
-                script,
+                body,
                 "--ready-timeout-ms",
                 ready_ms,
                 "--grace-ms",
@@ -691,17 +965,715 @@ fn local_harnesses_that_hang_before_ready_or_exit_early_are_reported_failed() {
         );
         hub.assign("T-l", 1, json!({"backend": "fake"}));
         let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-l".into()]));
-        let pid = runner.pid();
-        let left = descendants(pid);
-        let err = runner.stop();
-        assert!(ok, "{name}: no report: {log:?}\n{err}");
-        assert_eq!(check_task(&log, "T-l", 1).unwrap(), "failed", "{name}");
-        let r = &log.reports[&("T-l".to_string(), 1)][0].1;
-        assert_eq!(
-            r["failure_type"].as_str(),
-            Some("harness_failed"),
-            "{name}: {r:?}"
-        );
+        assert!(ok, "{name}: no report: {log:?}\n{}", runner.stderr());
+        let left = left_behind(&runner.needle(), &[runner.pid()], 5);
+        runner.stop();
+        let (_, r) = check_task(&log, "T-l", 1).unwrap();
+        assert_eq!(r["status"], "failed", "{name}");
+        assert_eq!(r["failure_type"], "harness_failed", "{name}: {r}");
         assert!(left.is_empty(), "{name}: processes left: {left:?}");
     }
+}
+
+// ---- fault injection -------------------------------------------------------------
+
+/// A tiny deterministic generator (splitmix64) for the schedules.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Which way bytes flow through the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    /// Runner → hub.
+    Up,
+    /// Hub → runner.
+    Down,
+}
+
+/// One connection's fault; each triggers after `after` bytes went through in either
+/// direction (counted together), usually in the middle of a frame.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fault {
+    /// Forward the part of the chunk that fits, then close both sides (FIN both ways):
+    /// a frame cut in the middle.
+    Cut { after: u64 },
+    /// Stop forwarding for `ms` (bytes are held), then deliver them and go on: a stall
+    /// that resumes (shorter than the dead-peer timeout it survives; longer, the
+    /// keepalive ends the connection). A connection that survived it is cut 1,500 bytes
+    /// later, so that the schedule moves on to its next fault.
+    Stall { after: u64, ms: u64 },
+    /// Half-close: shut one direction down with a FIN (the other side of it sees EOF)
+    /// while the other direction keeps flowing.
+    HalfClose { after: u64, dir: Dir },
+    /// The peer vanishes without a FIN: nothing is forwarded any more in either
+    /// direction and nothing is closed; only the keepalive can tell.
+    BlackHole { after: u64 },
+    /// Forward everything.
+    Clean,
+}
+
+impl Fault {
+    fn after(self) -> u64 {
+        match self {
+            Fault::Cut { after }
+            | Fault::Stall { after, .. }
+            | Fault::HalfClose { after, .. }
+            | Fault::BlackHole { after } => after,
+            Fault::Clean => u64::MAX,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Cut { .. } => "cut",
+            Fault::Stall { .. } => "stall",
+            Fault::HalfClose { dir: Dir::Up, .. } => "half-close-up",
+            Fault::HalfClose { dir: Dir::Down, .. } => "half-close-down",
+            Fault::BlackHole { .. } => "black-hole",
+            Fault::Clean => "clean",
+        }
+    }
+}
+
+/// Shared state of one proxied connection.
+struct Link {
+    fault: Fault,
+    /// Bytes forwarded so far (both directions).
+    moved: Mutex<u64>,
+    /// When set, forwarding is held until then (a stall).
+    held_until: Mutex<Option<Instant>>,
+    /// Set once the fault fired.
+    fired: AtomicBool,
+    /// A black hole swallows from now on, both ways.
+    dead: AtomicBool,
+    /// After a stall that resumed: cut once this many bytes went through.
+    cut_at: Mutex<Option<u64>>,
+    /// Half-closed directions (index: Up 0, Down 1) swallow from now on.
+    shut: [AtomicBool; 2],
+    /// The receiving socket of each direction (Up: the hub's, Down: the runner's).
+    sinks: [TcpStream; 2],
+}
+
+fn slot(d: Dir) -> usize {
+    match d {
+        Dir::Up => 0,
+        Dir::Down => 1,
+    }
+}
+
+/// A TCP proxy 127.0.0.1:port → `upstream` whose n-th connection gets `faults[n]`
+/// (then `Clean`). Returns the port, the number of connections seen and the names of
+/// the faults that fired.
+fn proxy(
+    upstream: SocketAddr,
+    faults: Vec<Fault>,
+) -> (u16, Arc<AtomicUsize>, Arc<Mutex<Vec<&'static str>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let fired = Arc::new(Mutex::new(Vec::new()));
+    let (c, f) = (count.clone(), fired.clone());
+    std::thread::spawn(move || {
+        for (n, client) in listener.incoming().enumerate() {
+            let Ok(client) = client else { continue };
+            c.store(n + 1, Ordering::SeqCst);
+            let fault = faults.get(n).copied().unwrap_or(Fault::Clean);
+            let Ok(server) = TcpStream::connect(upstream) else {
+                continue;
+            };
+            let _ = client.set_nodelay(true);
+            let _ = server.set_nodelay(true);
+            let link = Arc::new(Link {
+                fault,
+                moved: Mutex::new(0),
+                held_until: Mutex::new(None),
+                fired: AtomicBool::new(false),
+                dead: AtomicBool::new(false),
+                cut_at: Mutex::new(None),
+                shut: [AtomicBool::new(false), AtomicBool::new(false)],
+                sinks: [server.try_clone().unwrap(), client.try_clone().unwrap()],
+            });
+            for (dir, from, to) in [
+                (
+                    Dir::Up,
+                    client.try_clone().unwrap(),
+                    server.try_clone().unwrap(),
+                ),
+                (
+                    Dir::Down,
+                    server.try_clone().unwrap(),
+                    client.try_clone().unwrap(),
+                ),
+            ] {
+                let (link, f) = (link.clone(), f.clone());
+                std::thread::spawn(move || pump(dir, from, to, &link, &f));
+            }
+        }
+    });
+    (port, count, fired)
+}
+
+/// Forward one direction of a link, applying its fault when the byte count reaches it.
+fn pump(
+    dir: Dir,
+    mut from: TcpStream,
+    mut to: TcpStream,
+    link: &Link,
+    fired: &Mutex<Vec<&'static str>>,
+) {
+    let mut buf = [0u8; 2048];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if link.dead.load(Ordering::SeqCst) || link.shut[slot(dir)].load(Ordering::SeqCst) {
+            continue; // swallowed
+        }
+        // How much of this chunk goes before the fault fires.
+        let (take, moved_now) = {
+            let mut moved = link.moved.lock().unwrap();
+            let left = link.fault.after().saturating_sub(*moved);
+            *moved = moved.saturating_add(n as u64);
+            ((n as u64).min(left) as usize, *moved)
+        };
+        if link.cut_at.lock().unwrap().is_some_and(|c| moved_now >= c) {
+            let _ = from.shutdown(Shutdown::Both);
+            let _ = to.shutdown(Shutdown::Both);
+            break;
+        }
+        let fire = take < n && !link.fired.swap(true, Ordering::SeqCst);
+        let hold = *link.held_until.lock().unwrap();
+        if let Some(t) = hold {
+            let now = Instant::now();
+            if t > now {
+                std::thread::sleep(t - now);
+            }
+        }
+        if take > 0 && to.write_all(&buf[..take]).is_err() {
+            break;
+        }
+        if !fire {
+            if take < n && to.write_all(&buf[take..n]).is_err() {
+                break;
+            }
+            continue;
+        }
+        fired.lock().unwrap().push(link.fault.name());
+        match link.fault {
+            Fault::Cut { .. } => {
+                let _ = from.shutdown(Shutdown::Both);
+                let _ = to.shutdown(Shutdown::Both);
+                break;
+            }
+            Fault::Stall { ms, .. } => {
+                let until = Instant::now() + Duration::from_millis(ms);
+                *link.held_until.lock().unwrap() = Some(until);
+                std::thread::sleep(Duration::from_millis(ms));
+                *link.cut_at.lock().unwrap() = Some(moved_now + 1500);
+                if to.write_all(&buf[take..n]).is_err() {
+                    break;
+                }
+            }
+            Fault::HalfClose { dir: d, .. } => {
+                // A FIN to the receiver of direction `d`; from now on that direction
+                // swallows, the other one keeps flowing.
+                link.shut[slot(d)].store(true, Ordering::SeqCst);
+                let _ = link.sinks[slot(d)].shutdown(Shutdown::Write);
+                if d != dir && to.write_all(&buf[take..n]).is_err() {
+                    break;
+                }
+            }
+            Fault::BlackHole { .. } => link.dead.store(true, Ordering::SeqCst),
+            Fault::Clean => {}
+        }
+    }
+    // The source is gone: pass the FIN on (a black hole passes nothing).
+    if !link.dead.load(Ordering::SeqCst) {
+        let _ = to.shutdown(Shutdown::Write);
+    }
+}
+
+fn schedule_faults(rng: &mut Rng, connections: usize) -> Vec<Fault> {
+    (0..connections)
+        .map(|_| {
+            let after = 200 + rng.below(6000);
+            match rng.below(10) {
+                0..=3 => Fault::Cut { after },
+                4..=5 => Fault::Stall {
+                    after,
+                    // Below and above the 400 ms dead-peer timeout.
+                    ms: 50 + rng.below(700),
+                },
+                6..=7 => Fault::HalfClose {
+                    after,
+                    dir: if rng.below(2) == 0 {
+                        Dir::Up
+                    } else {
+                        Dir::Down
+                    },
+                },
+                _ => Fault::BlackHole { after },
+            }
+        })
+        .collect()
+}
+
+const FAULT_SESSION: &str = r#"{"ping_interval_ms":100,"peer_timeout_ms":400,"ack_delay_ms":10}"#;
+
+/// The kind of one task of a schedule, and what it must end as.
+#[derive(Debug, Clone)]
+enum Kind {
+    /// The built-in fake harness (local-run): done with the baseline's progress.
+    Fake,
+    /// `count N`: done with exactly N progress frames of the cycling kinds.
+    Count(usize),
+    /// `slow N`: done with 2 frames.
+    Slow(usize),
+    /// `hang`, not cancelled before the SIGKILL phase is over: the task a SIGKILL lands
+    /// on (`runner_restarted`), else cancelled.
+    Hold,
+    /// `hang`, cancelled by the hub once its first frame is applied: cancelled.
+    Hang,
+    /// `escapee`: done; its escapee is gone once it reported.
+    Escapee,
+    /// `crash`: failed `unexpected_eof` after 2 frames.
+    Crash,
+}
+
+struct Outcome {
+    schedule: u64,
+    connections: usize,
+    faults: Vec<&'static str>,
+    killed: bool,
+    restarted_tasks: usize,
+    hub_restarts: u64,
+    tasks: usize,
+}
+
+/// One seeded schedule, checked by the oracle: a durable hub, a proxy whose n-th
+/// connection gets the n-th seeded fault, a runner; two batches of seeded tasks (fake,
+/// JSONL count/slow/hang/escapee/crash), hang tasks cancelled; in most schedules a
+/// SIGKILL of the runner while its hold task runs (then a restart from its state directory)
+/// and a crash + restart of the hub from its persisted state.
+///
+/// Oracle per task: progress seqs 1..n applied exactly once each, in order, then exactly
+/// one report at seq n+1; the outcome its kind must have (a task the SIGKILLed runner's
+/// state file lists as running is `runner_restarted`, and only those are); for a task
+/// that finished, n and the kinds equal what its harness emitted; a cancelled hang task
+/// is `cancelled`; no gap; and no process with the schedule's marker left anywhere.
+fn run_schedule(
+    seed: u64,
+    base: &Path,
+    local_baseline: &[String],
+    multi: &str,
+    ns: bool,
+) -> Outcome {
+    let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xC0FFEE);
+    let dir = base.join(format!("s{seed}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let session = SessionConfig::from_value(&serde_json::from_str(FAULT_SESSION).unwrap()).unwrap();
+    let hub = TestHub::start_durable(TOKEN, session, dir.join("hub-state.json"));
+    let n_faults = 2 + rng.below(4) as usize;
+    let faults = schedule_faults(&mut rng, n_faults);
+    let (port, seen, fired) = proxy(hub.addr, faults.clone());
+    let url = format!("ws://127.0.0.1:{port}/");
+    let args = vec![
+        "--max-tasks",
+        "16",
+        "--delay-ms",
+        "2",
+        "--session-config",
+        FAULT_SESSION,
+        "--backoff-initial-ms",
+        "20",
+        "--backoff-max-ms",
+        "200",
+        "--jsonl-harness",
+        multi,
+        "--grace-ms",
+        "100",
+        "--cancel-boundary-ms",
+        "200",
+    ];
+    let mut runner = Runner::start(&url, &dir, &args);
+    let mut kinds: BTreeMap<String, Kind> = BTreeMap::new();
+    let kill = rng.below(10) < 8;
+    let restart_hub = rng.below(10) < 8;
+    let assign = |hub: &TestHub, id: &str, kind: &Kind| match kind {
+        Kind::Fake => hub.assign(id, 1, json!({"backend": "fake"})),
+        Kind::Count(n) => hub.assign_goal(
+            id,
+            1,
+            json!({"backend": "subprocess"}),
+            &format!("count {n} {id}"),
+        ),
+        Kind::Slow(n) => hub.assign_goal(
+            id,
+            1,
+            json!({"backend": "subprocess"}),
+            &format!("slow {n} {id}"),
+        ),
+        Kind::Hang | Kind::Hold => hub.assign_goal(
+            id,
+            1,
+            json!({"backend": "subprocess"}),
+            &format!("hang 0 {id}"),
+        ),
+        Kind::Escapee => hub.assign_goal(
+            id,
+            1,
+            json!({"backend": "subprocess"}),
+            &format!("escapee 0 {id}"),
+        ),
+        Kind::Crash => hub.assign_goal(
+            id,
+            1,
+            json!({"backend": "subprocess"}),
+            &format!("crash 0 {id}"),
+        ),
+    };
+    let pick = |rng: &mut Rng| match rng.below(12) {
+        0..=2 => Kind::Fake,
+        3..=5 => {
+            let most = if rng.below(20) == 0 { 300 } else { 24 };
+            Kind::Count(1 + rng.below(most) as usize)
+        }
+        6..=7 => Kind::Hang,
+        8 => Kind::Escapee,
+        9 => Kind::Crash,
+        _ => Kind::Slow(3 + rng.below(8) as usize),
+    };
+    // Batch 1, with one task that runs until the SIGKILL (or a cancel).
+    let hold = format!("S{seed}-hold");
+    let mut batch: Vec<(String, Kind)> = vec![(hold.clone(), Kind::Hold)];
+    for i in 0..(2 + rng.below(3)) {
+        batch.push((format!("S{seed}-a{i}"), pick(&mut rng)));
+    }
+    for (id, k) in &batch {
+        assign(&hub, id, k);
+        kinds.insert(id.clone(), k.clone());
+    }
+    let mut cancelled: BTreeSet<String> = BTreeSet::new();
+    let cancel_hangs =
+        |hub: &TestHub, cancelled: &mut BTreeSet<String>, kinds: &BTreeMap<String, Kind>| {
+            let log = hub.log();
+            for (id, k) in kinds {
+                if matches!(k, Kind::Hang | Kind::Hold)
+                    && !cancelled.contains(id)
+                    && log.progress.contains_key(&(id.clone(), 1))
+                {
+                    hub.cancel(id, "seeded");
+                    cancelled.insert(id.clone());
+                }
+            }
+        };
+    let mut restarted: BTreeSet<String> = BTreeSet::new();
+    let mut killed = false;
+    if kill {
+        // Wait until the hold task runs — its first frame applied: the runner saved it
+        // as started before sending that frame, and it cannot end by itself — then
+        // SIGKILL.
+        let key = (hold.clone(), 1);
+        let (ok, _) = hub.wait_for(Duration::from_secs(30), |l| l.progress.contains_key(&key));
+        assert!(
+            ok,
+            "seed {seed}: the hold task never ran\n{}",
+            runner.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(rng.below(150)));
+        runner.kill9();
+        killed = true;
+        // Everything of the dead runner dies with it (its harnesses' PID namespaces).
+        let left = left_behind(&runner.needle(), &[], 3);
+        if ns {
+            kill_all(&left);
+            assert!(
+                left.is_empty(),
+                "seed {seed}: survived the SIGKILL: {left:?}"
+            );
+        } else {
+            kill_all(&left);
+        }
+        // The tasks the dead runner had started and not reported, as it saved them.
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("state/runner-state.json")).unwrap())
+                .unwrap();
+        restarted = state["tasks"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert!(
+            restarted.contains(&hold),
+            "seed {seed}: the SIGKILL should land while the hold task runs: {restarted:?}"
+        );
+        runner.spawn();
+    }
+    if restart_hub {
+        std::thread::sleep(Duration::from_millis(rng.below(250)));
+        hub.restart();
+    }
+    cancel_hangs(&hub, &mut cancelled, &kinds);
+    // Batch 2, and more fake tasks while faults are left unused.
+    let mut round = 0;
+    loop {
+        let mut batch = Vec::new();
+        for i in 0..(1 + rng.below(3)) {
+            batch.push((
+                format!("S{seed}-b{round}-{i}"),
+                if round == 0 {
+                    pick(&mut rng)
+                } else {
+                    Kind::Fake
+                },
+            ));
+        }
+        for (id, k) in &batch {
+            assign(&hub, id, k);
+            kinds.insert(id.clone(), k.clone());
+        }
+        let ids: Vec<String> = kinds.keys().cloned().collect();
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            cancel_hangs(&hub, &mut cancelled, &kinds);
+            let log = hub.log();
+            if reported(&log, &ids) {
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "seed {seed}: not every task reported ({} of {}), {} connections, faults {faults:?} fired {:?}\n{}",
+                log.reports.len(),
+                ids.len(),
+                seen.load(Ordering::SeqCst),
+                fired.lock().unwrap(),
+                runner.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        round += 1;
+        if seen.load(Ordering::SeqCst) > n_faults || round >= 40 {
+            break;
+        }
+    }
+    let log = hub.log();
+    runner.stop();
+    // The oracle.
+    for (id, kind) in &kinds {
+        let (n, r) = check_task(&log, id, 1).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let ft = failure_type(&r);
+        let status = r["status"].as_str().unwrap_or("");
+        if restarted.contains(id) {
+            assert_eq!(
+                ft, "runner_restarted",
+                "seed {seed} {id} ({kind:?}) was running at the SIGKILL: {r}"
+            );
+            continue;
+        }
+        assert_ne!(
+            ft, "runner_restarted",
+            "seed {seed} {id}: not running at the SIGKILL: {r}"
+        );
+        let got_kinds = log.kinds.get(&(id.clone(), 1)).cloned().unwrap_or_default();
+        match kind {
+            Kind::Fake => {
+                assert_eq!(status, "done", "seed {seed} {id}: {r}");
+                assert_eq!(
+                    &got_kinds, local_baseline,
+                    "seed {seed} {id}: progress differs from the harness's"
+                );
+            }
+            Kind::Count(k) => {
+                assert_eq!(status, "done", "seed {seed} {id}: {r}");
+                assert_eq!(got_kinds, count_kinds(*k), "seed {seed} {id}");
+            }
+            Kind::Slow(_) | Kind::Escapee => {
+                assert_eq!(status, "done", "seed {seed} {id}: {r}");
+                assert_eq!(
+                    n,
+                    if matches!(kind, Kind::Slow(_)) { 2 } else { 1 },
+                    "seed {seed} {id}"
+                );
+            }
+            Kind::Hang | Kind::Hold => {
+                assert!(cancelled.contains(id), "seed {seed} {id}: never cancelled");
+                assert_eq!(
+                    (status, ft),
+                    ("failed", "cancelled"),
+                    "seed {seed} {id}: the cancel was not honoured: {r}"
+                );
+                assert_eq!(n, 1, "seed {seed} {id}");
+            }
+            Kind::Crash => {
+                assert_eq!(ft, "unexpected_eof", "seed {seed} {id}: {r}");
+                assert_eq!(n, 2, "seed {seed} {id}");
+            }
+        }
+        if matches!(kind, Kind::Escapee) {
+            let left = left_behind(&format!("STAPEL_ESC={id}"), &[], 2);
+            kill_all(&left);
+            assert!(
+                left.is_empty(),
+                "seed {seed} {id}: its escapee outlived it: {left:?}"
+            );
+        }
+    }
+    assert_eq!(log.gaps, 0, "seed {seed}: the hub was told of lost frames");
+    let left = left_behind(&runner.needle(), &[], 5);
+    kill_all(&left);
+    assert!(left.is_empty(), "seed {seed}: processes left: {left:?}");
+    let connections = seen.load(Ordering::SeqCst);
+    assert!(
+        connections > n_faults,
+        "seed {seed}: only {connections} connections for {n_faults} faults"
+    );
+    drop(hub);
+    let _ = std::fs::remove_dir_all(&dir);
+    let fired = fired.lock().unwrap().clone();
+    Outcome {
+        schedule: seed,
+        connections,
+        faults: fired,
+        killed,
+        restarted_tasks: restarted.len(),
+        hub_restarts: log.restarts,
+        tasks: kinds.len(),
+    }
+}
+
+/// The progress kinds of one fake-harness task on a clean connection (the baseline the
+/// schedules compare finished fake tasks with).
+fn local_baseline(dir: &Path) -> Vec<String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let hub = TestHub::start(TOKEN, fast_session());
+    let mut runner = Runner::start(&hub.url(), dir, &["--delay-ms", "2"]);
+    hub.assign("T-base", 1, json!({"backend": "fake"}));
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-base".into()]));
+    runner.stop();
+    assert!(ok, "baseline: {}", runner.stderr());
+    let (_, r) = check_task(&log, "T-base", 1).unwrap();
+    assert_eq!(r["status"], "done");
+    log.kinds[&("T-base".to_string(), 1)].clone()
+}
+
+/// Seeded fault schedules: `STAPEL_SCHEDULES` (default 200) full schedules, each checked
+/// by the oracle of [`run_schedule`], `STAPEL_SCHEDULE_PARALLEL` (default 8) at a time,
+/// from seed `STAPEL_SCHEDULE_SEED` (default 1). `STAPEL_SOAK_SCHEDULES` overrides the
+/// count for a soak.
+#[test]
+fn seeded_fault_schedules_lose_nothing_and_apply_nothing_twice() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let count = std::env::var("STAPEL_SOAK_SCHEDULES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| env("STAPEL_SCHEDULES", 200));
+    let base_seed = env("STAPEL_SCHEDULE_SEED", 1);
+    let parallel = env("STAPEL_SCHEDULE_PARALLEL", 8).max(1);
+    let base = tmpdir("schedules");
+    let multi = script(&base, "multi", MULTI);
+    let baseline = Arc::new(local_baseline(&base.join("baseline")));
+    let ns = pid_namespaces();
+    let next = Arc::new(AtomicUsize::new(0));
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let failed = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..parallel)
+        .map(|_| {
+            let (next, results, failed, base, multi, baseline) = (
+                next.clone(),
+                results.clone(),
+                failed.clone(),
+                base.clone(),
+                multi.clone(),
+                baseline.clone(),
+            );
+            std::thread::spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst) as u64;
+                if i >= count || failed.load(Ordering::SeqCst) {
+                    return;
+                }
+                let seed = base_seed + i;
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run_schedule(seed, &base, &baseline, &multi, ns)
+                }));
+                match r {
+                    Ok(o) => results.lock().unwrap().push(o),
+                    Err(e) => {
+                        failed.store(true, Ordering::SeqCst);
+                        std::panic::resume_unwind(e);
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut panics = Vec::new();
+    for w in workers {
+        if let Err(e) = w.join() {
+            panics.push(
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default(),
+            );
+        }
+    }
+    assert!(panics.is_empty(), "schedules failed: {panics:#?}");
+    let results = results.lock().unwrap();
+    assert_eq!(results.len() as u64, count);
+    let mut by_fault: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in results.iter() {
+        for f in &r.faults {
+            *by_fault.entry(f).or_default() += 1;
+        }
+    }
+    let killed = results.iter().filter(|r| r.killed).count();
+    let hub_restarts = results.iter().filter(|r| r.hub_restarts > 0).count();
+    let restarted: usize = results.iter().map(|r| r.restarted_tasks).sum();
+    let tasks: usize = results.iter().map(|r| r.tasks).sum();
+    let connections: usize = results.iter().map(|r| r.connections).sum();
+    eprintln!(
+        "fault schedules: {count} passed in {:.1} s (seeds {base_seed}..{}): {tasks} tasks, {connections} connections, faults fired {by_fault:?}, runner SIGKILLed in {killed} ({restarted} tasks reported runner_restarted), hub restarted in {hub_restarts}",
+        started.elapsed().as_secs_f64(),
+        base_seed + count - 1,
+    );
+    // Every schedule kind of event happened, many times.
+    if count >= 50 {
+        assert!(killed * 2 >= count as usize, "{killed} SIGKILLs");
+        assert!(
+            hub_restarts * 2 >= count as usize,
+            "{hub_restarts} hub restarts"
+        );
+        for kind in [
+            "cut",
+            "stall",
+            "half-close-up",
+            "half-close-down",
+            "black-hole",
+        ] {
+            assert!(
+                by_fault.get(kind).copied().unwrap_or(0) >= 5,
+                "{kind}: {by_fault:?}"
+            );
+        }
+    }
+    let _ = results.iter().map(|r| r.schedule).max();
+    let _ = std::fs::remove_dir_all(&base);
 }

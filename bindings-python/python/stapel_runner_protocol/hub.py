@@ -52,10 +52,13 @@ def _emit(out: TextIO, obj: Dict[str, Any]) -> None:
 
 async def run_hub(host: str, port: int, token: str, tasks: Sequence[TaskAssign], *,
                   runner_id: str = "runner", cancel: Sequence[str] = (),
-                  exit_after_reports: bool = False, out: TextIO = sys.stdout,
+                  exit_after_reports: bool = False, out: Optional[TextIO] = None,
                   session: Optional[Dict[str, Any]] = None) -> int:
     """Serve until interrupted (or, with ``exit_after_reports``, until every task in
-    ``tasks`` reported). Returns the exit status."""
+    ``tasks`` reported). Returns the exit status. Lines go to ``out`` (default: the
+    ``sys.stdout`` of the moment)."""
+    if out is None:
+        out = sys.stdout
     server = HubServer(tokens={token: runner_id}, **(session or {}))
     async with server.serve(host, port) as ws_server:
         bound = ws_server.sockets[0].getsockname()

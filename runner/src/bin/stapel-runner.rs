@@ -62,12 +62,35 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
-    /// Start a harness so that it dies with the runner (used by `connect`).
+    /// Start a harness so that it dies with its task and with the runner (used by
+    /// `connect`; see the `exec` module).
     #[command(hide = true)]
     HarnessExec {
         /// The runner's pid.
         #[arg(long)]
         parent: i32,
+        /// Do not try a PID namespace.
+        #[arg(long)]
+        no_pid_namespace: bool,
+        /// Be the leaf: set the death signal and exec the command.
+        #[arg(long)]
+        leaf: bool,
+        /// Only say whether a PID namespace is available.
+        #[arg(long)]
+        probe: bool,
+        /// The harness command.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// The init of a harness's PID namespace (started by `harness-exec`).
+    #[command(hide = true)]
+    HarnessInit {
+        /// The wrapper's pid.
+        #[arg(long)]
+        parent: i32,
+        /// The descriptor to write the harness's end to.
+        #[arg(long)]
+        status_fd: i32,
         /// The harness command.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -79,10 +102,12 @@ struct ConnectArgs {
     /// Hub URL, ws:// or wss://.
     #[arg(long)]
     url: String,
-    /// File holding the bearer token (re-read on every reconnect).
-    #[arg(long, conflicts_with = "token_env")]
+    /// File holding the bearer token (re-read on every reconnect, so it can rotate).
+    #[arg(long)]
     token_file: Option<PathBuf>,
-    /// Environment variable holding the bearer token (re-read on every reconnect).
+    /// Environment variable holding the bearer token, used without --token-file. It is
+    /// read once at startup and removed from the runner's environment (it cannot
+    /// rotate; use --token-file for that).
     #[arg(long, default_value = "STAPEL_RUNNER_TOKEN")]
     token_env: String,
     /// PEM file of the CA certificates to trust for wss:// (default: the system roots).
@@ -91,12 +116,27 @@ struct ConnectArgs {
     /// hello.project_id.
     #[arg(long, default_value = "local-project")]
     project_id: String,
-    /// State directory (session snapshot and running tasks, saved atomically).
+    /// State directory (session snapshot and running tasks, saved atomically; locked
+    /// while this runner runs).
     #[arg(long)]
     state_dir: PathBuf,
+    /// Where the per-task working directories are made (default: STATE_DIR/work).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
     /// Most tasks at once; further assignments are answered with a runner_busy report.
-    #[arg(long, default_value_t = 4)]
-    max_tasks: usize,
+    #[arg(long)]
+    max_tasks: Option<usize>,
+    /// The connection's bounds and timings as a JSON object (ConnectConfig keys, e.g.
+    /// shutdown_grace_ms, cancel_boundary_ms); the flags override it.
+    #[arg(long, value_name = "JSON")]
+    connect_config: Option<String>,
+    /// After a cancel, how long a harness may take to reach its next boundary, ms.
+    #[arg(long)]
+    cancel_boundary_ms: Option<u64>,
+    /// Do not run harnesses in their own PID namespace (escapees of a SIGKILLed runner
+    /// can then survive it).
+    #[arg(long)]
+    no_pid_namespace: bool,
     /// Harness profiles and reins (a contract Catalog JSON file). Default: profiles
     /// `fake` (local-run) and `subprocess` (JSONL).
     #[arg(long)]
@@ -217,19 +257,70 @@ fn build_config(c: &Common) -> LocalConfig {
     config
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+fn main() {
     let cli = Cli::parse();
-    if let Command::HarnessExec { parent, command } = &cli.command {
-        std::process::exit(stapel_runner::exec::exec_with_pdeathsig(*parent, command));
+    // The harness wrappers run before any runtime exists: `unshare(CLONE_NEWUSER)` needs
+    // a single-threaded process.
+    match &cli.command {
+        Command::HarnessExec {
+            parent,
+            no_pid_namespace,
+            leaf,
+            probe,
+            command,
+        } => {
+            if *probe {
+                std::process::exit(stapel_runner::exec::probe());
+            }
+            let opts = stapel_runner::exec::ExecOptions {
+                parent: *parent,
+                no_pid_namespace: *no_pid_namespace,
+                leaf: *leaf,
+                command: command.clone(),
+            };
+            std::process::exit(stapel_runner::exec::run(&opts));
+        }
+        Command::HarnessInit {
+            parent,
+            status_fd,
+            command,
+        } => std::process::exit(stapel_runner::exec::init(*parent, *status_fd, command)),
+        _ => {}
     }
-    if let Command::Connect { connect, common } = &cli.command {
-        std::process::exit(run_connect(connect, common).await);
+    // Connect: the token variable is read and removed while this is the only thread.
+    let token = match &cli.command {
+        Command::Connect { connect, .. } => Some(read_token(connect)),
+        _ => None,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(format!("cannot start the runtime: {e}")));
+    std::process::exit(rt.block_on(async_main(cli, token)));
+}
+
+fn read_token(a: &ConnectArgs) -> stapel_runner::ws::TokenSource {
+    use stapel_runner::ws::TokenSource;
+    // A harness of the same user must not read this process's environment or memory
+    // (/proc/PID/environ still holds the variable's initial value).
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("stapel-runner: PR_SET_DUMPABLE failed ({e}); /proc/PID/environ stays readable");
+    }
+    match &a.token_file {
+        Some(p) => TokenSource::File(p.clone()),
+        None => TokenSource::from_env(&a.token_env)
+            .unwrap_or_else(|e| fail(format!("{e} (and no --token-file was given)"))),
+    }
+}
+
+async fn async_main(cli: Cli, token: Option<stapel_runner::ws::TokenSource>) -> i32 {
+    if let (Command::Connect { connect, common }, Some(token)) = (&cli.command, token) {
+        return run_connect(connect, common, token).await;
     }
     let (config, controller, view) = match &cli.command {
         Command::Serve { common } => (build_config(common), Controller::Stdio, View::Jsonl),
         Command::FakeHarness(args) => {
-            std::process::exit(stapel_runner::fake::run(args.clone(), &["fake-harness"]).await)
+            return stapel_runner::fake::run(args.clone(), &["fake-harness"]).await;
         }
         Command::Run {
             common,
@@ -256,7 +347,9 @@ async fn main() {
                 view,
             )
         }
-        Command::Connect { .. } | Command::HarnessExec { .. } => return,
+        Command::Connect { .. } | Command::HarnessExec { .. } | Command::HarnessInit { .. } => {
+            return 2
+        }
     };
     if let Err(e) = supervisor::become_subreaper() {
         eprintln!("stapel-runner: cannot become a child subreaper ({e}); escaped grandchildren may survive");
@@ -270,16 +363,20 @@ async fn main() {
         task: None,
     };
     match host::run(opts).await {
-        Ok(code) => std::process::exit(code),
+        Ok(code) => code,
         Err(e) => fail(e),
     }
 }
 
-async fn run_connect(a: &ConnectArgs, common: &Common) -> i32 {
+async fn run_connect(
+    a: &ConnectArgs,
+    common: &Common,
+    token: stapel_runner::ws::TokenSource,
+) -> i32 {
     use stapel_runner::connect::{self, ConnectOptions};
-    use stapel_runner::ws::{TokenSource, Trust};
+    use stapel_runner::ws::Trust;
     use stapel_runner_protocol::contract::Catalog;
-    use stapel_runner_protocol::runner_task::Backoff;
+    use stapel_runner_protocol::runner_task::ConnectConfig;
     use stapel_runner_protocol::session::SessionConfig;
     if common.allow_env.contains(&a.token_env) {
         fail("--allow-env must not pass the token variable to the harness");
@@ -290,7 +387,7 @@ async fn run_connect(a: &ConnectArgs, common: &Common) -> i32 {
             .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
             .and_then(|v| Catalog::from_value(&v).map_err(|e| e.to_string()))
             .unwrap_or_else(|e| fail(format!("--profiles: {e}"))),
-        None => stapel_runner::task::default_catalog(),
+        None => stapel_runner_protocol::runner_task::default_catalog(),
     };
     let session = match &a.session_config {
         Some(j) => serde_json::from_str(j)
@@ -299,22 +396,44 @@ async fn run_connect(a: &ConnectArgs, common: &Common) -> i32 {
             .unwrap_or_else(|e| fail(format!("--session-config: {e}"))),
         None => SessionConfig::default(),
     };
-    let mut backoff = Backoff::default();
+    let mut config = match &a.connect_config {
+        Some(j) => serde_json::from_str(j)
+            .map_err(|e| e.to_string())
+            .and_then(|v| ConnectConfig::from_value(&v).map_err(|e| e.to_string()))
+            .unwrap_or_else(|e| fail(format!("--connect-config: {e}"))),
+        None => ConnectConfig::default(),
+    };
+    if let Some(v) = a.max_tasks {
+        config.max_tasks = v;
+    }
     if let Some(v) = a.backoff_initial_ms {
-        backoff.initial_ms = v;
+        config.backoff.initial_ms = v;
     }
     if let Some(v) = a.backoff_max_ms {
-        backoff.max_ms = v;
+        config.backoff.max_ms = v;
     }
-    let wrapper = stapel_runner::exec::wrapper()
+    if let Some(v) = a.cancel_boundary_ms {
+        config.task.cancel_boundary_ms = v;
+    }
+    let wrapper = stapel_runner::exec::wrapper(a.no_pid_namespace)
         .unwrap_or_else(|e| fail(format!("cannot locate this executable: {e}")));
+    if !a.no_pid_namespace {
+        match stapel_runner::exec::probe_pid_namespace() {
+            Ok(()) => eprintln!("stapel-runner connect: harnesses run in their own PID namespace"),
+            Err(why) => eprintln!(
+                "stapel-runner connect: no PID namespace for harnesses ({why}): an escapee of a SIGKILLed runner can survive it"
+            ),
+        }
+    }
     let local = build_config(common);
+    let jsonl_env: Vec<(String, String)> = common
+        .allow_env
+        .iter()
+        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+        .collect();
     let opts = ConnectOptions {
         url: a.url.clone(),
-        token: match &a.token_file {
-            Some(p) => TokenSource::File(p.clone()),
-            None => TokenSource::Env(a.token_env.clone()),
-        },
+        token,
         trust: match &a.ca_file {
             Some(p) => Trust::CaFile(p.clone()),
             None => Trust::System,
@@ -322,18 +441,21 @@ async fn run_connect(a: &ConnectArgs, common: &Common) -> i32 {
         project_id: a.project_id.clone(),
         capabilities: vec!["local-run".into(), "subprocess".into()],
         state_dir: a.state_dir.clone(),
-        max_tasks: a.max_tasks,
         session,
-        backoff,
+        config,
         catalog,
         harnesses: stapel_runner::task::Harnesses {
             path: std::env::var("PATH").unwrap_or_default(),
             grace_ms: local.shutdown_grace_ms,
             local,
             jsonl: a.jsonl_harness.clone(),
+            jsonl_env,
             wrapper,
+            work_root: a
+                .work_dir
+                .clone()
+                .unwrap_or_else(|| a.state_dir.join("work")),
         },
-        connect_timeout: Duration::from_secs(10),
     };
     if let Err(e) = supervisor::become_subreaper() {
         eprintln!("stapel-runner: cannot become a child subreaper ({e})");

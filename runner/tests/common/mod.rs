@@ -13,6 +13,7 @@ pub fn sh(script: &str, env: &[(&str, &str)]) -> SpawnSpec {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         new_process_group: true,
+        cwd: None,
     }
 }
 

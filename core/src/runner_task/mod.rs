@@ -17,9 +17,61 @@
 //! * [`TaskOutcome`] and [`report_object`] — the end of a task as one TaskReport
 //!   (`status` `done`, `blocked` or `failed`, a `failure_type` naming why, strict
 //!   five-component usage), with [`outcome_from_local_terminal`] for a local-run
-//!   `run.terminal` payload.
+//!   `run.terminal` payload;
+//! * [`TaskRun`] — one task from its assignment to its report: the gateway lifecycle,
+//!   the per-task sandbox, the cancel rule, the failure codes (module [`run`]);
+//! * [`default_catalog`] — the profiles a runner offers without `--profiles`;
+//! * [`ConnectConfig`], [`Reconnect`], [`restart_plan`] — the connection's bounds and
+//!   timings, the reconnect counter, and what a restarted runner reports (module
+//!   [`connect`]).
 
 use serde_json::Value as JsonValue;
+
+pub mod connect;
+pub mod run;
+
+pub use connect::{
+    restart_plan, ConnectConfig, Reconnect, RestartPlan, SavedSnapshot, DEFAULT_CLOSE_TIMEOUT_MS,
+    DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_MAX_EVENT_BATCH, DEFAULT_MAX_QUEUED_MESSAGES,
+    DEFAULT_MAX_TASKS, DEFAULT_SHUTDOWN_GRACE_MS,
+};
+pub use run::{
+    execution_request, outcome_of_end, sandbox_name, settle, task_goal, tool_result_for,
+    HarnessEnd, HarnessPlan, Rein, TaskRun, TaskRunConfig, TaskRunInput, TaskRunOutput,
+    DEFAULT_CANCEL_BOUNDARY_MS, FAILURE_STAGE_KEY, HARNESS_LOST, HOST_ERROR_PREFIX,
+    UNSUPPORTED_REIN, WORKING_DIRECTORY_KEY,
+};
+
+/// The tool the gateway dispatches for a task: run the harness on it.
+pub const RUN_TASK_TOOL: &str = "run_task";
+/// The rein of a harness that speaks the local-runner protocol (seed 002).
+pub const REIN_LOCAL_RUN: &str = "local-run";
+/// The rein of a seed-000 subprocess JSONL harness.
+pub const REIN_SUBPROCESS: &str = "subprocess";
+
+/// The JSON form of [`default_catalog`]: profile `fake` (rein `local-run`) and profile
+/// `subprocess` (rein `subprocess`), both contract 1.0, model `local`, sandbox template
+/// `process-group`, each allowed only the [`RUN_TASK_TOOL`] tool; and the two rein
+/// descriptors.
+pub fn default_catalog_value() -> JsonValue {
+    let profile = |id: &str, rein: &str| {
+        serde_json::json!({"contract_version": "1.0", "profile_id": id, "rein": rein,
+            "model": "local", "sandbox_profile": "process-group",
+            "tool_policy": {"allowed_tools": [RUN_TASK_TOOL]}})
+    };
+    serde_json::json!({
+        "profiles": [profile("fake", REIN_LOCAL_RUN), profile("subprocess", REIN_SUBPROCESS)],
+        "reins": [{"rein_id": REIN_LOCAL_RUN, "contract_version": "1.0"},
+                  {"rein_id": REIN_SUBPROCESS, "contract_version": "1.0"}],
+    })
+}
+
+/// The catalog a connected runner uses without `--profiles` (see
+/// [`default_catalog_value`]).
+pub fn default_catalog() -> crate::contract::Catalog {
+    // The table above is a valid catalog (a unit test parses it).
+    crate::contract::Catalog::from_value(&default_catalog_value()).unwrap_or_default()
+}
 
 use crate::json::Object;
 use crate::wire::{progress_kind, report_status, UsageSplit, SCHEMA_VERSION};
@@ -77,14 +129,17 @@ pub enum Admission {
     /// Answer at once with a `failed` report (`failure_type` `runner_busy`): the runner
     /// already runs `max_tasks` tasks.
     Busy,
-    /// Answer at once with a `failed` report (`failure_type` `attempt_in_progress`): an
-    /// attempt of the same task is still running.
+    /// Answer at once with a `failed` report (`failure_type` `attempt_in_progress`):
+    /// another attempt of the same task is still running.
     Duplicate,
+    /// Do nothing: the same attempt of the task is running already (a second report on
+    /// its stream would make two); the running one reports.
+    Ignore,
 }
 
 /// Decide on an assignment: `running` tasks run now, at most `max_tasks` at once (0 acts
 /// as 1); `already_running` when an attempt of the same task id still runs. A duplicate
-/// is checked first.
+/// is checked first. See [`admit_attempt`] for the same attempt.
 pub fn admit(running: usize, max_tasks: usize, already_running: bool) -> Admission {
     if already_running {
         Admission::Duplicate
@@ -92,6 +147,21 @@ pub fn admit(running: usize, max_tasks: usize, already_running: bool) -> Admissi
         Admission::Busy
     } else {
         Admission::Start
+    }
+}
+
+/// [`admit`] knowing the attempts: `running_attempt` is the attempt of the same task id
+/// that runs now, if any; the same attempt again is [`Admission::Ignore`].
+pub fn admit_attempt(
+    running: usize,
+    max_tasks: usize,
+    running_attempt: Option<u64>,
+    attempt: u64,
+) -> Admission {
+    match running_attempt {
+        Some(a) if a == attempt => Admission::Ignore,
+        Some(_) => Admission::Duplicate,
+        None => admit(running, max_tasks, false),
     }
 }
 
@@ -251,6 +321,9 @@ pub enum TaskOutcome {
     /// The runner restarted while the task ran (its harness died with it). Status
     /// `failed`, `failure_type` `runner_restarted`.
     RunnerRestarted,
+    /// The runner shut down (SIGTERM/SIGINT) while the task ran. Status `failed`,
+    /// `failure_type` `runner_shutdown`.
+    Shutdown,
 }
 
 impl TaskOutcome {
@@ -274,6 +347,7 @@ impl TaskOutcome {
             TaskOutcome::Busy { .. } => "runner_busy",
             TaskOutcome::Duplicate => "attempt_in_progress",
             TaskOutcome::RunnerRestarted => "runner_restarted",
+            TaskOutcome::Shutdown => "runner_shutdown",
         })
     }
 
@@ -299,6 +373,7 @@ impl TaskOutcome {
             TaskOutcome::RunnerRestarted => {
                 "the runner restarted while the task ran; its harness did not survive".into()
             }
+            TaskOutcome::Shutdown => "the runner shut down while the task ran".into(),
         }
     }
 }
@@ -397,12 +472,13 @@ impl From<ProgressItem> for (String, Object) {
 }
 
 impl Admission {
-    /// `start`, `busy` or `duplicate`.
+    /// `start`, `busy`, `duplicate` or `ignore`.
     pub fn as_str(self) -> &'static str {
         match self {
             Admission::Start => "start",
             Admission::Busy => "busy",
             Admission::Duplicate => "duplicate",
+            Admission::Ignore => "ignore",
         }
     }
 }
@@ -416,7 +492,7 @@ impl ProgressItem {
 
 impl TaskOutcome {
     /// JSON form: `{"type": "done" | "blocked" | "failed" | "cancelled" | "refused" |
-    /// "invalid_assignment" | "busy" | "duplicate" | "runner_restarted", …}` with the
+    /// "invalid_assignment" | "busy" | "duplicate" | "runner_restarted" | "shutdown", …}` with the
     /// variant's fields (`failure_type`; `reason`; `code`, `reasons`; `code`;
     /// `max_tasks`).
     pub fn to_value(&self) -> JsonValue {
@@ -437,6 +513,7 @@ impl TaskOutcome {
             TaskOutcome::Busy { max_tasks } => json!({"type": "busy", "max_tasks": max_tasks}),
             TaskOutcome::Duplicate => json!({"type": "duplicate"}),
             TaskOutcome::RunnerRestarted => json!({"type": "runner_restarted"}),
+            TaskOutcome::Shutdown => json!({"type": "shutdown"}),
         }
     }
 
@@ -475,6 +552,7 @@ impl TaskOutcome {
             },
             Some("duplicate") => TaskOutcome::Duplicate,
             Some("runner_restarted") => TaskOutcome::RunnerRestarted,
+            Some("shutdown") => TaskOutcome::Shutdown,
             _ => return Err(invalid("outcome.type is not a known outcome")),
         })
     }
@@ -516,13 +594,20 @@ fn invalid(msg: impl Into<String>) -> RunnerTaskError {
 /// | call | result |
 /// |---|---|
 /// | `{"backoff": {"initial_ms"?, "max_ms"?, "failures", "random"}}` | `{"capped_ms", "delay_ms"}` (absent bounds: the defaults) |
-/// | `{"admit": {"running", "max_tasks", "already_running"}}` | `"start"`, `"busy"` or `"duplicate"` |
+/// | `{"admit": {"running", "max_tasks", "already_running", "same_attempt"?}}` | `"start"`, `"busy"`, `"duplicate"` or (the same attempt running) `"ignore"` |
 /// | `{"local_event": <stream message>}` | `{"kind","payload"}` or `null` |
 /// | `{"harness_event": <event>}` | `{"kind","payload"}` |
 /// | `{"report": {"task_id", "outcome": <outcome>, "usage"?: <UsageSplit>}}` | the TaskReport object |
 /// | `{"local_terminal": <run.terminal payload>}` | an outcome |
 /// | `{"profile_ref": {"invocation": {…}, "role"?}}` | a string |
 /// | `{"gateway_outcome": {"result": <GatewayResult>, "harness"?: <outcome> or null}}` | an outcome |
+/// | `{"task_run": {"assign", "catalog"?, "config"?, "inputs"}}` | the [`TaskRun`] scenario's outputs (see [`run::scenario`]) |
+/// | `{"default_catalog": {}}` | the catalog JSON of [`default_catalog_value`] |
+/// | `{"sandbox_name": {"task_id", "attempt"}}` | a string ([`sandbox_name`]) |
+/// | `{"tool_result": <outcome>}` | the `run_task` ToolResult ([`tool_result_for`]) |
+/// | `{"connect_config": {"config": {…}, "peer_timeout_ms"}}` | the resolved [`ConnectConfig`] |
+/// | `{"reconnect": {"backoff"?, "events"}}` | the delays ([`connect::reconnect_call`]) |
+/// | `{"restart": {"snapshot", "tasks"}}` | the [`RestartPlan`] ([`connect::restart_call`]) |
 ///
 /// # Errors
 /// `invalid_call` for a malformed call (a `RoleSpec` or `GatewayResult` error keeps its
@@ -565,8 +650,19 @@ pub fn call(input: &JsonValue) -> Result<JsonValue, RunnerTaskError> {
                 .get("already_running")
                 .and_then(JsonValue::as_bool)
                 .ok_or_else(|| invalid("admit.already_running must be a boolean"))?;
+            let same = match arg.get("same_attempt") {
+                None => false,
+                Some(v) => v
+                    .as_bool()
+                    .ok_or_else(|| invalid("admit.same_attempt must be a boolean"))?,
+            };
+            let running_attempt = match (dup, same) {
+                (false, _) => None,
+                (true, true) => Some(1),
+                (true, false) => Some(0),
+            };
             Ok(JsonValue::from(
-                admit(n("running")?, n("max_tasks")?, dup).as_str(),
+                admit_attempt(n("running")?, n("max_tasks")?, running_attempt, 1).as_str(),
             ))
         }
         "local_event" => {
@@ -610,6 +706,23 @@ pub fn call(input: &JsonValue) -> Result<JsonValue, RunnerTaskError> {
             };
             Ok(outcome_from_gateway(&result, harness).to_value())
         }
+        "task_run" => run::scenario(arg).map_err(invalid),
+        "default_catalog" => Ok(default_catalog_value()),
+        "sandbox_name" => {
+            let task_id = arg
+                .get("task_id")
+                .and_then(JsonValue::as_str)
+                .ok_or_else(|| invalid("sandbox_name.task_id must be a string"))?;
+            Ok(JsonValue::from(sandbox_name(task_id, u64_at("attempt")?)))
+        }
+        "tool_result" => Ok(tool_result_for(&TaskOutcome::from_value(arg)?).to_value()),
+        "connect_config" => {
+            let cfg = ConnectConfig::from_value(arg.get("config").unwrap_or(&JsonValue::Null))
+                .map_err(|e| invalid(format!("{}: {e}", e.code())))?;
+            Ok(cfg.to_value(u64_at("peer_timeout_ms")?))
+        }
+        "reconnect" => connect::reconnect_call(arg).map_err(invalid),
+        "restart" => connect::restart_call(arg).map_err(invalid),
         other => Err(invalid(format!("unknown call {other:?}"))),
     }
 }
@@ -619,6 +732,52 @@ mod tests {
     use super::*;
     use crate::json::Value;
     use serde_json::json;
+
+    #[test]
+    fn the_default_catalog_table_is_a_valid_catalog() {
+        let c = default_catalog();
+        let ids: Vec<_> = c.profiles.iter().map(|p| p.profile_id.as_str()).collect();
+        assert_eq!(ids, ["fake", "subprocess"]);
+        assert_eq!(c.reins.len(), 2);
+    }
+
+    #[test]
+    fn a_task_run_reports_exactly_once_and_ignores_inputs_after_it() {
+        let mut a = crate::wire::TaskAssign::new(
+            Object::new(),
+            "coder",
+            match Value::from(json!({"backend": "fake"})) {
+                Value::Object(o) => o,
+                _ => Object::new(),
+            },
+        );
+        a.task_id = "T-1".into();
+        a.attempt = 1;
+        let mut run = TaskRun::new(0, TaskRunConfig::default(), default_catalog(), &a);
+        let mut reports = 0;
+        let inputs = [
+            TaskRunInput::SandboxCreated { path: "/w".into() },
+            TaskRunInput::HarnessEnded(HarnessEnd::Lost),
+            TaskRunInput::SandboxDestroyed,
+            TaskRunInput::Cancel {
+                reason: "late".into(),
+            },
+            TaskRunInput::HarnessEnded(HarnessEnd::Lost),
+            TaskRunInput::SandboxDestroyed,
+        ];
+        for (t, i) in inputs.into_iter().enumerate() {
+            run.handle_input(t as u64, i);
+            while let Some(o) = run.poll_output() {
+                if let TaskRunOutput::Report { outcome, .. } = o {
+                    reports += 1;
+                    assert_eq!(outcome.failure_type(), Some(HARNESS_LOST));
+                }
+            }
+        }
+        assert_eq!(reports, 1);
+        assert!(run.is_finished());
+        assert_eq!(run.poll_timeout(), None);
+    }
 
     #[test]
     fn backoff_doubles_caps_and_jitters_within_the_upper_half() {
