@@ -521,6 +521,27 @@ pub fn check_frame(frame: Vec<u8>, validate: bool) -> Result<(), ProtocolError> 
     Ok(())
 }
 
+/// [`decode`] of a frame the host holds in a direct `ByteBuffer` (Kotlin) — read in place,
+/// without the copy into a Rust-allocated buffer (and the extra FFI call that allocates
+/// it) that a `ByteArray` argument costs. The buffer's position..limit is the frame.
+///
+/// # Errors
+/// `ProtocolError::Decode` with the core's code.
+#[uniffi::export]
+pub fn decode_direct(frame: &[u8], validate: bool) -> Result<Message, ProtocolError> {
+    Ok(from_view(core_wire::decode_view(frame, validate)?))
+}
+
+/// [`check_frame`] of a frame in a direct `ByteBuffer` (see [`decode_direct`]).
+///
+/// # Errors
+/// `ProtocolError::Decode` with the core's code.
+#[uniffi::export]
+pub fn check_frame_direct(frame: &[u8], validate: bool) -> Result<(), ProtocolError> {
+    core_wire::decode_view(frame, validate)?;
+    Ok(())
+}
+
 /// Decodes one text frame (a WebSocket text message); the same rules as [`decode`].
 ///
 /// # Errors

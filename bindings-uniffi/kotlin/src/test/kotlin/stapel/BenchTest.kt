@@ -67,6 +67,9 @@ class BenchTest {
         val emptyCall = measure(n) { sink += schemaVersion().toLong() }
         val check = measure(n) { checkFrame(bytes, true) }
         val decodeValidate = measure(n) { sink += (decode(bytes, true) as Message.TaskProgress).v.seq.toLong() }
+        val direct = java.nio.ByteBuffer.allocateDirect(bytes.size).put(bytes).flip()
+        val checkDirectNs = measure(n) { checkFrameDirect(direct, true) }
+        val decodeDirectNs = measure(n) { sink += (decodeDirect(direct, true) as Message.TaskProgress).v.seq.toLong() }
         val decodeText = measure(n) { sink += (decodeText(usageFrame, true) as Message.TaskProgress).v.seq.toLong() }
         val msg = decode(bytes, true)
         val encodeOne = measure(n) { sink += encode(msg).length }
@@ -110,6 +113,8 @@ class BenchTest {
         row("UniFFI empty call (schemaVersion())", emptyCall)
         row("checkFrame(bytes, validate=true)", check)
         row("decode(bytes, validate=true) -> record", decodeValidate)
+        row("checkFrameDirect(direct ByteBuffer, validate=true)", checkDirectNs)
+        row("decodeDirect(direct ByteBuffer, validate=true) -> record", decodeDirectNs)
         row("decodeText(string, validate=true) -> record", decodeText)
         row("encode(record)", encodeOne)
         row("  in Rust: core decode_view(validate) only", coreDecode)

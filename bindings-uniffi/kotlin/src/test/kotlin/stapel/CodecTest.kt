@@ -27,6 +27,18 @@ class CodecTest {
     }
 
     @Test
+    fun aDirectByteBufferDecodesInPlaceLikeBytes() {
+        val bytes = frame.toByteArray()
+        val direct = java.nio.ByteBuffer.allocateDirect(bytes.size + 4)
+        direct.put(byteArrayOf(1, 2)).put(bytes).put(byteArrayOf(3, 4)).flip()
+        direct.position(2).limit(2 + bytes.size)
+        assertEquals(decode(bytes, true), decodeDirect(direct, true))
+        checkFrameDirect(direct, true)
+        direct.limit(2 + bytes.size - 1)
+        assertEquals("not_json", assertThrows<ProtocolException.Decode> { decodeDirect(direct, false) }.code)
+    }
+
+    @Test
     fun recordsBuildMessagesWithTheCoresDefaults() {
         val cancel = Message.TaskCancel(TaskCancel(taskId = "T-9", reason = "stop"))
         assertEquals("""{"schema_version":1,"type":"task.cancel","task_id":"T-9","reason":"stop","seq":0}""", encode(cancel))
