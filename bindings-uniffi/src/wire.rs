@@ -523,7 +523,9 @@ pub fn check_frame(frame: Vec<u8>, validate: bool) -> Result<(), ProtocolError> 
 
 /// [`decode`] of a frame the host holds in a direct `ByteBuffer` (Kotlin) — read in place,
 /// without the copy into a Rust-allocated buffer (and the extra FFI call that allocates
-/// it) that a `ByteArray` argument costs. The buffer's position..limit is the frame.
+/// it) that a `ByteArray` argument costs. UniFFI 0.32.2 passes the buffer's base address
+/// with `remaining()` bytes, so the frame must start at the buffer's position 0: pass a
+/// `slice()` of a buffer whose position is not 0.
 ///
 /// # Errors
 /// `ProtocolError::Decode` with the core's code.

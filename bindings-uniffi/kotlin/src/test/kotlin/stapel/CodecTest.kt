@@ -31,11 +31,13 @@ class CodecTest {
         val bytes = frame.toByteArray()
         val direct = java.nio.ByteBuffer.allocateDirect(bytes.size + 4)
         direct.put(byteArrayOf(1, 2)).put(bytes).put(byteArrayOf(3, 4)).flip()
+        // UniFFI 0.32.2 passes the buffer's base address with `remaining()` as the length,
+        // so the frame must start at the buffer's position 0: hand over a `slice()`.
         direct.position(2).limit(2 + bytes.size)
-        assertEquals(decode(bytes, true), decodeDirect(direct, true))
-        checkFrameDirect(direct, true)
-        direct.limit(2 + bytes.size - 1)
-        assertEquals("not_json", assertThrows<ProtocolException.Decode> { decodeDirect(direct, false) }.code)
+        val frameView = direct.slice()
+        assertEquals(decode(bytes, true), decodeDirect(frameView, true))
+        checkFrameDirect(frameView, true)
+        assertEquals("not_json", assertThrows<ProtocolException.Decode> { decodeDirect(frameView.limit(bytes.size - 1), false) }.code)
     }
 
     @Test
