@@ -62,9 +62,12 @@ pub enum ProtocolError {
         code: String,
         /// The core's text.
         detail: String,
-        /// The model concerned, when the core names one.
+        /// The model being built, as the core names it (`""` for `unknown_model`);
+        /// `None` for gateway errors that are not about a model (`unexpected_input`,
+        /// `too_many_tool_calls`, `invalid_input`).
         model: Option<String>,
-        /// The field concerned, when the core names one.
+        /// The offending field's slash-separated path within the model, as the core
+        /// names it (`""`: the model itself); `None` exactly when `model` is.
         field: Option<String>,
     },
     /// The session reducer refused an event.
@@ -85,6 +88,8 @@ pub enum ProtocolError {
         code: String,
         /// The core's text.
         detail: String,
+        /// The 1-based harness line the error is about (`None`: not about a line).
+        line_number: Option<u64>,
         /// The error's JSON form (`{"code", …}`), as the core gives it.
         json: String,
     },

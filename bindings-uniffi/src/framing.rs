@@ -35,8 +35,9 @@ pub enum FramedLine {
     Error {
         /// Stable code.
         code: String,
-        /// 1-based line number.
-        line_number: u64,
+        /// 1-based line number of the line the error replaced (`None`: the core names
+        /// no line).
+        line_number: Option<u64>,
     },
 }
 
@@ -49,7 +50,7 @@ fn item(r: core_framing::LineResult) -> FramedLine {
         Ok(text) => FramedLine::Line { text },
         Err(e) => FramedLine::Error {
             code: e.code().to_owned(),
-            line_number: e.line_number().unwrap_or(0),
+            line_number: e.line_number(),
         },
     }
 }

@@ -2,10 +2,11 @@
 //! generated from this library by the crate's `uniffi-bindgen` binary.
 //!
 //! Thin by rule: every decision (parsing, validation, encoding, sequencing, machines)
-//! runs in the core; this crate converts types and maps errors. Open JSON objects
-//! (`payload`, `task`, `invocation`, `report`, `extra`, the JSON-form inputs and outputs
-//! of the contract, local, adapter and host machines) cross the boundary as JSON text:
-//! the core's encoding going out, the core's strict parser coming in (see README.md).
+//! runs in the core; this crate converts types and maps errors. Declared fields are typed
+//! records and enums; only the genuinely open objects (`payload`, `task`, `invocation`,
+//! `report`, `extra`, `metadata`, tool arguments and outputs, budgets, raw provider usage)
+//! cross the boundary as JSON text: the core's encoding going out, the core's strict
+//! parser coming in (see README.md).
 //!
 //! Machines are pull-style objects: `handle_input(now_ms, input)`, then `poll_output()`
 //! until it returns `None`, and `poll_timeout()` for the next deadline. No callback
@@ -13,11 +14,15 @@
 
 uniffi::setup_scaffolding!();
 
+mod adapter;
 mod contract;
 mod errors;
+mod events;
 mod framing;
 mod jsontext;
 mod machines;
+#[cfg(feature = "bench-probe")]
+mod probe;
 mod reducer;
 mod runner_task;
 mod sequencing;

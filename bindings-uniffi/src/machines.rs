@@ -1,14 +1,9 @@
-//! The local-run machine (seed 002), the subprocess turn machine and adapter helpers
-//! (seed 000's harness seam), and the connection host machines. Rust enums map to UniFFI
-//! enums; values the core gives in JSON form (adapter outputs and errors, role specs,
-//! usage splits, turn results, host configs) cross as JSON text.
+//! The local-run machine (seed 002) and the connection host machines. Rust enums map to
+//! UniFFI enums; the local run's controller lines are also given as typed stream
+//! messages (canonical events, receipts, diagnostics).
 
 use std::sync::{Mutex, MutexGuard};
 
-use stapel_runner_protocol::adapter::{
-    self as core_adapter, AdapterError, AgentOptions, AgentTurn, RoleSpec, SpawnSpec,
-    SubprocessConfig, SubprocessInput, SubprocessSession, TurnResult,
-};
 use stapel_runner_protocol::host::{
     self as core_host, auth::authorization_value, HostConfig, HubInput, HubOutput, InboundFrame,
     SocketInput, SocketOutput,
@@ -16,6 +11,7 @@ use stapel_runner_protocol::host::{
 use stapel_runner_protocol::local::{self as core_local, LocalConfig, SignalKind};
 
 use crate::errors::{state, ProtocolError};
+use crate::events::{controller_item, StreamItem};
 use crate::jsontext::parse_serde;
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -76,12 +72,17 @@ pub enum LocalInput {
 }
 
 /// What the local-run machine asks the host to do.
+// Records cross UniFFI by value (no boxing across the boundary).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, uniffi::Enum)]
 pub enum LocalOutput {
     /// Write this line (plus `\n`) to the controller.
     ToController {
-        /// The line.
+        /// The line, exactly as the core wrote it (write it verbatim).
         line: String,
+        /// The same line as a typed stream message (a canonical event, a command
+        /// receipt or a diagnostic), read back by the core's stream reader.
+        message: Option<StreamItem>,
     },
     /// Write this line (plus `\n`) to the harness's stdin.
     ToHarness {
@@ -132,7 +133,10 @@ pub struct EnvVar {
 fn local_output(o: core_local::Output) -> LocalOutput {
     use core_local::Output as O;
     match o {
-        O::ToController(line) => LocalOutput::ToController { line },
+        O::ToController(line) => LocalOutput::ToController {
+            message: controller_item(&line),
+            line,
+        },
         O::ToHarness(line) => LocalOutput::ToHarness { line },
         O::Spawn(s) => LocalOutput::Spawn {
             program: s.program,
@@ -212,333 +216,6 @@ impl LocalRun {
     /// The deadline at which to feed `Timeout` (`None`: no timer).
     pub fn poll_timeout(&self) -> Option<u64> {
         locked(&self.inner).poll_timeout()
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// adapter
-
-impl From<AdapterError> for ProtocolError {
-    fn from(e: AdapterError) -> Self {
-        ProtocolError::Adapter {
-            code: e.code().to_owned(),
-            detail: e.to_string(),
-            json: e.to_value().to_string(),
-        }
-    }
-}
-
-/// The `RoleSpec` (JSON form) of an invocation (JSON object text) for a role; with
-/// `system_prompt` set, that prompt replaces the invocation's.
-///
-/// # Errors
-/// `ProtocolError::Adapter` (`invalid_invocation`), `Decode` for text that is not a JSON
-/// object.
-#[uniffi::export(default(role = None))]
-pub fn role_spec_from_invocation(
-    invocation_json: String,
-    role: Option<String>,
-) -> Result<String, ProtocolError> {
-    Ok(role_spec(&invocation_json, role, None)?
-        .to_value()
-        .to_string())
-}
-
-fn role_spec(
-    invocation_json: &str,
-    role: Option<String>,
-    system_prompt: Option<Option<String>>,
-) -> Result<RoleSpec, ProtocolError> {
-    let inv = match parse_serde(invocation_json)? {
-        serde_json::Value::Object(m) => m,
-        other => {
-            return Err(stapel_runner_protocol::wire::DecodeError::NotObject {
-                found: stapel_runner_protocol::json::Value::from(other).type_name(),
-            }
-            .into())
-        }
-    };
-    let mut s = RoleSpec::from_invocation(&inv, role.as_deref())?;
-    if let Some(p) = system_prompt {
-        s.set_system_prompt(p);
-    }
-    Ok(s)
-}
-
-/// The role spec's system prompt, as the core resolves it.
-///
-/// # Errors
-/// As [`role_spec_from_invocation`].
-#[uniffi::export(default(role = None))]
-pub fn role_spec_system_prompt(
-    invocation_json: String,
-    role: Option<String>,
-) -> Result<Option<String>, ProtocolError> {
-    Ok(role_spec(&invocation_json, role, None)?
-        .system_prompt()
-        .map(str::to_owned))
-}
-
-/// The agent-SDK options (JSON form) for an invocation and role; `system_prompt`
-/// (when `set_system_prompt`) overrides the role's prompt (`None`: no prompt).
-///
-/// # Errors
-/// As [`role_spec_from_invocation`].
-#[uniffi::export(default(role = None, set_system_prompt = false, system_prompt = None))]
-pub fn agent_options(
-    invocation_json: String,
-    role: Option<String>,
-    set_system_prompt: bool,
-    system_prompt: Option<String>,
-) -> Result<String, ProtocolError> {
-    let s = role_spec(
-        &invocation_json,
-        role,
-        set_system_prompt.then_some(system_prompt),
-    )?;
-    Ok(AgentOptions::from_role(&s).to_value().to_string())
-}
-
-/// Folds an agent-SDK turn: its text blocks and, when the result message arrived, its
-/// usage (JSON text, `None`: no usage); returns the `TurnResult` (JSON form).
-///
-/// # Errors
-/// `ProtocolError::Adapter`.
-#[uniffi::export]
-pub fn agent_turn(
-    text_blocks: Vec<String>,
-    result_seen: bool,
-    usage_json: Option<String>,
-) -> Result<String, ProtocolError> {
-    let mut t = AgentTurn::new();
-    for b in &text_blocks {
-        t.text_block(b);
-    }
-    if result_seen {
-        t.result(usage_json.map(|u| parse_serde(&u)).transpose()?);
-    }
-    Ok(t.finish()?.to_value().to_string())
-}
-
-/// The adapter error a host fault maps to (`None`: the code is not a host fault).
-#[uniffi::export]
-pub fn adapter_host_fault(code: String, message: String) -> Option<ProtocolError> {
-    AdapterError::host_fault(&code, message).map(ProtocolError::from)
-}
-
-/// Provider usage shapes the core maps to a `UsageSplit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum UsageShape {
-    /// Anthropic's `usage` object.
-    Anthropic,
-    /// OpenAI's `usage` object.
-    Openai,
-    /// A plain mapping of the five split keys.
-    Mapping,
-}
-
-/// A mapped usage split.
-#[derive(Debug, Clone, uniffi::Record)]
-pub struct Usage {
-    /// The split (JSON form: the five keys).
-    pub json: String,
-    /// Its total tokens.
-    pub total_tokens: u64,
-}
-
-/// Maps a provider's usage (JSON text) to a `UsageSplit`; `thinking` (Anthropic only)
-/// is the thinking-token count reported apart.
-///
-/// # Errors
-/// `ProtocolError::Adapter` (`invalid_usage`).
-#[uniffi::export(default(thinking = None))]
-pub fn usage_from(
-    shape: UsageShape,
-    usage_json: String,
-    thinking: Option<u64>,
-) -> Result<Usage, ProtocolError> {
-    let v = parse_serde(&usage_json)?;
-    let split = match (shape, thinking) {
-        (UsageShape::Anthropic, Some(t)) => core_adapter::usage_from_anthropic_with_thinking(&v, t),
-        (UsageShape::Anthropic, None) => core_adapter::usage_from_anthropic(&v),
-        (UsageShape::Openai, _) => core_adapter::usage_from_openai(&v),
-        (UsageShape::Mapping, _) => core_adapter::usage_from_mapping(&v),
-    }?;
-    Ok(Usage {
-        json: split.to_value().to_string(),
-        total_tokens: split.total_tokens(),
-    })
-}
-
-/// The keys the core reads from a provider's usage object (for hosts that hold usage as
-/// attributes rather than a mapping), and, per key, the keys of its nested detail object.
-#[uniffi::export]
-pub fn usage_keys(shape: UsageShape) -> Vec<String> {
-    let keys: &[&str] = match shape {
-        UsageShape::Anthropic => &core_adapter::usage::ANTHROPIC_USAGE_KEYS,
-        UsageShape::Openai => &core_adapter::usage::OPENAI_USAGE_KEYS,
-        UsageShape::Mapping => &[],
-    };
-    keys.iter().map(|k| (*k).to_owned()).collect()
-}
-
-/// The keys of a usage key's nested detail object (`None`: it has none).
-#[uniffi::export]
-pub fn usage_detail_keys(key: String) -> Option<Vec<String>> {
-    core_adapter::usage::usage_detail_keys(&key)
-        .map(|ks| ks.iter().map(|k| (*k).to_owned()).collect())
-}
-
-/// Validates a `TurnResult` (JSON text) strictly; returns its JSON form.
-///
-/// # Errors
-/// `ProtocolError::Adapter` (`invalid_result`, `invalid_usage`).
-#[uniffi::export]
-pub fn turn_result_from_json(json: String) -> Result<String, ProtocolError> {
-    Ok(TurnResult::from_value(&parse_serde(&json)?)?
-        .to_value()
-        .to_string())
-}
-
-/// How to start a subprocess harness.
-#[derive(Debug, Clone, uniffi::Record)]
-pub struct SubprocessSpawn {
-    /// Command and arguments.
-    pub command: Vec<String>,
-    /// `PATH` for the child.
-    pub path: String,
-    /// Extra environment, in order.
-    #[uniffi(default = [])]
-    pub env: Vec<EnvVar>,
-    /// The LLM base URL to hand the child.
-    #[uniffi(default = None)]
-    pub llm_base_url: Option<String>,
-    /// Working directory.
-    #[uniffi(default = None)]
-    pub cwd: Option<String>,
-}
-
-/// What happened, fed to the subprocess turn machine.
-#[derive(Debug, Clone, uniffi::Enum)]
-pub enum SubprocessEvent {
-    /// Open a session: the machine asks to spawn.
-    Open {
-        /// The spawn request.
-        spawn: SubprocessSpawn,
-    },
-    /// The child started (or was attached).
-    Spawned {
-        /// Its pid, when known.
-        pid: Option<u32>,
-        /// `true` when it leads its own process group.
-        process_group: bool,
-    },
-    /// The child could not be started.
-    SpawnFailed {
-        /// Why.
-        message: String,
-    },
-    /// Start a turn with this prompt.
-    StartTurn {
-        /// The prompt.
-        prompt: String,
-    },
-    /// Bytes from the child's stdout.
-    Stdout {
-        /// The bytes.
-        data: Vec<u8>,
-    },
-    /// The child's stdout ended.
-    Eof,
-    /// Writing the child's stdin failed.
-    StdinWriteFailed {
-        /// Why.
-        message: String,
-    },
-    /// The child exited.
-    Exited,
-    /// Close the session.
-    Close,
-    /// The deadline of `poll_timeout()` was reached.
-    Timeout,
-}
-
-/// The subprocess JSONL turn machine with its stop escalation. Outputs are the core's
-/// JSON forms (`{"spawn": …}`, `{"write_stdin": …}`, `{"turn_result": …}`, …).
-#[derive(uniffi::Object)]
-pub struct SubprocessTurnMachine {
-    inner: Mutex<SubprocessSession>,
-}
-
-#[uniffi::export]
-impl SubprocessTurnMachine {
-    /// A machine; `None` bounds take the core's defaults.
-    #[uniffi::constructor(default(max_line_bytes = None, grace_ms = None))]
-    pub fn new(max_line_bytes: Option<u64>, grace_ms: Option<u64>) -> Self {
-        let mut c = SubprocessConfig::default();
-        if let Some(n) = max_line_bytes {
-            c.max_line_bytes = usize::try_from(n).unwrap_or(usize::MAX);
-        }
-        if let Some(g) = grace_ms {
-            c = c.grace_ms(g);
-        }
-        Self {
-            inner: Mutex::new(SubprocessSession::new(c)),
-        }
-    }
-
-    /// Feeds one event.
-    ///
-    /// # Errors
-    /// `ProtocolError::Adapter` with the adapter error's JSON form.
-    pub fn handle_input(&self, now_ms: u64, event: SubprocessEvent) -> Result<(), ProtocolError> {
-        use SubprocessEvent as E;
-        let input = match event {
-            E::Open { spawn } => {
-                let mut s = SpawnSpec::new(spawn.command, spawn.path);
-                s.env = spawn.env.into_iter().map(|e| (e.name, e.value)).collect();
-                s.llm_base_url = spawn.llm_base_url;
-                s.cwd = spawn.cwd;
-                SubprocessInput::Open(s)
-            }
-            E::Spawned { pid, process_group } => SubprocessInput::Spawned { pid, process_group },
-            E::SpawnFailed { message } => SubprocessInput::SpawnFailed { message },
-            E::StartTurn { prompt } => SubprocessInput::StartTurn { prompt },
-            E::Stdout { data } => SubprocessInput::Stdout(data),
-            E::Eof => SubprocessInput::Eof,
-            E::StdinWriteFailed { message } => SubprocessInput::StdinWriteFailed { message },
-            E::Exited => SubprocessInput::Exited,
-            E::Close => SubprocessInput::Close,
-            E::Timeout => SubprocessInput::Timeout,
-        };
-        Ok(locked(&self.inner).handle_input(now_ms, input)?)
-    }
-
-    /// The next output (JSON form), or `None`.
-    pub fn poll_output(&self) -> Option<String> {
-        locked(&self.inner)
-            .poll_output()
-            .map(|o| o.to_value().to_string())
-    }
-
-    /// The deadline at which to feed `Timeout` (`None`: no timer).
-    pub fn poll_timeout(&self) -> Option<u64> {
-        locked(&self.inner).poll_timeout()
-    }
-
-    /// `true` during a turn.
-    pub fn in_turn(&self) -> bool {
-        locked(&self.inner).in_turn()
-    }
-
-    /// `true` once the session closed.
-    pub fn is_closed(&self) -> bool {
-        locked(&self.inner).is_closed()
-    }
-
-    /// The process lifecycle state's name (the core's).
-    pub fn lifecycle(&self) -> String {
-        locked(&self.inner).state().as_str().to_owned()
     }
 }
 

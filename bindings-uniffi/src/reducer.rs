@@ -5,6 +5,7 @@ use std::sync::{Mutex, MutexGuard};
 use stapel_runner_protocol::reducer::{self as core_reducer, ReduceError, ReducerConfig};
 
 use crate::errors::ProtocolError;
+use crate::events::CanonicalEvent;
 use crate::jsontext::parse_serde;
 
 impl From<ReduceError> for ProtocolError {
@@ -50,12 +51,25 @@ impl SessionReducer {
         })
     }
 
-    /// Applies one event (a JSON value's text); returns the outcome's code.
+    /// Applies one canonical event; returns the outcome's stable code (`applied`,
+    /// `applied_after_gap`, `duplicate`, `out_of_order`).
+    ///
+    /// # Errors
+    /// `ProtocolError::Reduce` (with the detail code of an event the core refuses, or
+    /// one bound to another run); `Decode` when `payload` or `extra` is not JSON object
+    /// text (nothing is applied).
+    pub fn apply(&self, event: CanonicalEvent) -> Result<String, ProtocolError> {
+        let v = event.to_json()?;
+        Ok(self.lock().apply(&v)?.code().to_owned())
+    }
+
+    /// Applies one event given as JSON text (an untyped value as a consumer read it,
+    /// valid or not); returns the outcome's code.
     ///
     /// # Errors
     /// `ProtocolError::Reduce` (with the detail code of an invalid event), or `Decode`
     /// for text that is not JSON.
-    pub fn apply(&self, event_json: String) -> Result<String, ProtocolError> {
+    pub fn apply_json(&self, event_json: String) -> Result<String, ProtocolError> {
         let v = parse_serde(&event_json)?;
         Ok(self.lock().apply(&v)?.code().to_owned())
     }
@@ -79,12 +93,29 @@ impl SessionReducer {
     }
 }
 
-/// The snapshot (JSON text) of a replay of these events (JSON texts) with this config.
+/// The snapshot (JSON text) of a replay of these events with this config.
+///
+/// # Errors
+/// `ProtocolError::Config`; `Decode` for an event whose open fields are not JSON objects.
+#[uniffi::export(default(config_json = None))]
+pub fn reducer_replay(
+    events: Vec<CanonicalEvent>,
+    config_json: Option<String>,
+) -> Result<String, ProtocolError> {
+    let c = config(config_json)?;
+    let events = events
+        .iter()
+        .map(CanonicalEvent::to_json)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(core_reducer::replay(c, &events).to_string())
+}
+
+/// [`reducer_replay`] of events given as JSON texts (as read from a log).
 ///
 /// # Errors
 /// `ProtocolError::Config`, or `Decode` for text that is not JSON.
 #[uniffi::export(default(config_json = None))]
-pub fn reducer_replay(
+pub fn reducer_replay_json(
     events_json: Vec<String>,
     config_json: Option<String>,
 ) -> Result<String, ProtocolError> {

@@ -8,7 +8,7 @@ use stapel_runner_protocol::sequencing::{self as core_seq, Arrival as CoreArriva
 
 use crate::errors::{state, ProtocolError};
 use crate::jsontext::parse_serde;
-use crate::wire::{Message, ResumeEntry};
+use crate::wire::{resume_in, Message, ResumeEntry};
 
 /// Which end of the connection a state belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
@@ -297,9 +297,12 @@ impl ConnectionState {
     }
 
     /// What to re-send for the peer's `hello.resume`.
-    pub fn replay_for(&self, resume: Vec<ResumeEntry>) -> Replay {
-        let map: IndexMap<String, u64> = resume.into_iter().map(|e| (e.task_id, e.seq)).collect();
-        Replay::from(&self.lock().replay_for(&map))
+    ///
+    /// # Errors
+    /// `ProtocolError::Decode` (`duplicate_key`) for a task declared twice.
+    pub fn replay_for(&self, resume: Vec<ResumeEntry>) -> Result<Replay, ProtocolError> {
+        let map = resume_in(resume)?;
+        Ok(Replay::from(&self.lock().replay_for(&map)))
     }
 
     /// What to re-send for exact per-stream declarations.
@@ -483,20 +486,39 @@ impl OutboxLog {
     }
 }
 
+/// The sequencing configuration with only the given keys set, read by the core's one
+/// config reader (so a refused bound carries the core's code and key).
+fn bounds(keys: &[(&str, Option<u64>)]) -> Result<core_seq::SequencingConfig, ProtocolError> {
+    let mut m = serde_json::Map::new();
+    for (k, v) in keys {
+        if let Some(v) = v {
+            m.insert((*k).to_owned(), (*v).into());
+        }
+    }
+    Ok(core_seq::SequencingConfig::from_value(
+        &serde_json::Value::Object(m),
+    )?)
+}
+
 #[uniffi::export]
 impl OutboxLog {
     /// An empty log holding at most `max_frames` frames and `max_bytes` bytes (absent:
-    /// the defaults of `max_outbox_frames` / `max_outbox_bytes`).
+    /// the defaults of `max_outbox_frames` / `max_outbox_bytes`), read by the core's
+    /// config reader as those two keys.
+    ///
+    /// # Errors
+    /// `ProtocolError::Config` with the core's code and key.
     #[uniffi::constructor(default(max_frames = None, max_bytes = None))]
-    pub fn new(max_frames: Option<u64>, max_bytes: Option<u64>) -> Self {
-        let bound = |v: Option<u64>, default: usize| {
-            v.map_or(default, |n| usize::try_from(n).unwrap_or(usize::MAX))
-        };
-        Self {
+    pub fn new(max_frames: Option<u64>, max_bytes: Option<u64>) -> Result<Self, ProtocolError> {
+        let c = bounds(&[
+            ("max_outbox_frames", max_frames),
+            ("max_outbox_bytes", max_bytes),
+        ])?;
+        Ok(Self {
             inner: Mutex::new(core_seq::OutboxLog::new()),
-            max_frames: bound(max_frames, core_seq::DEFAULT_MAX_OUTBOX_FRAMES),
-            max_bytes: bound(max_bytes, core_seq::DEFAULT_MAX_OUTBOX_BYTES),
-        }
+            max_frames: c.max_outbox_frames,
+            max_bytes: c.max_outbox_bytes,
+        })
     }
 
     /// Stamps the next seq on a sequenced message, keeps its frame and returns the
@@ -566,14 +588,18 @@ pub struct InboxTracker {
 
 #[uniffi::export]
 impl InboxTracker {
-    /// An empty tracker with an out-of-order window of `window` seqs (absent: 1024;
-    /// the core clamps it to `1..=65536`).
+    /// An empty tracker with an out-of-order window of `window` seqs (absent: the
+    /// default of `inbound_window`), read by the core's config reader as that key.
+    ///
+    /// # Errors
+    /// `ProtocolError::Config` with the core's code and key.
     #[uniffi::constructor(default(window = None))]
-    pub fn new(window: Option<u64>) -> Self {
-        Self {
+    pub fn new(window: Option<u64>) -> Result<Self, ProtocolError> {
+        let c = bounds(&[("inbound_window", window)])?;
+        Ok(Self {
             inner: Mutex::new(core_seq::InboxTracker::new()),
-            window: window.unwrap_or(core_seq::DEFAULT_INBOUND_WINDOW),
-        }
+            window: c.inbound_window,
+        })
     }
 
     /// Classifies and records `seq`.

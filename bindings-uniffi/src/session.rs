@@ -182,6 +182,27 @@ macro_rules! session_object {
                 self.s.lock().poll_output().map(output)
             }
 
+            /// Feeds many frames at once, in order, as `handle_input(now_ms,
+            /// Frame(text))` would one by one (one boundary crossing for the batch). The
+            /// outputs queue up: drain them afterwards with `drain()` or `poll_output()`.
+            /// Stops at the first frame the machine refuses; the frames before it were
+            /// handled and their outputs stay queued.
+            ///
+            /// # Errors
+            /// `ProtocolError::State` with the session's code (`not_connected`, …).
+            pub fn handle_frames(
+                &self,
+                now_ms: u64,
+                frames: Vec<String>,
+            ) -> Result<(), ProtocolError> {
+                let mut m = self.s.lock();
+                for f in frames {
+                    m.handle_input(now_ms, core_session::Input::Frame(f))
+                        .map_err(|e| state(e.code(), &e))?;
+                }
+                Ok(())
+            }
+
             /// Every output until drained.
             pub fn drain(&self) -> Vec<SessionOutput> {
                 let mut m = self.s.lock();

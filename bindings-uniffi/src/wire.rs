@@ -342,6 +342,24 @@ pub(crate) fn hello_out(h: &core_wire::Hello) -> Hello {
     }
 }
 
+/// A resume declaration as the core's ordered map; a task named twice is refused with
+/// the decoder's `duplicate_key` (the wire form is a JSON object).
+pub(crate) fn resume_in(
+    entries: Vec<ResumeEntry>,
+) -> Result<indexmap::IndexMap<String, u64>, ProtocolError> {
+    let mut map = indexmap::IndexMap::with_capacity(entries.len());
+    for e in entries {
+        if map.contains_key(&e.task_id) {
+            return Err(DecodeError::DuplicateKey {
+                message: format!("duplicate key {:?} in a resume declaration", e.task_id),
+            }
+            .into());
+        }
+        map.insert(e.task_id, e.seq);
+    }
+    Ok(map)
+}
+
 /// A `hello` record as the core's (through the same reader as every message).
 pub(crate) fn hello_in(h: Hello) -> Result<core_wire::Hello, ProtocolError> {
     match (Message::Hello { v: h }).to_core()? {
@@ -389,8 +407,16 @@ impl Message {
                             .collect(),
                     ),
                 );
+                // `resume` is a JSON object on the wire: a task named twice is the
+                // decoder's `duplicate_key`, never a silent last-wins.
                 let mut resume = Object::new();
                 for e in &v.resume {
+                    if resume.get(e.task_id.as_str()).is_some() {
+                        return Err(DecodeError::DuplicateKey {
+                            message: format!("duplicate key {:?} in hello.resume", e.task_id),
+                        }
+                        .into());
+                    }
                     resume.insert(e.task_id.as_str(), e.seq);
                 }
                 o.insert("resume", resume);
@@ -467,7 +493,7 @@ pub fn decode(frame: Vec<u8>, validate: bool) -> Result<Message, ProtocolError> 
 /// The record of a decoded frame: a plain `task.progress` that the core's one-pass
 /// scanner accepted keeps its validated payload text as is (no value built, nothing
 /// re-encoded); any other frame is converted from the core's message.
-fn from_view(d: core_wire::Decoded<'_>) -> Message {
+pub(crate) fn from_view(d: core_wire::Decoded<'_>) -> Message {
     match d {
         core_wire::Decoded::Progress(v) => Message::TaskProgress {
             v: TaskProgress {
@@ -492,6 +518,29 @@ fn from_view(d: core_wire::Decoded<'_>) -> Message {
 #[uniffi::export]
 pub fn check_frame(frame: Vec<u8>, validate: bool) -> Result<(), ProtocolError> {
     core_wire::decode_view(&frame, validate)?;
+    Ok(())
+}
+
+/// [`decode`] of a frame the host holds in a direct `ByteBuffer` (Kotlin) — read in place,
+/// without the copy into a Rust-allocated buffer (and the extra FFI call that allocates
+/// it) that a `ByteArray` argument costs. UniFFI 0.32.2 passes the buffer's base address
+/// with `remaining()` bytes, so the frame must start at the buffer's position 0: pass a
+/// `slice()` of a buffer whose position is not 0.
+///
+/// # Errors
+/// `ProtocolError::Decode` with the core's code.
+#[uniffi::export]
+pub fn decode_direct(frame: &[u8], validate: bool) -> Result<Message, ProtocolError> {
+    Ok(from_view(core_wire::decode_view(frame, validate)?))
+}
+
+/// [`check_frame`] of a frame in a direct `ByteBuffer` (see [`decode_direct`]).
+///
+/// # Errors
+/// `ProtocolError::Decode` with the core's code.
+#[uniffi::export]
+pub fn check_frame_direct(frame: &[u8], validate: bool) -> Result<(), ProtocolError> {
+    core_wire::decode_view(frame, validate)?;
     Ok(())
 }
 

@@ -47,5 +47,6 @@ pub use subprocess::{
 };
 pub use turn::TurnResult;
 pub use usage::{
-    usage_from_anthropic, usage_from_anthropic_with_thinking, usage_from_mapping, usage_from_openai,
+    usage_from_anthropic, usage_from_anthropic_with_thinking, usage_from_mapping,
+    usage_from_openai, usage_from_shape, UsageShape,
 };

@@ -347,6 +347,81 @@ pub fn usage_from_mapping(usage: &Value) -> Result<UsageSplit, AdapterError> {
     }
 }
 
+/// The provider shapes a binding can name when it maps usage
+/// ([`usage_from_shape`]): one function per shape, chosen by the caller rather than by
+/// the usage's keys (that is [`UsageShape::Mapping`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UsageShape {
+    /// [`usage_from_anthropic`] (with a separately reported thinking count:
+    /// [`usage_from_anthropic_with_thinking`]).
+    Anthropic,
+    /// [`usage_from_openai`].
+    Openai,
+    /// [`usage_from_mapping`]: the shape is chosen by the usage's keys.
+    Mapping,
+}
+
+impl UsageShape {
+    /// The three shapes, in this order.
+    pub const ALL: [UsageShape; 3] = [
+        UsageShape::Anthropic,
+        UsageShape::Openai,
+        UsageShape::Mapping,
+    ];
+
+    /// `anthropic`, `openai` or `mapping`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UsageShape::Anthropic => "anthropic",
+            UsageShape::Openai => "openai",
+            UsageShape::Mapping => "mapping",
+        }
+    }
+
+    /// The shape named by [`as_str`](Self::as_str), or `None`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// The keys a host reads from a usage object that is not a JSON mapping (an SDK
+    /// usage model with attributes) before handing it over: [`ANTHROPIC_USAGE_KEYS`],
+    /// [`OPENAI_USAGE_KEYS`]; `None` for [`UsageShape::Mapping`], which is chosen by
+    /// the keys of a mapping and so has no fixed attribute list.
+    pub fn attribute_keys(self) -> Option<&'static [&'static str]> {
+        match self {
+            UsageShape::Anthropic => Some(&ANTHROPIC_USAGE_KEYS),
+            UsageShape::Openai => Some(&OPENAI_USAGE_KEYS),
+            UsageShape::Mapping => None,
+        }
+    }
+}
+
+/// Map usage of a named shape. `thinking` is a separately reported thinking count
+/// ([`usage_from_anthropic_with_thinking`]); only Anthropic-shaped usage reports one
+/// apart (OpenAI nests reasoning inside its usage, and a mapping carries its own
+/// `thinking`), so a `thinking` for any other shape is refused rather than ignored.
+///
+/// # Errors
+/// `invalid_usage`: a `thinking` count for a shape other than Anthropic, or any error of
+/// the shape's mapping.
+pub fn usage_from_shape(
+    shape: UsageShape,
+    usage: &Value,
+    thinking: Option<u64>,
+) -> Result<UsageSplit, AdapterError> {
+    match (shape, thinking) {
+        (UsageShape::Anthropic, Some(t)) => usage_from_anthropic_with_thinking(usage, t),
+        (UsageShape::Anthropic, None) => usage_from_anthropic(usage),
+        (UsageShape::Openai, None) => usage_from_openai(usage),
+        (UsageShape::Mapping, None) => usage_from_mapping(usage),
+        (other, Some(_)) => Err(invalid(format!(
+            "a separately reported thinking count applies to anthropic usage only, not {}",
+            other.as_str()
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,5 +525,23 @@ mod tests {
                 "invalid_usage"
             );
         }
+    }
+
+    #[test]
+    fn usage_from_shape_refuses_a_thinking_count_it_cannot_apply() {
+        let u = json!({"input_tokens": 3, "output_tokens": 5});
+        assert_eq!(
+            usage_from_shape(UsageShape::Anthropic, &u, Some(2)).unwrap(),
+            usage_from_anthropic_with_thinking(&u, 2).unwrap()
+        );
+        for shape in [UsageShape::Openai, UsageShape::Mapping] {
+            assert_eq!(
+                usage_from_shape(shape, &u, Some(2)).unwrap_err().code(),
+                "invalid_usage"
+            );
+            assert!(usage_from_shape(shape, &u, None).is_ok());
+        }
+        assert_eq!(UsageShape::Mapping.attribute_keys(), None);
+        assert_eq!(UsageShape::from_name("openai"), Some(UsageShape::Openai));
     }
 }

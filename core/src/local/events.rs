@@ -305,6 +305,47 @@ impl CanonicalEvent {
     }
 }
 
+impl CanonicalEvent {
+    /// The event's JSON form, in the field order of [`EventFactory::next`] (`schema`,
+    /// `sourceEventId`, `sourceSeq`, `sourceInstanceId`, `sourceKind`, `runId`,
+    /// `normalizedSessionId` when present, `eventType`, `schemaVersion: 1`, `priority`,
+    /// `emittedAt`, `payload`, then `turnId` and `itemId` when present), then `extra` in
+    /// its order. For an event read by [`from_value`](Self::from_value), reading this form
+    /// again gives the same event.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("schema".into(), EVENT_SCHEMA.into());
+        m.insert("sourceEventId".into(), self.source_event_id.clone().into());
+        m.insert("sourceSeq".into(), self.source_seq.into());
+        m.insert(
+            "sourceInstanceId".into(),
+            self.source_instance_id.clone().into(),
+        );
+        m.insert("sourceKind".into(), self.source_kind.clone().into());
+        m.insert("runId".into(), self.run_id.clone().into());
+        if let Some(s) = &self.normalized_session_id {
+            m.insert("normalizedSessionId".into(), s.clone().into());
+        }
+        m.insert("eventType".into(), self.event_type.clone().into());
+        m.insert("schemaVersion".into(), 1.into());
+        m.insert("priority".into(), self.priority.into());
+        m.insert("emittedAt".into(), self.emitted_at.clone().into());
+        m.insert("payload".into(), Value::Object(self.payload.clone()));
+        if let Some(t) = &self.turn_id {
+            m.insert("turnId".into(), t.clone().into());
+        }
+        if let Some(i) = &self.item_id {
+            m.insert("itemId".into(), i.clone().into());
+        }
+        for (k, v) in &self.extra {
+            if !m.contains_key(k) {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+        Value::Object(m)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +383,11 @@ mod tests {
         assert_eq!(e["priority"], 2);
         let parsed = CanonicalEvent::from_value(&e).unwrap();
         assert_eq!(parsed.item_id.as_deref(), Some("i"));
+        assert_eq!(parsed.to_value(), e);
+        let mut with_extra = e.clone();
+        with_extra["observedAt"] = json!("2026-01-01T00:00:00.000Z");
+        let again = CanonicalEvent::from_value(&with_extra).unwrap();
+        assert_eq!(again.to_value(), with_extra);
         let mut bad = e.clone();
         bad["schemaVersion"] = json!(2);
         assert_eq!(

@@ -71,3 +71,100 @@ pub fn check_config(vector: &Value, refused: Option<(&str, &str)>) -> Result<boo
         (None, Some(want)) => Err(format!("config accepted, expected config_error {want}")),
     }
 }
+
+/// The `expect` keys each area's runner checks (`config_error` is checked for the
+/// machine areas by [`check_config`]).
+pub fn expect_keys(area: &str) -> Option<&'static [&'static str]> {
+    Some(match area {
+        "adapter" => &[
+            "error",
+            "lifecycle",
+            "outputs",
+            "state",
+            "system_prompt",
+            "timeout",
+            "total_tokens",
+            "value",
+        ],
+        "contract" => &[
+            "error",
+            "finished",
+            "outputs",
+            "refusal",
+            "resolved",
+            "stage",
+            "tool_calls",
+            "usage",
+            "value",
+        ],
+        "framing" => &["accepted", "buffered_bytes", "error", "output", "ready"],
+        "host" => &[
+            "config",
+            "config_error",
+            "error",
+            "outputs",
+            "pending",
+            "runners",
+            "state",
+            "timeout",
+            "value",
+        ],
+        "local" => &["config_error", "error", "outputs", "timeout"],
+        "reducer" => &[
+            "at",
+            "config_error",
+            "delivery",
+            "equals_live",
+            "error",
+            "error_detail",
+            "outcome",
+            "snapshot",
+        ],
+        "runner_task" => &["error", "result"],
+        "sequencing" => &[
+            "arrival",
+            "arrivals",
+            "channel",
+            "confirmed",
+            "dropped",
+            "error",
+            "frame",
+            "frames",
+            "gap",
+            "known",
+            "last_seq",
+            "outbox",
+            "positions",
+            "replay",
+            "results",
+            "resume_map",
+            "streams",
+            "value",
+        ],
+        "session" => &[
+            "config_error",
+            "error",
+            "outbox_frames",
+            "outputs",
+            "resume_map",
+        ],
+        "wire" => &["encoded", "error", "message", "type"],
+        _ => return None,
+    })
+}
+
+/// Fails on a step whose `expect` has a key the area's runner does not check.
+pub fn check_expect_keys(area: &str, vector: &Value) -> Result<(), String> {
+    let known = expect_keys(area).ok_or(format!("no expect keys known for area {area:?}"))?;
+    for (i, _, expect) in steps(vector) {
+        if let Some(k) = expect
+            .as_object()
+            .into_iter()
+            .flat_map(|o| o.keys())
+            .find(|k| !known.contains(&k.as_str()))
+        {
+            return Err(format!("step {i}: unknown expect key {k:?}"));
+        }
+    }
+    Ok(())
+}

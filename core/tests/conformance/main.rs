@@ -95,6 +95,9 @@ fn main() {
                 }) {
                     return Err(format!("step {i}: `expect` is missing or empty"));
                 }
+                // Every expectation is one the area's runner checks: an unknown key
+                // (a new one, or a typo) fails instead of passing unchecked.
+                common::check_expect_keys(&area, &v)?;
                 run_vector(&area, &v)
             });
         match result {

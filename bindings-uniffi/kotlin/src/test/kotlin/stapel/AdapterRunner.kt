@@ -5,7 +5,11 @@ import com.fasterxml.jackson.databind.node.NullNode
 import com.fasterxml.jackson.databind.node.ObjectNode
 import dev.stapel.runnerprotocol.*
 
-/** Area `adapter`: RoleSpec, usage mapping, TurnResult, the agent turn, the subprocess machine. */
+/**
+ * Area `adapter`: RoleSpec, usage mapping, TurnResult, the agent turn, the subprocess
+ * machine, all through the typed records; each value is written as its JSON form here
+ * (`Forms`) and compared with the vector.
+ */
 object AdapterRunner {
     private fun checkError(i: Int, e: ProtocolException.Adapter, want: JsonNode) {
         if (!want.isObject) fail(i, "expect.error must be an object")
@@ -62,13 +66,15 @@ object AdapterRunner {
                     val r = input.get("agent_options")
                     if (r.get("invocation")?.isObject != true) fail(i, "agent_options.invocation must be an object")
                     val p = r.get("system_prompt")
-                    Json.parse(agentOptions(Json.text(r.get("invocation")), r.str("role"), p != null, p?.takeIf { it.isTextual }?.asText()))
+                    var spec = roleSpecFromInvocation(Json.text(r.get("invocation")), r.str("role"))
+                    if (p != null) spec = roleSpecWithSystemPrompt(spec, p.takeIf { it.isTextual }?.asText())
+                    Forms.agentOptions(agentOptions(spec))
                 }
                 input.has("agent_turn") -> outcome(i, expect) {
                     val t = input.get("agent_turn")
                     val blocks = t.get("text_blocks")?.takeIf { it.isArray } ?: fail(i, "agent_turn.text_blocks must be an array")
                     val result = t.get("result")
-                    Json.parse(agentTurn(blocks.map { if (it.isTextual) it.asText() else fail(i, "text blocks are strings") },
+                    Forms.turnResult(agentTurn(blocks.map { if (it.isTextual) it.asText() else fail(i, "text blocks are strings") },
                         result != null, result?.get("usage")?.let(Json::text)))
                 }
                 input.has("host_fault") -> outcome(i, expect) {
@@ -87,10 +93,9 @@ object AdapterRunner {
                 input.has("role_spec") -> outcome(i, expect) {
                     val r = input.get("role_spec")
                     if (r.get("invocation")?.isObject != true) fail(i, "role_spec.invocation must be an object")
-                    val inv = Json.text(r.get("invocation"))
-                    val spec = Json.parse(roleSpecFromInvocation(inv, r.str("role")))
-                    expect.get("system_prompt")?.let { check(i, "system_prompt", Json.of(roleSpecSystemPrompt(inv, r.str("role"))), it) }
-                    spec
+                    val spec = roleSpecFromInvocation(Json.text(r.get("invocation")), r.str("role"))
+                    expect.get("system_prompt")?.let { check(i, "system_prompt", Json.of(roleSpecSystemPrompt(spec)), it) }
+                    Forms.roleSpec(spec)
                 }
                 input.has("usage") -> outcome(i, expect) {
                     val u = input.get("usage")
@@ -101,15 +106,17 @@ object AdapterRunner {
                         else -> fail(i, "unknown usage form ${u.get("shape")}")
                     }
                     val thinking = u.ulong("thinking")
-                    if (thinking != null && shape != UsageShape.ANTHROPIC) fail(i, "thinking is an anthropic form")
                     val asObject = u.get("as_object")?.asBoolean() == true
-                    if (asObject && shape == UsageShape.MAPPING) fail(i, "as_object with shape mapping")
-                    val value = if (asObject) asObject(u.get("value"), usageKeys(shape)) else (u.get("value") ?: NullNode.instance)
+                    val value = if (asObject) {
+                        asObject(u.get("value"), usageKeys(shape) ?: fail(i, "as_object with shape ${u.str("shape")}, which has no attribute keys"))
+                    } else {
+                        u.get("value") ?: NullNode.instance
+                    }
                     val split = usageFrom(shape, Json.text(value), thinking)
-                    expect.get("total_tokens")?.let { check(i, "total_tokens", Json.of(split.totalTokens.toLong()), it) }
-                    Json.parse(split.json)
+                    expect.get("total_tokens")?.let { check(i, "total_tokens", Json.of(usageTotalTokens(split).toLong()), it) }
+                    Forms.usage(split)
                 }
-                input.has("turn_result") -> outcome(i, expect) { Json.parse(turnResultFromJson(Json.text(input.get("turn_result")))) }
+                input.has("turn_result") -> outcome(i, expect) { Forms.turnResult(turnResultFromJson(Json.text(input.get("turn_result")))) }
                 else -> machineStep(i, session, input, expect)
             }
         }
@@ -119,7 +126,7 @@ object AdapterRunner {
         val now = input.ulong("now_ms") ?: 0uL
         val outputs = Json.arr()
         fun drain() {
-            while (true) outputs.add(Json.parse(session.pollOutput() ?: return))
+            while (true) outputs.add(Forms.subprocessOutput(session.pollOutput() ?: return))
         }
         fun text(key: String): String = input.str(key) ?: fail(i, "$key must be a string")
         var error: ProtocolException.Adapter? = null

@@ -25,6 +25,27 @@ class ConformanceTest {
             "adapter" to AdapterRunner::run,
             "runner_task" to RunnerTaskRunner::run,
         )
+
+        /**
+         * The `expect` keys each area's runner checks: a step with any other key fails
+         * (a new expectation, or a typo, never passes unchecked). The same table as the
+         * Rust runner's.
+         */
+        val EXPECT_KEYS: Map<String, Set<String>> = mapOf(
+            "adapter" to setOf("error", "lifecycle", "outputs", "state", "system_prompt", "timeout", "total_tokens", "value"),
+            "contract" to setOf("error", "finished", "outputs", "refusal", "resolved", "stage", "tool_calls", "usage", "value"),
+            "framing" to setOf("accepted", "buffered_bytes", "error", "output", "ready"),
+            "host" to setOf("config", "config_error", "error", "outputs", "pending", "runners", "state", "timeout", "value"),
+            "local" to setOf("config_error", "error", "outputs", "timeout"),
+            "reducer" to setOf("at", "config_error", "delivery", "equals_live", "error", "error_detail", "outcome", "snapshot"),
+            "runner_task" to setOf("error", "result"),
+            "sequencing" to setOf(
+                "arrival", "arrivals", "channel", "confirmed", "dropped", "error", "frame", "frames", "gap", "known",
+                "last_seq", "outbox", "positions", "replay", "results", "resume_map", "streams", "value",
+            ),
+            "session" to setOf("config_error", "error", "outbox_frames", "outputs", "resume_map"),
+            "wire" to setOf("encoded", "error", "message", "type"),
+        )
     }
 
     @Test
@@ -46,9 +67,11 @@ class ConformanceTest {
                 if (area != folder) throw VectorFailure("area $area does not match folder $folder")
                 val steps = v.get("steps")
                 if (steps == null || !steps.isArray || steps.isEmpty) throw VectorFailure("vector has no steps")
+                val known = EXPECT_KEYS[area] ?: throw VectorFailure("no expect keys known for area $area")
                 steps.forEachIndexed { i, s ->
                     val e = s.get("expect")
                     if (e == null || !e.isObject || e.isEmpty) throw VectorFailure("step $i: `expect` is missing or empty")
+                    e.fieldNames().forEach { k -> if (k !in known) throw VectorFailure("step $i: unknown expect key \"$k\"") }
                 }
                 val runner = RUNNERS[area] ?: throw VectorFailure("no Kotlin runner for area $area")
                 runner(v)

@@ -8,7 +8,7 @@ import dev.stapel.runnerprotocol.*
 object FramingRunner {
     private fun item(l: FramedLine): JsonNode = when (l) {
         is FramedLine.Line -> Json.obj().put("line", l.text)
-        is FramedLine.Error -> Json.obj().put("error", l.code).put("line_number", l.lineNumber.toLong())
+        is FramedLine.Error -> Json.obj().put("error", l.code).set("line_number", l.lineNumber?.let { Json.of(it.toLong()) } ?: NullNode.instance)
     }
 
     private fun drain(f: LineFramer, out: MutableList<JsonNode>) {

@@ -42,7 +42,11 @@ object LocalRunner {
     }
 
     private fun outputJson(o: LocalOutput): JsonNode = when (o) {
-        is LocalOutput.ToController -> Json.obj().set("to_controller", Json.parse(o.line))
+        is LocalOutput.ToController -> {
+            val line = Json.parse(o.line)
+            checkTyped(line, o.message ?: throw VectorFailure("controller line without a typed message: ${o.line}"))
+            Json.obj().set("to_controller", line)
+        }
         is LocalOutput.ToHarness -> Json.obj().set("to_harness", Json.parse(o.line))
         is LocalOutput.Spawn -> {
             val s = Json.obj().put("program", o.program)
@@ -55,6 +59,20 @@ object LocalRunner {
         is LocalOutput.Signal -> Json.obj().set("signal", Json.obj().put("group", o.group.toLong()).put("signal", o.signal.name))
         is LocalOutput.Exit -> Json.obj().put("exit", o.code)
         is LocalOutput.Unknown -> throw VectorFailure("unknown output ${o.debug}")
+    }
+
+    /** The typed stream message says what the line says. */
+    private fun checkTyped(line: JsonNode, m: StreamItem) {
+        val msg = line.get("message") ?: throw VectorFailure("controller line has no message")
+        val typed: JsonNode = when (m) {
+            is StreamItem.Event -> Json.obj().put("kind", "event").set("event", Json.parse(canonicalEventToJson(m.event)))
+            is StreamItem.CommandReceipt -> Json.obj().put("kind", "command_receipt").put("commandId", m.commandId)
+                .put("controllerSeq", m.controllerSeq.toLong()).put("status", m.status.name.lowercase()).put("detail", m.detail)
+            is StreamItem.Diagnostic -> Json.obj().put("kind", "diagnostic").put("level", m.level.name.lowercase()).put("message", m.message)
+        }
+        if (!Json.same(typed, msg)) throw VectorFailure("typed stream message differs from the line\n  typed: ${Json.text(typed)}\n  line:  ${Json.text(msg)}")
+        val again = streamItemFromLine(Json.text(line))
+        if (again != m) throw VectorFailure("streamItemFromLine disagrees with the machine's typed message")
     }
 
     fun run(vector: JsonNode) {

@@ -4,8 +4,35 @@ import com.fasterxml.jackson.databind.JsonNode
 import com.fasterxml.jackson.databind.node.NullNode
 import dev.stapel.runnerprotocol.*
 
-/** Area `reducer`: the session reducer through the Kotlin API. */
+/**
+ * Area `reducer`: the session reducer through the Kotlin API. An event the core reads as
+ * a canonical event goes in as the typed `CanonicalEvent`; one it refuses goes in as JSON
+ * text (`applyJson`), so the reducer itself refuses and counts it, as the vector expects.
+ */
 object ReducerRunner {
+    private fun typed(text: String): CanonicalEvent? = try {
+        canonicalEventFromJson(text)
+    } catch (e: ProtocolException.State) {
+        null
+    }
+
+    private fun apply(r: SessionReducer, text: String): String {
+        val ev = typed(text) ?: return r.applyJson(text)
+        // The record's JSON form is the event as the core reads it.
+        if (!Json.same(Json.parse(canonicalEventToJson(ev)), Json.parse(text).let { stripNulls(it) })) {
+            throw VectorFailure("typed event differs from its JSON: ${canonicalEventToJson(ev)} vs $text")
+        }
+        return r.apply(ev)
+    }
+
+    /** An optional `null` field is read as absent (the typed form omits it). */
+    private fun stripNulls(v: JsonNode): JsonNode {
+        if (!v.isObject) return v
+        val o = (v as com.fasterxml.jackson.databind.node.ObjectNode).deepCopy()
+        for (k in listOf("normalizedSessionId", "turnId", "itemId")) if (o.get(k)?.isNull == true) o.remove(k)
+        return o
+    }
+
     fun run(vector: JsonNode) {
         val cfg = Json.text(vector.get("config") ?: Json.obj())
         val wantConfigError = vector.get("steps").get(0)?.get("expect")?.get("config_error")
@@ -37,7 +64,7 @@ object ReducerRunner {
                 input.has("event") -> {
                     val ev = Json.text(input.get("event"))
                     recorded += ev
-                    record { reducer.apply(ev) }
+                    record { apply(reducer, ev) }
                 }
                 input.has("line") -> {
                     val line = input.str("line") ?: fail(i, "line must be a string")
@@ -55,7 +82,7 @@ object ReducerRunner {
                     var failed = false
                     for (e in list) {
                         try {
-                            fresh.apply(e)
+                            apply(fresh, e)
                         } catch (ex: ProtocolException.Reduce) {
                             error = Json.of(ex.code)
                             errorDetail = Json.of(ex.detailCode)
@@ -64,7 +91,7 @@ object ReducerRunner {
                         }
                     }
                     if (!failed) {
-                        val replayed = Json.parse(reducerReplay(list, cfg))
+                        val replayed = Json.parse(reducerReplay(list.map { typed(it) ?: fail(i, "replayed event is not canonical") }, cfg))
                         if (!Json.same(replayed, Json.parse(fresh.snapshot()))) fail(i, "replay() differs from a strict fold")
                         equalsLive = Json.of(Json.same(replayed, Json.parse(reducer.snapshot())))
                     }
