@@ -67,6 +67,13 @@ pub struct ProgressView<'a> {
     /// object it holds (no whitespace, no escapes, integers of at most 18 digits), so it
     /// can be re-encoded by copying.
     pub payload_canonical: bool,
+    /// `true` when every number in `payload` is an integer literal within
+    /// ±(2^53 − 1), without fraction, exponent or `-0`: each is exactly an IEEE 754
+    /// double that any shortest round-trip formatter writes back as the same literal, so
+    /// a binding whose numbers are doubles (JavaScript) can parse the text with its own
+    /// parser and re-encode the result unchanged. Computed in the same single pass and
+    /// conservative: outside a `usage` split, an integer of 16 or more digits clears it.
+    pub payload_f64_exact: bool,
 }
 
 /// A decoded frame as [`decode_view`] hands it over: the fast path's borrowed view of a
@@ -157,6 +164,7 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
         bytes: frame.as_bytes(),
         pos: 0,
         canonical: true,
+        f64_exact: true,
     };
     if s.ws() != b'{' {
         return None;
@@ -171,6 +179,7 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
         kind: "",
         payload: "",
         payload_canonical: false,
+        payload_f64_exact: false,
     };
     let mut seen = 0u8;
     let mut usage_ok = false;
@@ -216,9 +225,11 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
             _ => {
                 let start = s.pos;
                 s.canonical = true;
+                s.f64_exact = true;
                 usage_ok = s.object(depth, true)?;
                 view.payload = frame.get(start..s.pos)?;
                 view.payload_canonical = s.canonical;
+                view.payload_f64_exact = s.f64_exact;
             }
         }
         match s.ws() {
@@ -262,10 +273,16 @@ struct Scanner<'a> {
     /// Nothing seen since this was last set differs from the encoder's own form: no
     /// whitespace, no escape, integers of at most [`CANONICAL_DIGITS`] digits.
     canonical: bool,
+    /// Every number seen since this was last set is an integer literal of at most
+    /// [`F64_EXACT_DIGITS`] digits, and not `-0`.
+    f64_exact: bool,
 }
 
 /// Integer literals up to this many digits re-encode as written (they fit `i64`).
 const CANONICAL_DIGITS: usize = 18;
+
+/// Integer literals up to this many digits are exact doubles (below 2^53).
+const F64_EXACT_DIGITS: usize = 15;
 
 impl<'a> Scanner<'a> {
     #[inline(always)]
@@ -565,8 +582,12 @@ impl<'a> Scanner<'a> {
         let mut check_range = int_digits > 300;
         // `-0` parses as a float, and long integers may not fit an `i64`: both re-encode
         // differently.
-        if int_digits > CANONICAL_DIGITS || (start != int_start && self.at(int_start) == b'0') {
+        let negative_zero = start != int_start && self.at(int_start) == b'0';
+        if int_digits > CANONICAL_DIGITS || negative_zero {
             self.canonical = false;
+        }
+        if int_digits > F64_EXACT_DIGITS || negative_zero {
+            self.f64_exact = false;
         }
         match self.at(i) {
             b'0'..=b'9' => return None, // a leading zero
@@ -575,12 +596,14 @@ impl<'a> Scanner<'a> {
                     return None;
                 }
                 self.canonical = false;
+                self.f64_exact = false;
                 i = self.digits(fwd(i, 2));
             }
             _ => {}
         }
         if matches!(self.at(i), b'e' | b'E') {
             self.canonical = false;
+            self.f64_exact = false;
             i = fwd(i, 1);
             if matches!(self.at(i), b'+' | b'-') {
                 i = fwd(i, 1);
