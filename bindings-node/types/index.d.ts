@@ -1,7 +1,10 @@
 /**
  * stapel-runner-protocol for Node.js and TypeScript: the hub↔runner wire protocol, its
- * sequencing and session machines, the JSONL framer and the rest of the sans-IO Rust
- * core, through N-API. Messages are plain objects with the wire field names.
+ * sequencing and session machines, the JSONL framer, the local-run machine, canonical
+ * events and the session reducer, the harness-execution contract and the harness-adapter
+ * seam — the sans-IO Rust core, through N-API. Messages are plain objects with the wire
+ * field names; machines are classes with `handleInput(nowMs, input)` / `pollOutput()`.
+ * The WebSocket transport is `stapel-runner-protocol/transport-ws`.
  */
 export * from './errors';
 export * from './wire';
@@ -12,6 +15,6 @@ export * from './reducer';
 export * from './local';
 export * from './contract';
 export * from './adapter';
+export * from './subprocess-adapter';
 export * from './host';
 export * from './runner-task';
-export { native as __native } from './native';
