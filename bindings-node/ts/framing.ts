@@ -3,8 +3,6 @@ import { call, jsonText, parsed } from './internal';
 import { native } from './native';
 import { DEFAULT_MAX_LINE_BYTES } from './wire';
 
-export { DEFAULT_MAX_LINE_BYTES };
-
 /** Bounds of a {@link LineFramer}; absent keys take the core's defaults. */
 export interface FramerConfig {
   /** Longest line accepted, in bytes before the `\n` (default {@link DEFAULT_MAX_LINE_BYTES}). */

@@ -264,7 +264,7 @@ interface Kept {
 }
 
 /** A message from the JSON text the full decode returned (see `decoded_text`). */
-export function fromDecoded(out: string): Message {
+function fromDecoded(out: string): Message {
   if (out.charCodeAt(0) !== 2) {
     return JSON.parse(out) as Message;
   }

@@ -7,7 +7,8 @@
  * The WebSocket transport is `stapel-runner-protocol/transport-ws`.
  */
 export * from './errors';
-export * from './wire';
+export { DecodedProgress, DEFAULT_MAX_LINE_BYTES, MESSAGES, PROTOCOL_VERSION, SCHEMA_FILES, SCHEMA_VERSION, SEQUENCED_TYPES, VERSION, answerPing, decode, encode, fromObject, isSequenced, isValid, iterErrors, loadSchema, messageTypes, toFrame, validate, } from './wire';
+export type { BuildOptions, CodecOptions, DecodeOptions, Frame, Hello, Json, JsonObject, Message, MessageKind, MessageOf, MessageType, Ping, Pong, SequencedMessage, TaskAssign, TaskCancel, TaskProgress, TaskReportMessage, } from './wire';
 export * from './framing';
 export * from './session';
 export * from './sequencing';

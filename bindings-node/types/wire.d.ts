@@ -132,8 +132,6 @@ export declare function messageText(message: unknown): string;
  * V8 parses on first read. Bytes are borrowed, not copied.
  */
 export declare function decode(frame: Frame, options?: DecodeOptions): Message;
-/** A message from the JSON text the full decode returned (see `decoded_text`). */
-export declare function fromDecoded(out: string): Message;
 /**
  * Encode a message object as its canonical frame (compact JSON, no newline): declared
  * fields in the protocol's order, then unknown fields.
