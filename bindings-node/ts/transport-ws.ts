@@ -12,9 +12,10 @@
  * * every connection object keeps one event queue of at most `maxQueuedEvents` events
  *   for its whole life. While it is full, the socket is paused: no frame is handed to the
  *   session (so nothing is acknowledged that the application has not been able to take),
- *   frames `ws` had already read wait in a backlog of at most `maxQueuedEvents` frames,
- *   and a socket that overflows the backlog fails (it is aborted; the session resumes on
- *   the next connection). Session events are never dropped; transport news
+ *   frames `ws` had already read (the rest of the socket read that filled the queue) wait
+ *   in a backlog of at most {@link MAX_BACKLOG_BYTES} bytes, and a socket that overflows
+ *   the backlog fails with a {@link TransportError} `backlog_full` (it is aborted; the
+ *   session resumes on the next connection). Session events are never dropped; transport news
  *   (`connected`, `disconnected`, `error`) finding the queue full is dropped and counted
  *   in `droppedEvents`;
  * * a hub remembers at most `max_pending_connections` upgrade requests awaiting their
@@ -30,6 +31,12 @@ import { HubHost, SocketHost, HOST_CONSTANTS, bearerAuthorization, bearerToken, 
 import { reconnectDelay, type BackoffPolicy } from './runner-task';
 import { HubSession, RunnerSession, type SessionConfig, type SessionOutput } from './session';
 import type { Hello, SequencedMessage } from './wire';
+
+/**
+ * Bytes of frames a paused socket may still hand over (what `ws` had already read from the
+ * socket when the event queue filled up): 1 MiB, many socket reads.
+ */
+export const MAX_BACKLOG_BYTES = 1024 * 1024;
 
 /** A failure of this transport itself (not of the protocol): `code` says which. */
 export class TransportError extends RunnerProtocolError {}
@@ -142,6 +149,7 @@ class Driver {
   readonly #socket: Socket;
   readonly #events: EventQueue;
   readonly #backlog: string[] = [];
+  #backlogBytes = 0;
   #sessionTimer: NodeJS.Timeout | null = null;
   #hostTimer: NodeJS.Timeout | null = null;
   #paused = false;
@@ -206,7 +214,9 @@ class Driver {
   /** Frames read while the queue was full, handed over as room appears; then read on. */
   #drainBacklog(): void {
     while (!this.gone && this.#backlog.length > 0 && !this.#events.full) {
-      this.#deliver(this.#backlog.shift() as string);
+      const text = this.#backlog.shift() as string;
+      this.#backlogBytes -= text.length;
+      this.#deliver(text);
     }
     if (this.#backlog.length === 0 && !this.#events.full && this.#paused && !this.gone) {
       this.#paused = false;
@@ -237,13 +247,15 @@ class Driver {
         case 'deliver':
           if (this.#events.full || this.#backlog.length > 0) {
             this.#backlog.push(out.text);
+            this.#backlogBytes += out.text.length;
             if (!this.#paused) {
               this.#paused = true;
               this.#socket.pause();
             }
-            if (this.#backlog.length > this.#events.max) {
+            if (this.#backlogBytes > MAX_BACKLOG_BYTES) {
               this.#events.offer({ kind: 'error', error: new TransportError('backlog_full', 'the peer kept sending while the event queue was full') });
               this.#backlog.length = 0;
+              this.#backlogBytes = 0;
               this.host.handleInput(now(), { type: 'failed' });
             }
           } else {
@@ -279,6 +291,7 @@ class Driver {
     this.#sessionTimer = null;
     this.#events.onSpace = null;
     this.#backlog.length = 0;
+    this.#backlogBytes = 0;
     if (this.#paused) this.#socket.resume();
     this.#events.offer({ kind: 'disconnected' });
     this.onGone?.();

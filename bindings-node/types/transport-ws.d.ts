@@ -2,6 +2,11 @@ import { RunnerProtocolError } from './errors';
 import { type BackoffPolicy } from './runner-task';
 import { HubSession, RunnerSession, type SessionConfig, type SessionOutput } from './session';
 import type { Hello, SequencedMessage } from './wire';
+/**
+ * Bytes of frames a paused socket may still hand over (what `ws` had already read from the
+ * socket when the event queue filled up): 1 MiB, many socket reads.
+ */
+export declare const MAX_BACKLOG_BYTES: number;
 /** A failure of this transport itself (not of the protocol): `code` says which. */
 export declare class TransportError extends RunnerProtocolError {
 }
