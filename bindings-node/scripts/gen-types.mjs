@@ -183,12 +183,12 @@ class Generator {
   }
 }
 
-/** Every schema file under conformance/schema/, relative paths. */
-function schemaFiles(dir = schemaRoot, out = []) {
+/** Every schema file under `base` (default conformance/schema/), relative to it. */
+function schemaFiles(base = schemaRoot, dir = base, out = []) {
   for (const name of readdirSync(dir).sort()) {
     const p = join(dir, name);
-    if (statSync(p).isDirectory()) schemaFiles(p, out);
-    else if (name.endsWith('.json')) out.push(relative(schemaRoot, p));
+    if (statSync(p).isDirectory()) schemaFiles(base, p, out);
+    else if (name.endsWith('.json')) out.push(relative(base, p));
   }
   return out;
 }

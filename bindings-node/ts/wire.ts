@@ -107,16 +107,16 @@ interface KeptPayload {
 }
 
 /**
- * A `task.progress` message decoded by the core's validating fast path: the fixed
- * fields (`schema_version`, `type`, `task_id`, `seq`, `kind`, `attempt`) are own data
- * properties, and `payload` is the frame's validated payload text until it is first read
- * (then parsed by V8 and kept as an own property). Reading and writing it, `JSON.stringify`
- * (through `toJSON`, the wire frame) and {@link encode} behave as for a plain message.
+ * A `task.progress` message decoded by the core's validating fast path: the fixed fields
+ * (`schema_version`, `type`, `task_id`, `seq`, `kind`, `attempt`) are own data properties,
+ * and `payload` is an accessor over the frame's validated payload text, parsed by V8 on
+ * first read and kept. Reading and writing `payload`, `JSON.stringify` (through `toJSON`:
+ * the wire frame) and {@link encode} behave as for a plain message.
  *
- * The trade-off of not parsing the payload up front: until `payload` is read it is not
- * an own property, so `Object.keys`, spreading and `structuredClone` see the fixed fields
- * only, and `assert.deepStrictEqual` against a plain object fails on the prototype. Call
- * `toJSON()` for a plain copy, or decode with `{ lazy: false }`.
+ * The trade-off of not parsing the payload up front: `payload` lives on the prototype, so
+ * `Object.keys`, spreading and `structuredClone` see the fixed fields (and any field you
+ * add) but not the payload, and `assert.deepStrictEqual` against a plain object fails on
+ * the prototype. Call `toJSON()` for a plain copy, or decode with `{ lazy: false }`.
  */
 export class DecodedProgress implements TaskProgress {
   [extra: string]: unknown;
@@ -127,6 +127,7 @@ export class DecodedProgress implements TaskProgress {
   kind: string;
   attempt: number;
   #text: string | undefined;
+  #payload: JsonObject | undefined;
   #exact: boolean;
   #kept: KeptPayload | undefined;
 
@@ -138,6 +139,7 @@ export class DecodedProgress implements TaskProgress {
     this.kind = kind;
     this.attempt = attempt;
     this.#text = text;
+    this.#payload = undefined;
     this.#exact = exact;
     this.#kept = undefined;
   }
@@ -155,46 +157,43 @@ export class DecodedProgress implements TaskProgress {
     );
   }
 
-  /** The payload object (parsed from the frame's text on first read). */
+  /** The payload object (parsed from the frame's text on first read, then kept). */
   get payload(): JsonObject {
-    const text = this.#text;
-    const value = (text === undefined ? {} : JSON.parse(text)) as JsonObject;
-    if (text !== undefined && !this.#exact) {
+    const cached = this.#payload;
+    if (cached !== undefined) return cached;
+    const text = this.#text as string;
+    const value = JSON.parse(text) as JsonObject;
+    if (!this.#exact) {
       // A number a JS number may not carry back (a float such as 1.0, an integer beyond
       // 2^53 - 1): encode() writes the original text while the payload is unchanged.
       this.#kept = { text, shape: JSON.stringify(value) };
     }
+    this.#payload = value;
     this.#text = undefined;
-    Object.defineProperty(this, 'payload', { value, writable: true, enumerable: true, configurable: true });
     return value;
   }
 
   set payload(value: JsonObject) {
+    this.#payload = value;
     this.#text = undefined;
     this.#kept = undefined;
-    Object.defineProperty(this, 'payload', { value, writable: true, enumerable: true, configurable: true });
   }
 
   /** The message as a plain object (what `JSON.stringify` writes: a valid frame). */
   toJSON(): TaskProgress {
     const out = { ...this } as Record<string, unknown>;
-    if (!('payload' in out)) out.payload = this.payload;
+    out.payload = this.payload;
     return out as TaskProgress;
   }
 
   /** @internal The JSON text of the message for the core, without parsing the payload. */
   [WIRE](): string {
-    const own = Object.prototype.hasOwnProperty.call(this, 'payload');
-    let text: string | undefined;
-    if (!own) {
-      text = this.#text;
-    } else if (this.#kept !== undefined && JSON.stringify((this as { payload: unknown }).payload) === this.#kept.shape) {
+    let text = this.#text;
+    if (text === undefined && this.#kept !== undefined && JSON.stringify(this.#payload) === this.#kept.shape) {
       text = this.#kept.text;
     }
     if (text === undefined) return jsonText(this, 'the message');
-    const fields: Record<string, unknown> = {};
-    for (const k of Object.keys(this)) if (k !== 'payload') fields[k] = this[k];
-    const head = jsonText(fields, 'the message');
+    const head = jsonText({ ...this }, 'the message');
     return head.length === 2 ? `{"payload":${text}}` : `${head.slice(0, -1)},"payload":${text}}`;
   }
 }

@@ -95,16 +95,16 @@ export interface DecodeOptions extends CodecOptions {
     lazy?: boolean;
 }
 /**
- * A `task.progress` message decoded by the core's validating fast path: the fixed
- * fields (`schema_version`, `type`, `task_id`, `seq`, `kind`, `attempt`) are own data
- * properties, and `payload` is the frame's validated payload text until it is first read
- * (then parsed by V8 and kept as an own property). Reading and writing it, `JSON.stringify`
- * (through `toJSON`, the wire frame) and {@link encode} behave as for a plain message.
+ * A `task.progress` message decoded by the core's validating fast path: the fixed fields
+ * (`schema_version`, `type`, `task_id`, `seq`, `kind`, `attempt`) are own data properties,
+ * and `payload` is an accessor over the frame's validated payload text, parsed by V8 on
+ * first read and kept. Reading and writing `payload`, `JSON.stringify` (through `toJSON`:
+ * the wire frame) and {@link encode} behave as for a plain message.
  *
- * The trade-off of not parsing the payload up front: until `payload` is read it is not
- * an own property, so `Object.keys`, spreading and `structuredClone` see the fixed fields
- * only, and `assert.deepStrictEqual` against a plain object fails on the prototype. Call
- * `toJSON()` for a plain copy, or decode with `{ lazy: false }`.
+ * The trade-off of not parsing the payload up front: `payload` lives on the prototype, so
+ * `Object.keys`, spreading and `structuredClone` see the fixed fields (and any field you
+ * add) but not the payload, and `assert.deepStrictEqual` against a plain object fails on
+ * the prototype. Call `toJSON()` for a plain copy, or decode with `{ lazy: false }`.
  */
 export declare class DecodedProgress implements TaskProgress {
     #private;
@@ -116,7 +116,7 @@ export declare class DecodedProgress implements TaskProgress {
     kind: string;
     attempt: number;
     private constructor();
-    /** The payload object (parsed from the frame's text on first read). */
+    /** The payload object (parsed from the frame's text on first read, then kept). */
     get payload(): JsonObject;
     set payload(value: JsonObject);
     /** The message as a plain object (what `JSON.stringify` writes: a valid frame). */
