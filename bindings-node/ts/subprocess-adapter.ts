@@ -116,7 +116,7 @@ export class SubprocessSession implements Session {
     return this.#child;
   }
 
-  /** Whether the session is closed (by `close()` or a fault). */
+  /** Whether the session is closed or closing (by `close()` or a fault): no more turns. */
   get closed(): boolean {
     return this.#machine.isClosed;
   }
@@ -136,18 +136,18 @@ export class SubprocessSession implements Session {
 
   close(): Promise<void> {
     return new Promise<void>((resolve) => {
-      if (this.#machine.isClosed) {
+      if (this.#machine.lifecycle === 'closed') {
         resolve();
         return;
       }
       this.#closers.push(resolve);
-      this.#machine.handleInput(now(), { type: 'close' });
+      if (!this.#machine.isClosed) this.#machine.handleInput(now(), { type: 'close' });
       this.#step();
     });
   }
 
   #feed(input: Parameters<SubprocessTurnMachine['handleInput']>[1]): void {
-    if (this.#machine.isClosed) return;
+    if (this.#machine.lifecycle === 'closed') return;
     try {
       this.#machine.handleInput(now(), input);
     } catch (e) {
@@ -184,7 +184,7 @@ export class SubprocessSession implements Session {
       if (p.error !== undefined) p.reject(p.error);
       else p.resolve(p.result as TurnResult);
     }
-    if (this.#machine.isClosed) {
+    if (lifecycle === 'closed') {
       for (const r of this.#closers.splice(0)) r();
       if (this.#timer !== null) clearTimeout(this.#timer);
       this.#timer = null;

@@ -56,7 +56,7 @@ export declare class SubprocessSession implements Session {
     #private;
     /** The child process. */
     get process(): ChildProcess;
-    /** Whether the session is closed (by `close()` or a fault). */
+    /** Whether the session is closed or closing (by `close()` or a fault): no more turns. */
     get closed(): boolean;
     turn(prompt: string): Promise<TurnResult>;
     close(): Promise<void>;
