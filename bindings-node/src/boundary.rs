@@ -52,7 +52,11 @@ fn status(s: sys::napi_status, what: &str) -> Result<()> {
 ///
 /// # Safety
 /// `env` and `value` come from N-API for the current call.
-unsafe fn copy_utf8(env: sys::napi_env, value: sys::napi_value, buf: &mut Vec<u8>) -> Result<usize> {
+unsafe fn copy_utf8(
+    env: sys::napi_env,
+    value: sys::napi_value,
+    buf: &mut Vec<u8>,
+) -> Result<usize> {
     if buf.len() > TEXT_KEEP || buf.len() < TEXT_CAPACITY {
         *buf = vec![0u8; TEXT_CAPACITY];
     }
@@ -61,7 +65,13 @@ unsafe fn copy_utf8(env: sys::napi_env, value: sys::napi_value, buf: &mut Vec<u8
     // `buf.len() - 1` bytes and a NUL, and reports how many bytes it wrote before the NUL.
     status(
         unsafe {
-            sys::napi_get_value_string_utf8(env, value, buf.as_mut_ptr().cast(), buf.len(), &mut written)
+            sys::napi_get_value_string_utf8(
+                env,
+                value,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut written,
+            )
         },
         "reading a string argument",
     )?;
@@ -172,7 +182,10 @@ impl FromNapiValue for Frames {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
         let mut n = 0u32;
         // SAFETY: N-API checks that `value` is an array.
-        status(unsafe { sys::napi_get_array_length(env, value, &mut n) }, "reading an array")?;
+        status(
+            unsafe { sys::napi_get_array_length(env, value, &mut n) },
+            "reading an array",
+        )?;
         TEXT.with(|cell| {
             let mut held = cell
                 .try_borrow_mut()
@@ -182,12 +195,16 @@ impl FromNapiValue for Frames {
             for i in 0..n {
                 let mut item = ptr::null_mut();
                 // SAFETY: `i` is below the array's length.
-                status(unsafe { sys::napi_get_element(env, value, i, &mut item) }, "reading an array")?;
+                status(
+                    unsafe { sys::napi_get_element(env, value, i, &mut item) },
+                    "reading an array",
+                )?;
                 // SAFETY: `item` is the element just read.
                 let len = unsafe { copy_utf8(env, item, &mut held.0) }?;
                 let bytes = held.0.get(..len).unwrap_or_default();
                 out.push(
-                    String::from_utf8(bytes.to_vec()).map_err(|e| Error::from_reason(e.to_string()))?,
+                    String::from_utf8(bytes.to_vec())
+                        .map_err(|e| Error::from_reason(e.to_string()))?,
                 );
             }
             Ok(Frames(out))
@@ -283,7 +300,9 @@ pub fn scratch(env: Env) -> Result<RawValue> {
         )?;
         // SAFETY: registering a plain function without state.
         status(
-            unsafe { sys::napi_add_env_cleanup_hook(raw_env, Some(forget_scratch), ptr::null_mut()) },
+            unsafe {
+                sys::napi_add_env_cleanup_hook(raw_env, Some(forget_scratch), ptr::null_mut())
+            },
             "registering the scratch cleanup",
         )?;
         if data.is_null() || (data as usize) % std::mem::align_of::<f64>() != 0 {

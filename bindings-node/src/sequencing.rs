@@ -116,9 +116,9 @@ pub fn state_new(role: String, config: Option<String>) -> napi::Result<State> {
                 .map_err(|e| config_error(&e))?,
             None => SequencingConfig::default(),
         };
-        Ok(External::new(StateHandle::of(ConnectionState::with_config(
-            role, config,
-        ))))
+        Ok(External::new(StateHandle::of(
+            ConnectionState::with_config(role, config),
+        )))
     })
 }
 
@@ -200,7 +200,11 @@ pub fn state_classify(state: &mut State, message: Text) -> napi::Result<String> 
 /// Record an inbound sequenced message only when it is the next of its stream.
 #[napi(ts_args_type = "state: ExternalObject<'State'>, message: string")]
 pub fn state_accept_in_order(state: &mut State, message: Text) -> napi::Result<String> {
-    guard(|| arrival(state, &message, |s, m| s.accept_in_order(m).map(|a| a.as_str())))
+    guard(|| {
+        arrival(state, &message, |s, m| {
+            s.accept_in_order(m).map(|a| a.as_str())
+        })
+    })
 }
 
 /// Per task, the last command seq received contiguously (JSON text).
@@ -239,8 +243,15 @@ pub fn state_replay_positions(state: &mut State, positions: String) -> napi::Res
 }
 
 /// Acknowledge a stream through `seq`; how many kept frames were dropped.
-#[napi(ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number")]
-pub fn state_ack(state: &mut State, task_id: String, attempt: Option<f64>, seq: f64) -> napi::Result<f64> {
+#[napi(
+    ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
+pub fn state_ack(
+    state: &mut State,
+    task_id: String,
+    attempt: Option<f64>,
+    seq: f64,
+) -> napi::Result<f64> {
     guard(|| {
         let n = state
             .state
@@ -251,7 +262,9 @@ pub fn state_ack(state: &mut State, task_id: String, attempt: Option<f64>, seq: 
 }
 
 /// Drop kept frames at or below `seq`; how many.
-#[napi(ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number")]
+#[napi(
+    ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
 pub fn state_trim_through(
     state: &mut State,
     task_id: String,
@@ -267,15 +280,33 @@ pub fn state_trim_through(
 }
 
 /// Whether an acknowledgement of `seq` would be ahead of what the stream emitted.
-#[napi(ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number")]
-pub fn state_is_ahead(state: &State, task_id: String, attempt: Option<f64>, seq: f64) -> napi::Result<bool> {
-    guard(|| Ok(state.state.is_ahead(&task_id, attempt_of(attempt)?, now_of(seq)?)))
+#[napi(
+    ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
+pub fn state_is_ahead(
+    state: &State,
+    task_id: String,
+    attempt: Option<f64>,
+    seq: f64,
+) -> napi::Result<bool> {
+    guard(|| {
+        Ok(state
+            .state
+            .is_ahead(&task_id, attempt_of(attempt)?, now_of(seq)?))
+    })
 }
 
 /// Declare the inbound stream continues at `seq`: the gap `[from, to]` or `null`
 /// (JSON text).
-#[napi(ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number")]
-pub fn state_skip_to(state: &mut State, task_id: String, attempt: Option<f64>, seq: f64) -> napi::Result<String> {
+#[napi(
+    ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
+pub fn state_skip_to(
+    state: &mut State,
+    task_id: String,
+    attempt: Option<f64>,
+    seq: f64,
+) -> napi::Result<String> {
     guard(|| {
         let g = state
             .state
@@ -391,7 +422,9 @@ pub fn state_channels(state: &State) -> napi::Result<String> {
 
 /// The kept frames of an outbound stream above `seq`, decoded (JSON text of an
 /// array of messages).
-#[napi(ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number")]
+#[napi(
+    ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
 pub fn state_outbox_since(
     state: &State,
     task_id: String,

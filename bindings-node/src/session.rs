@@ -313,7 +313,11 @@ pub fn session_poll(session: &mut External<SessionHandle>) -> napi::Result<Optio
         let more = handle.machine.has_output();
         let text = c.finish(0);
         out.put(1, if more { 1.0 } else { 0.0 });
-        Ok(text.map(|t| t.get(1..t.len().saturating_sub(1)).unwrap_or_default().to_owned()))
+        Ok(text.map(|t| {
+            t.get(1..t.len().saturating_sub(1))
+                .unwrap_or_default()
+                .to_owned()
+        }))
     })
 }
 
@@ -403,9 +407,16 @@ pub fn session_snapshot(session: &External<SessionHandle>) -> napi::Result<Buffe
 }
 
 /// A copy of the sequencing state.
-#[napi(ts_args_type = "session: ExternalObject<'Session'>", ts_return_type = "ExternalObject<'State'>")]
+#[napi(
+    ts_args_type = "session: ExternalObject<'Session'>",
+    ts_return_type = "ExternalObject<'State'>"
+)]
 pub fn session_state(session: &External<SessionHandle>) -> napi::Result<External<StateHandle>> {
-    guard(|| Ok(External::new(StateHandle::of(session.machine.state().clone()))))
+    guard(|| {
+        Ok(External::new(StateHandle::of(
+            session.machine.state().clone(),
+        )))
+    })
 }
 
 /// The state's resume map as JSON text.
@@ -425,12 +436,17 @@ pub fn session_outbox_frames(session: &External<SessionHandle>) -> napi::Result<
 
 /// Forget a finished task's streams; whether it was known.
 #[napi(ts_args_type = "session: ExternalObject<'Session'>, taskId: string")]
-pub fn session_forget_task(session: &mut External<SessionHandle>, task_id: String) -> napi::Result<bool> {
+pub fn session_forget_task(
+    session: &mut External<SessionHandle>,
+    task_id: String,
+) -> napi::Result<bool> {
     guard(|| Ok(session.machine.state_mut().forget_task(&task_id)))
 }
 
 /// Drop the kept frames of a stream at or below `seq` (a checkpoint); how many.
-#[napi(ts_args_type = "session: ExternalObject<'Session'>, taskId: string, attempt: number | undefined | null, seq: number")]
+#[napi(
+    ts_args_type = "session: ExternalObject<'Session'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
 pub fn session_trim_through(
     session: &mut External<SessionHandle>,
     task_id: String,
@@ -449,13 +465,19 @@ pub fn session_trim_through(
 
 /// Whether every frame of the task was acknowledged.
 #[napi(ts_args_type = "session: ExternalObject<'Session'>, taskId: string")]
-pub fn session_is_fully_acknowledged(session: &External<SessionHandle>, task_id: String) -> napi::Result<bool> {
+pub fn session_is_fully_acknowledged(
+    session: &External<SessionHandle>,
+    task_id: String,
+) -> napi::Result<bool> {
     guard(|| Ok(session.machine.state().is_fully_acknowledged(&task_id)))
 }
 
 /// Whether the task was forgotten (a tombstone is kept).
 #[napi(ts_args_type = "session: ExternalObject<'Session'>, taskId: string")]
-pub fn session_is_forgotten(session: &External<SessionHandle>, task_id: String) -> napi::Result<bool> {
+pub fn session_is_forgotten(
+    session: &External<SessionHandle>,
+    task_id: String,
+) -> napi::Result<bool> {
     guard(|| Ok(session.machine.state().is_forgotten(&task_id)))
 }
 
