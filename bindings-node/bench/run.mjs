@@ -3,12 +3,14 @@
 //
 //   node bench/run.mjs            (after a release build: npm run build)
 //
-// 1. The usage progress frame: decode+validate vs bare JSON.parse vs JSON.parse + zod
-//    with the same schema (task.progress with a closed UsageSplit payload).
-// 2. Hub ingest: HubSession.handleInput(frame) for a stream of progress frames, the
-//    `received` events drained (decode + sequencing receive + event out).
+// 1. The usage progress frame: decode+validate, its alternatives (eager plain object,
+//    Buffer input, payload read), against bare JSON.parse and JSON.parse + zod with the
+//    same rules (task.progress, and a closed UsageSplit payload when kind is usage).
+// 2. Hub ingest: HubSession fed frames one by one (handleInput, outputs drained) and in
+//    batches (handleFrames), and decode + ConnectionState.receiveArrival per frame.
 // 3. The session reducer over 100,000 canonical events.
 import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -25,40 +27,55 @@ function bench(name, n, f) {
     const ns = Number(process.hrtime.bigint() - t0) / n;
     best = Math.min(best, ns);
   }
-  console.log(`${name.padEnd(44)} ${best.toFixed(0).padStart(6)} ns/op  ${(1e9 / best).toFixed(0).padStart(10)} ops/s`);
+  console.log(`${name.padEnd(52)} ${best.toFixed(0).padStart(6)} ns/op  ${(1e9 / best).toFixed(0).padStart(10)} ops/s`);
   return best;
 }
 
 const FRAME =
   '{"schema_version":1,"type":"task.progress","task_id":"T-0042","seq":17,"kind":"usage","attempt":1,' +
   '"payload":{"usage":{"fresh_input":1200,"output":340,"cache_read":5000,"cache_write":0,"thinking":120}}}';
+// The rules of task.progress with validate (conformance/schema/task_progress.v1.json):
+// unknown top-level fields allowed, payload an open object, and when kind is `usage`
+// payload.usage a UsageSplit (exactly the five non-negative integers, 0..2^53-1).
 const int = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
-const progressSchema = z.object({
-  schema_version: z.literal(1),
-  type: z.literal('task.progress'),
-  task_id: z.string().min(1),
-  seq: int,
-  kind: z.string(),
-  attempt: int.optional(),
-  payload: z
-    .object({
-      usage: z.strictObject({ fresh_input: int, output: int, cache_read: int, cache_write: int, thinking: int }),
-    })
-    .passthrough(),
-});
+const usageSplit = z.strictObject({ fresh_input: int, output: int, cache_read: int, cache_write: int, thinking: int });
+const progressSchema = z
+  .looseObject({
+    schema_version: z.literal(1),
+    type: z.literal('task.progress'),
+    task_id: z.string().min(1),
+    seq: int,
+    kind: z.string(),
+    attempt: int.optional(),
+    payload: z.looseObject({}),
+  })
+  .superRefine((v, ctx) => {
+    if (v.kind !== 'usage') return;
+    const r = usageSplit.safeParse(v.payload.usage);
+    if (!r.success) for (const issue of r.error.issues) ctx.addIssue({ ...issue, path: ['payload', 'usage', ...issue.path] });
+  });
+if (!progressSchema.safeParse(JSON.parse(FRAME)).success) throw new Error('the zod schema refuses the frame');
+if (progressSchema.safeParse(JSON.parse(FRAME.replace('"thinking":120', '"thinking":-1'))).success) throw new Error('the zod schema misses a rule');
 
-console.log(`node ${process.version}, zod ${JSON.parse(readFileSync(join(root, 'node_modules', 'zod', 'package.json'), 'utf8')).version}`);
+const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+console.log(`node ${process.version}, zod ${JSON.parse(readFileSync(join(root, 'node_modules', 'zod', 'package.json'), 'utf8')).version}, load average ${load()}`);
 console.log(`\n1. usage progress frame (${FRAME.length} bytes)`);
 const N = 300_000;
 let sink = 0;
 const tParse = bench('JSON.parse', N, () => {
   sink += JSON.parse(FRAME).seq;
 });
-const tDecode = bench('decode(frame, {validate: true})', N, () => {
+const tDecode = bench('decode(frame, {validate}) (lazy payload, default)', N, () => {
   sink += srp.decode(FRAME, { validate: true }).seq;
 });
+const tRead = bench('decode(frame, {validate}) + read payload', N, () => {
+  sink += srp.decode(FRAME, { validate: true }).payload.usage.output;
+});
+const tEager = bench('decode(frame, {validate, lazy: false}) (JSON.parse)', N, () => {
+  sink += srp.decode(FRAME, { validate: true, lazy: false }).payload.usage.output;
+});
 const buf = Buffer.from(FRAME);
-const tDecodeBuf = bench('decode(Buffer, {validate: true})', N, () => {
+const tDecodeBuf = bench('decode(Buffer, {validate}) (lazy payload)', N, () => {
   sink += srp.decode(buf, { validate: true }).seq;
 });
 const tZod = bench('JSON.parse + zod parse', N, () => {
@@ -68,37 +85,62 @@ const slow = FRAME.replace('"kind"', '"x":1,"kind"'); // an unknown field: the f
 const tFull = bench('decode, full path (unknown field)', N, () => {
   sink += srp.decode(slow, { validate: true }).seq;
 });
-console.log(`decode+validate / JSON.parse: ${(tDecode / tParse).toFixed(2)}x (target <= 1.5x)`);
-console.log(`JSON.parse+zod / decode+validate: ${(tZod / tDecode).toFixed(2)}x (target >= 3x)`);
-console.log(`full path / fast path: ${(tFull / tDecode).toFixed(2)}x; Buffer / string: ${(tDecodeBuf / tDecode).toFixed(2)}x`);
+const r = (a, b) => (a / b).toFixed(2);
+console.log(`decode+validate / JSON.parse: ${r(tDecode, tParse)}x (target <= 1.5x); with the payload read ${r(tRead, tParse)}x; lazy: false ${r(tEager, tParse)}x`);
+console.log(`JSON.parse+zod / decode+validate: ${r(tZod, tDecode)}x (target >= 3x); with the payload read ${r(tZod, tRead)}x; lazy: false ${r(tZod, tEager)}x`);
+console.log(`full path / fast path: ${r(tFull, tDecode)}x; Buffer / string: ${r(tDecodeBuf, tDecode)}x`);
 
-console.log('\n2. hub ingest (HubSession: decode + sequencing receive + received event)');
-const hub = new srp.HubSession({ config: { ping_interval_ms: 0, peer_timeout_ms: 0 } });
-hub.handleInput(0, { type: 'connected' });
-hub.handleInput(0, { type: 'frame', frame: srp.encode({ type: 'hello', project_id: 'p', runner_version: '1' }) });
-hub.drainOutputs();
+console.log('\n2. hub ingest (decode + sequencing receive + received event)');
+const connectedHub = () => {
+  const hub = new srp.HubSession({ config: { ping_interval_ms: 0, peer_timeout_ms: 0 } });
+  hub.handleInput(0, { type: 'connected' });
+  hub.handleInput(0, { type: 'frame', frame: srp.encode({ type: 'hello', project_id: 'p', runner_version: '1' }) });
+  hub.drainOutputs();
+  return hub;
+};
 const INGEST = 200_000;
 const frames = Array.from({ length: INGEST }, (_, i) => FRAME.replace('"seq":17', `"seq":${i + 1}`));
-let delivered = 0;
-const t0 = process.hrtime.bigint();
-for (let i = 0; i < INGEST; i += 1) {
-  hub.handleInput(1, { type: 'frame', frame: frames[i] });
-  if ((i & 63) === 63) delivered += hub.drainOutputs().filter((o) => o.kind === 'received').length;
-}
-delivered += hub.drainOutputs().filter((o) => o.kind === 'received').length;
-const ingestS = Number(process.hrtime.bigint() - t0) / 1e9;
-console.log(`handleInput per frame: ${INGEST} frames in ${(ingestS * 1000).toFixed(0)} ms: ${(INGEST / ingestS).toFixed(0)} frames/s (target >= 500000), ${delivered} delivered`);
-const hub2 = new srp.HubSession({ config: { ping_interval_ms: 0, peer_timeout_ms: 0 } });
-hub2.handleInput(0, { type: 'connected' });
-hub2.handleInput(0, { type: 'frame', frame: srp.encode({ type: 'hello', project_id: 'p', runner_version: '1' }) });
-hub2.drainOutputs();
-let delivered2 = 0;
-const t1 = process.hrtime.bigint();
-for (let i = 0; i < INGEST; i += 256) {
-  for (const o of hub2.handleFrames(1, frames.slice(i, i + 256))) if (o.kind === 'received') delivered2 += 1;
-}
-const batchS = Number(process.hrtime.bigint() - t1) / 1e9;
-console.log(`handleFrames, 256 per call: ${INGEST} frames in ${(batchS * 1000).toFixed(0)} ms: ${(INGEST / batchS).toFixed(0)} frames/s, ${delivered2} delivered`);
+const ingest = (name, run) => {
+  const t0 = process.hrtime.bigint();
+  const delivered = run();
+  const s = Number(process.hrtime.bigint() - t0) / 1e9;
+  console.log(`${name.padEnd(52)} ${(s * 1000).toFixed(0).padStart(6)} ms  ${(INGEST / s).toFixed(0).padStart(10)} frames/s  (${delivered} delivered)`);
+  return INGEST / s;
+};
+const perFrame = ingest('handleInput per frame, drainOutputs every 64', () => {
+  const hub = connectedHub();
+  let delivered = 0;
+  for (let i = 0; i < INGEST; i += 1) {
+    hub.handleInput(1, { type: 'frame', frame: frames[i] });
+    if ((i & 63) === 63) for (const o of hub.drainOutputs()) if (o.kind === 'received') delivered += 1;
+  }
+  for (const o of hub.drainOutputs()) if (o.kind === 'received') delivered += 1;
+  return delivered;
+});
+const perPoll = ingest('handleInput per frame, pollOutput until null', () => {
+  const hub = connectedHub();
+  let delivered = 0;
+  for (let i = 0; i < INGEST; i += 1) {
+    hub.handleInput(1, { type: 'frame', frame: frames[i] });
+    for (let o = hub.pollOutput(); o !== null; o = hub.pollOutput()) if (o.kind === 'received') delivered += 1;
+  }
+  return delivered;
+});
+const batched = ingest('handleFrames, 256 per call', () => {
+  const hub = connectedHub();
+  let delivered = 0;
+  for (let i = 0; i < INGEST; i += 256) {
+    for (const o of hub.handleFrames(1, frames.slice(i, i + 256))) if (o.kind === 'received') delivered += 1;
+  }
+  return delivered;
+});
+const stateWise = ingest('decode + ConnectionState.receiveArrival per frame', () => {
+  const state = new srp.ConnectionState('hub');
+  let delivered = 0;
+  for (let i = 0; i < INGEST; i += 1) if (state.receiveArrival(srp.decode(frames[i], { validate: true })) !== 'duplicate') delivered += 1;
+  return delivered;
+});
+console.log(`hub ingest target >= 500000 frames/s: per frame ${perFrame.toFixed(0)}, polled ${perPoll.toFixed(0)}, batched ${batched.toFixed(0)}, decode+receive ${stateWise.toFixed(0)}`);
 
 console.log('\n3. session reducer over 100,000 canonical events');
 const base = {
@@ -152,5 +194,12 @@ time('applyAll(events) in one call', () => {
   r.applyAll(events);
   return r.snapshot();
 });
+const jsonl = lines.join('\n');
+time('applyLines(jsonl) in one call', () => {
+  const r = new srp.SessionReducer({ run_id: 'run_local' });
+  r.applyLines(jsonl);
+  return r.snapshot();
+});
 time('replayEvents(config, events)', () => srp.replayEvents({ run_id: 'run_local' }, events));
+console.log(`\nload average after: ${load()}`);
 if (sink === 0) console.log('');

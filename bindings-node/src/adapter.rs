@@ -15,8 +15,9 @@ use stapel_runner_protocol::adapter::{
     SubprocessConfig, SubprocessInput, SubprocessSession, TurnResult,
 };
 
-use crate::errors::{bad_argument, fail, guard, parse_arg};
-use crate::session::{now_of, num};
+use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
+use crate::session::now_of;
+use crate::wire::num;
 
 /// An adapter error as a thrown `AdapterError` (or `AdapterUnavailableError`) carrying
 /// the core's JSON form of the error as `details`.
@@ -218,8 +219,8 @@ pub struct NativeSubprocessSession {
 
 #[napi]
 impl NativeSubprocessSession {
-    /// `config`: JSON text with `max_line_bytes`, `grace_ms` (absent: the core's
-    /// defaults).
+    /// `config`: JSON text with `max_line_bytes`, `grace_ms` (absent keys take the
+    /// core's defaults; the core's config reader refuses anything else).
     #[napi(constructor)]
     pub fn new(config: Option<String>) -> napi::Result<Self> {
         guard(|| {
@@ -227,19 +228,7 @@ impl NativeSubprocessSession {
                 Some(t) => parse_arg("config", &t)?,
                 None => json!({}),
             };
-            let mut c = SubprocessConfig::default();
-            if let Some(n) = v.get("max_line_bytes").filter(|n| !n.is_null()) {
-                c.max_line_bytes = n
-                    .as_u64()
-                    .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| bad_argument("max_line_bytes", "not a size"))?;
-            }
-            if let Some(n) = v.get("grace_ms").filter(|n| !n.is_null()) {
-                c = c.grace_ms(
-                    n.as_u64()
-                        .ok_or_else(|| bad_argument("grace_ms", "not a u64"))?,
-                );
-            }
+            let c = SubprocessConfig::from_value(&v).map_err(|e| config_error(&e))?;
             Ok(Self {
                 session: SubprocessSession::new(c),
             })
@@ -312,6 +301,18 @@ impl NativeSubprocessSession {
     #[napi]
     pub fn poll_output(&mut self) -> napi::Result<Option<String>> {
         guard(|| Ok(self.session.poll_output().map(|o| o.to_value().to_string())))
+    }
+
+    /// Every pending output as the JSON text of an array.
+    #[napi]
+    pub fn drain_outputs(&mut self) -> napi::Result<String> {
+        guard(|| {
+            let mut out = Vec::new();
+            while let Some(o) = self.session.poll_output() {
+                out.push(o.to_value());
+            }
+            Ok(Value::Array(out).to_string())
+        })
     }
 
     /// The absolute deadline for the next `timeout` input, or `null`.

@@ -9,8 +9,9 @@ use stapel_runner_protocol::contract::{
     HarnessProfile, ReinSession, SandboxHandle, SessionIds, ToolCall,
 };
 
-use crate::errors::{bad_argument, fail, guard, parse_arg};
-use crate::session::{now_of, num};
+use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
+use crate::session::now_of;
+use crate::wire::num;
 
 fn contract_error(e: &ContractError) -> napi::Error {
     fail(
@@ -182,34 +183,17 @@ pub struct NativeGateway {
 
 #[napi]
 impl NativeGateway {
-    /// `config`: JSON text with `catalog` and optionally `max_tool_calls`,
-    /// `max_evidence_refs`, `max_evidence_artifacts` (absent: the core's defaults).
+    /// `config`: JSON text with `catalog` (a contract error when the catalog is
+    /// refused) and optionally `max_tool_calls`, `max_evidence_refs`,
+    /// `max_evidence_artifacts` (absent keys take the core's defaults; the core's config
+    /// reader refuses anything else).
     #[napi(constructor)]
     pub fn new(config: String) -> napi::Result<Self> {
         guard(|| {
             let v = parse_arg("config", &config)?;
             let catalog = Catalog::from_value(v.get("catalog").unwrap_or(&json!({})))
                 .map_err(|e| contract_error(&e))?;
-            let mut c = GatewayConfig::new(catalog);
-            let size = |k: &str| -> napi::Result<Option<usize>> {
-                match v.get(k) {
-                    None | Some(Value::Null) => Ok(None),
-                    Some(n) => n
-                        .as_u64()
-                        .and_then(|n| usize::try_from(n).ok())
-                        .map(Some)
-                        .ok_or_else(|| bad_argument(k, "not a size")),
-                }
-            };
-            if let Some(n) = size("max_tool_calls")? {
-                c.max_tool_calls = n;
-            }
-            if let Some(n) = size("max_evidence_refs")? {
-                c.max_evidence_refs = n;
-            }
-            if let Some(n) = size("max_evidence_artifacts")? {
-                c.max_evidence_artifacts = n;
-            }
+            let c = GatewayConfig::from_value(catalog, &v).map_err(|e| config_error(&e))?;
             Ok(Self {
                 gateway: Gateway::new(c),
             })
@@ -233,6 +217,18 @@ impl NativeGateway {
     #[napi]
     pub fn poll_output(&mut self) -> napi::Result<Option<String>> {
         guard(|| Ok(self.gateway.poll_output().map(|o| o.to_value().to_string())))
+    }
+
+    /// Every pending output as the JSON text of an array.
+    #[napi]
+    pub fn drain_outputs(&mut self) -> napi::Result<String> {
+        guard(|| {
+            let mut out = Vec::new();
+            while let Some(o) = self.gateway.poll_output() {
+                out.push(o.to_value());
+            }
+            Ok(Value::Array(out).to_string())
+        })
     }
 
     /// The absolute deadline for the next timeout, or `null`.
@@ -333,5 +329,11 @@ impl NativeSessionIds {
     #[napi]
     pub fn open(&mut self, sandbox: String) -> napi::Result<String> {
         guard(|| to_text(&self.ids.open(&sandbox_of(&sandbox)?)))
+    }
+
+    /// The number the next session gets.
+    #[napi]
+    pub fn next_number(&self) -> napi::Result<f64> {
+        guard(|| Ok(num(self.ids.next_number())))
     }
 }

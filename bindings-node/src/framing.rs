@@ -5,7 +5,8 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 use stapel_runner_protocol::framing::{FramerConfig, FramingError, LineFramer, LineResult};
 
-use crate::errors::{bad_argument, fail, guard, parse_arg};
+use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
+use crate::wire::num;
 
 fn item_json(item: LineResult) -> Value {
     match item {
@@ -18,16 +19,10 @@ fn framing_error(e: &FramingError) -> napi::Error {
     fail("ProtocolStateError", e.code(), e, Value::Null)
 }
 
-fn size(v: &Value, key: &str) -> napi::Result<Option<usize>> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(n) => n
-            .as_u64()
-            .and_then(|n| usize::try_from(n).ok())
-            .map(Some)
-            .ok_or_else(|| bad_argument(key, "not a size")),
-    }
-}
+/// The line a test-only build (cargo feature `panic-probe`) panics on inside the core's
+/// `push_all`, to prove that a panic in the core's call stack is a thrown error.
+#[cfg(feature = "panic-probe")]
+const PANIC_PROBE_LINE: &str = "\u{1}stapel-runner-protocol:panic-probe";
 
 /// A bounded JSONL line framer: push bytes, pull lines and line errors.
 #[napi]
@@ -38,7 +33,8 @@ pub struct NativeLineFramer {
 #[napi]
 impl NativeLineFramer {
     /// `config`: JSON text with `max_line_bytes`, `skip_empty_lines`,
-    /// `max_ready_lines`, `max_ready_bytes` (absent keys take the core's defaults).
+    /// `max_ready_lines`, `max_ready_bytes` (absent keys take the core's defaults; the
+    /// core's config reader refuses anything else).
     #[napi(constructor)]
     pub fn new(config: Option<String>) -> napi::Result<Self> {
         guard(|| {
@@ -46,19 +42,7 @@ impl NativeLineFramer {
                 Some(t) => parse_arg("config", &t)?,
                 None => json!({}),
             };
-            let mut c = FramerConfig::default();
-            if let Some(n) = size(&v, "max_line_bytes")? {
-                c.max_line_bytes = n;
-            }
-            if let Some(b) = v.get("skip_empty_lines").and_then(Value::as_bool) {
-                c.skip_empty_lines = b;
-            }
-            if let Some(n) = size(&v, "max_ready_lines")? {
-                c.max_ready_lines = n;
-            }
-            if let Some(n) = size(&v, "max_ready_bytes")? {
-                c.max_ready_bytes = n;
-            }
+            let c = FramerConfig::from_value(&v).map_err(|e| config_error(&e))?;
             Ok(Self {
                 framer: LineFramer::new(c),
             })
@@ -80,7 +64,16 @@ impl NativeLineFramer {
         guard(|| {
             let mut out = Vec::new();
             self.framer
-                .push_all(&data, |item| out.push(item_json(item)))
+                .push_all(&data, |item| {
+                    #[cfg(feature = "panic-probe")]
+                    if matches!(&item, Ok(line) if line == PANIC_PROBE_LINE) {
+                        #[allow(clippy::panic)]
+                        {
+                            panic!("panic probe inside the core's LineFramer::push_all");
+                        }
+                    }
+                    out.push(item_json(item));
+                })
                 .map_err(|e| framing_error(&e))?;
             Ok(Value::Array(out).to_string())
         })
@@ -113,25 +106,32 @@ impl NativeLineFramer {
         })
     }
 
+    /// The framer's state as JSON text: `buffered_bytes`, `ready`, `ready_bytes`,
+    /// `full`, `finished`.
+    #[napi]
+    pub fn status(&self) -> napi::Result<String> {
+        guard(|| {
+            let f = &self.framer;
+            Ok(json!({
+                "buffered_bytes": f.buffered_bytes(),
+                "ready": f.ready_len(),
+                "ready_bytes": f.ready_bytes(),
+                "full": f.is_full(),
+                "finished": f.is_finished(),
+            })
+            .to_string())
+        })
+    }
+
+    /// The configuration the framer runs with, every key (JSON text).
+    #[napi]
+    pub fn config(&self) -> napi::Result<String> {
+        guard(|| Ok(self.framer.config().to_value().to_string()))
+    }
+
     /// Bytes of the line being assembled.
     #[napi]
-    pub fn buffered_bytes(&self) -> napi::Result<u32> {
-        guard(|| Ok(u32::try_from(self.framer.buffered_bytes()).unwrap_or(u32::MAX)))
-    }
-
-    /// Lines and line errors waiting to be pulled.
-    #[napi]
-    pub fn ready_len(&self) -> napi::Result<u32> {
-        guard(|| Ok(u32::try_from(self.framer.ready_len()).unwrap_or(u32::MAX)))
-    }
-
-    /// The line bound in bytes.
-    #[napi]
-    pub fn max_line_bytes(&self) -> napi::Result<f64> {
-        guard(|| {
-            Ok(crate::session::num(
-                self.framer.config().max_line_bytes as u64,
-            ))
-        })
+    pub fn buffered_bytes(&self) -> napi::Result<f64> {
+        guard(|| Ok(num(self.framer.buffered_bytes() as u64)))
     }
 }

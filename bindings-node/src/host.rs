@@ -14,7 +14,8 @@ use stapel_runner_protocol::host::{
 };
 
 use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
-use crate::session::{now_of, num};
+use crate::session::now_of;
+use crate::wire::num;
 
 fn host_error(e: &host::HostError) -> napi::Error {
     fail("ProtocolStateError", e.code(), e, Value::Null)
@@ -156,7 +157,8 @@ pub fn runner_is_idle(activity_json: String) -> napi::Result<bool> {
 }
 
 /// The host constants an I/O shell needs: `{replaced_reason, close_normal,
-/// close_timeout_ms, max_idle_runners, max_queued_events}` as JSON text.
+/// close_timeout_ms, max_idle_runners, max_queued_events, max_pending_connections,
+/// close_policy_violation, status_unauthorized, peer_timeout}` as JSON text.
 #[napi]
 pub fn host_constants() -> napi::Result<String> {
     guard(|| {
@@ -166,6 +168,10 @@ pub fn host_constants() -> napi::Result<String> {
             "close_timeout_ms": host::DEFAULT_CLOSE_TIMEOUT_MS,
             "max_idle_runners": host::DEFAULT_MAX_IDLE_RUNNERS,
             "max_queued_events": host::DEFAULT_MAX_QUEUED_EVENTS,
+            "max_pending_connections": host::DEFAULT_MAX_PENDING_CONNECTIONS,
+            "close_policy_violation": host::CLOSE_POLICY_VIOLATION,
+            "status_unauthorized": host::STATUS_UNAUTHORIZED,
+            "peer_timeout": host::PEER_TIMEOUT,
         })
         .to_string())
     })
@@ -252,10 +258,28 @@ impl NativeSocketHost {
         guard(|| Ok(self.host.poll_timeout().map(num)))
     }
 
+    /// Every pending output as the JSON text of an array.
+    #[napi]
+    pub fn drain_outputs(&mut self) -> napi::Result<String> {
+        guard(|| {
+            let mut out = Vec::new();
+            while let Some(o) = self.host.poll_output() {
+                out.push(socket_output(&o));
+            }
+            Ok(Value::Array(out).to_string())
+        })
+    }
+
     /// The connection state's name.
     #[napi]
     pub fn state(&self) -> napi::Result<String> {
         guard(|| Ok(self.host.state().as_str().to_owned()))
+    }
+
+    /// Whether the socket is open and the session attached.
+    #[napi]
+    pub fn is_open(&self) -> napi::Result<bool> {
+        guard(|| Ok(self.host.is_open()))
     }
 }
 
@@ -339,10 +363,29 @@ impl NativeHubHost {
         guard(|| Ok(self.host.poll_output().map(|o| hub_output(&o).to_string())))
     }
 
+    /// Every pending output as the JSON text of an array.
+    #[napi]
+    pub fn drain_outputs(&mut self) -> napi::Result<String> {
+        guard(|| {
+            let mut out = Vec::new();
+            while let Some(o) = self.host.poll_output() {
+                out.push(hub_output(&o));
+            }
+            Ok(Value::Array(out).to_string())
+        })
+    }
+
     /// The absolute deadline for the next `timeout` input, or `null`.
     #[napi]
     pub fn poll_timeout(&self) -> napi::Result<Option<f64>> {
         guard(|| Ok(self.host.poll_timeout().map(num)))
+    }
+
+    /// Whether the hub checks tokens against a configured table (else it asks the
+    /// host's authenticator: `authenticate` outputs).
+    #[napi]
+    pub fn has_token_table(&self) -> napi::Result<bool> {
+        guard(|| Ok(self.host.has_token_table()))
     }
 
     /// The runner ids with a session.

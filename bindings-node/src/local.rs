@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 use stapel_runner_protocol::local::{Input, LocalConfig, LocalError, LocalRun, Output};
 
 use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
-use crate::session::{now_of, num};
+use crate::session::now_of;
+use crate::wire::num;
 
 fn local_error(e: &LocalError) -> napi::Error {
     fail("ProtocolStateError", e.code(), e, Value::Null)
@@ -121,6 +122,18 @@ impl NativeLocalRun {
     #[napi]
     pub fn poll_output(&mut self) -> napi::Result<Option<String>> {
         guard(|| Ok(self.run.poll_output().map(|o| output_json(&o).to_string())))
+    }
+
+    /// Every pending output as the JSON text of an array.
+    #[napi]
+    pub fn drain_outputs(&mut self) -> napi::Result<String> {
+        guard(|| {
+            let mut out = Vec::new();
+            while let Some(o) = self.run.poll_output() {
+                out.push(output_json(&o));
+            }
+            Ok(Value::Array(out).to_string())
+        })
     }
 
     /// The absolute deadline for the next `timeout` input, or `null`.

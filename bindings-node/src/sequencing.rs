@@ -1,22 +1,31 @@
 //! Area `sequencing`: the per-connection `ConnectionState` (outbound logs, inbound
-//! trackers, resume maps, replay, acks, snapshot/restore). Values cross as JSON text.
+//! trackers, resume maps, replay, acks, snapshot/restore), held in an `External` handle
+//! and driven by free functions, and the standalone `OutboxLog` / `InboxTracker`
+//! classes. Values cross as JSON text.
 
 use indexmap::IndexMap;
-use napi::bindgen_prelude::{Buffer, Uint8Array};
+use napi::bindgen_prelude::{Buffer, External, Uint8Array};
 use napi_derive::napi;
 use serde_json::{json, Value};
 use stapel_runner_protocol::json::Value as CoreValue;
 use stapel_runner_protocol::sequencing::{
     ConnectionState, InboxTracker, OutboxLog, Position, Replay, Role, SequencingConfig,
-    SequencingError, DEFAULT_INBOUND_WINDOW, DEFAULT_MAX_OUTBOX_BYTES, DEFAULT_MAX_OUTBOX_FRAMES,
+    SequencingError, SnapshotError, TaskChannel, DEFAULT_INBOUND_WINDOW, DEFAULT_MAX_OUTBOX_BYTES,
+    DEFAULT_MAX_OUTBOX_FRAMES,
 };
-use stapel_runner_protocol::wire;
+use stapel_runner_protocol::wire::{self, Message};
 
+use crate::boundary::Text;
 use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
-use crate::session::{now_of, num};
-use crate::wire::{message_from_text, message_text};
+use crate::session::now_of;
+use crate::wire::{message_from_text, num};
 
 fn seq_error(e: &SequencingError) -> napi::Error {
+    fail("ProtocolStateError", e.code(), e, Value::Null)
+}
+
+/// A snapshot the core could not restore, as a thrown `ProtocolStateError`.
+pub fn restore_error(e: &SnapshotError) -> napi::Error {
     fail("ProtocolStateError", e.code(), e, Value::Null)
 }
 
@@ -24,319 +33,424 @@ fn attempt_of(attempt: Option<f64>) -> napi::Result<Option<u64>> {
     attempt.map(now_of).transpose()
 }
 
-fn core_value(v: &Value) -> CoreValue {
-    v.clone().into()
-}
-
 fn replay_json(r: &Replay) -> Value {
     Value::from(r.to_value())
 }
 
+/// The replay's messages per task (the core's `Replay::messages`), as JSON text.
+fn replay_messages(r: &Replay) -> String {
+    let mut out = String::from("{");
+    for (i, (task, msgs)) in r.messages().iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&Value::from(task.as_str()).to_string());
+        out.push_str(":[");
+        for (j, m) in msgs.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            out.push_str(&wire::encode(m));
+        }
+        out.push(']');
+    }
+    out.push('}');
+    out
+}
+
+/// One outbound log as its JSON view.
+fn outbox_json(log: &OutboxLog) -> Value {
+    json!({
+        "last_seq": log.last_seq(),
+        "next_seq": log.next_seq(),
+        "first_available": log.first_available(),
+        "kept_bytes": log.kept_bytes(),
+        "unconfirmed_from": log.unconfirmed_from(),
+        "is_confirmed": log.is_confirmed(),
+        "frames": log.kept().map(|f| json!([f.seq, f.frame])).collect::<Vec<_>>(),
+    })
+}
+
+/// One inbound tracker as its JSON view.
+fn inbox_json(t: &InboxTracker) -> Value {
+    json!({
+        "last_seq": t.watermark(),
+        "ahead": t.ahead().collect::<Vec<_>>(),
+        "has_received": t.has_received(),
+    })
+}
+
+/// A task's channel as its JSON view: every stream in both directions.
+fn channel_json(task_id: &str, c: &TaskChannel) -> Value {
+    json!({
+        "task_id": task_id,
+        "outbound": c.outbound().map(|(a, l)| json!({"attempt": a, "log": outbox_json(l)})).collect::<Vec<_>>(),
+        "inbound": c.inbound().map(|(a, t)| json!({"attempt": a, "tracker": inbox_json(t)})).collect::<Vec<_>>(),
+        "last_received": c.last_received(),
+    })
+}
+
 /// The sequencing state of one end of a hub↔runner connection.
-#[napi]
-pub struct NativeConnectionState {
+pub struct StateHandle {
     state: ConnectionState,
 }
 
-#[napi]
-impl NativeConnectionState {
-    /// `role` is `hub` or `runner`; `config` the JSON text of the sequencing bounds
-    /// (absent keys take the core's defaults).
-    #[napi(constructor)]
-    pub fn new(role: String, config: Option<String>) -> napi::Result<Self> {
-        guard(|| {
-            let role = Role::from_name(&role)
-                .ok_or_else(|| bad_argument("role", format!("{role:?} is not hub or runner")))?;
-            let config = match config {
-                Some(text) => match parse_arg("config", &text)? {
-                    Value::Object(m) => {
-                        SequencingConfig::from_object(&m).map_err(|e| config_error(&e))?
-                    }
-                    _ => return Err(bad_argument("config", "not an object")),
-                },
-                None => SequencingConfig::default(),
-            };
-            Ok(Self {
-                state: ConnectionState::with_config(role, config),
-            })
+impl StateHandle {
+    /// A handle over `state`.
+    pub fn of(state: ConnectionState) -> Self {
+        Self { state }
+    }
+}
+
+type State = External<StateHandle>;
+
+/// A fresh state: `role` is `hub` or `runner`; `config` the JSON text of the sequencing
+/// bounds (absent keys take the core's defaults).
+#[napi(ts_return_type = "ExternalObject<'State'>")]
+pub fn state_new(role: String, config: Option<String>) -> napi::Result<State> {
+    guard(|| {
+        let role = Role::from_name(&role)
+            .ok_or_else(|| bad_argument("role", format!("{role:?} is not hub or runner")))?;
+        let config = match config {
+            Some(text) => SequencingConfig::from_value(&parse_arg("config", &text)?)
+                .map_err(|e| config_error(&e))?,
+            None => SequencingConfig::default(),
+        };
+        Ok(External::new(StateHandle::of(
+            ConnectionState::with_config(role, config),
+        )))
+    })
+}
+
+/// A state restored from snapshot bytes.
+#[napi(ts_return_type = "ExternalObject<'State'>")]
+pub fn state_restore(bytes: Uint8Array) -> napi::Result<State> {
+    guard(|| {
+        let state = ConnectionState::restore(&bytes).map_err(|e| restore_error(&e))?;
+        Ok(External::new(StateHandle::of(state)))
+    })
+}
+
+/// The snapshot bytes of the state.
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_snapshot(state: &State) -> napi::Result<Buffer> {
+    guard(|| Ok(state.state.snapshot().into()))
+}
+
+/// Whether two states are equal.
+#[napi(ts_args_type = "a: ExternalObject<'State'>, b: ExternalObject<'State'>")]
+pub fn state_equals(a: &State, b: &State) -> napi::Result<bool> {
+    guard(|| Ok(a.state == b.state))
+}
+
+/// `hub` or `runner`.
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_role(state: &State) -> napi::Result<String> {
+    guard(|| Ok(state.state.role().as_str().to_owned()))
+}
+
+/// The bounds the state runs with, every key (JSON text).
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_config(state: &State) -> napi::Result<String> {
+    guard(|| Ok(state.state.config().to_value().to_string()))
+}
+
+fn emit_msg(state: &mut State, message: &Text) -> napi::Result<(Message, Option<String>)> {
+    let msg = message.with(|t| message_from_text(t, false))??;
+    state
+        .state
+        .emit_encoded(msg)
+        .map(|(m, f)| (m, Some(f)))
+        .map_err(|e| fail("ProtocolStateError", e.code(), &e.error, Value::Null))
+}
+
+/// Stamp a sequenced message (JSON text) with its stream's next seq and keep it for
+/// replay; the stamped message's JSON text (its frame).
+#[napi(ts_args_type = "state: ExternalObject<'State'>, message: string")]
+pub fn state_emit(state: &mut State, message: Text) -> napi::Result<String> {
+    guard(|| {
+        let (_, frame) = emit_msg(state, &message)?;
+        Ok(frame.unwrap_or_default())
+    })
+}
+
+fn arrival(
+    state: &mut State,
+    message: &Text,
+    how: impl FnOnce(&mut ConnectionState, &Message) -> Result<&'static str, SequencingError>,
+) -> napi::Result<String> {
+    let msg = message.with(|t| message_from_text(t, false))??;
+    how(&mut state.state, &msg)
+        .map(str::to_owned)
+        .map_err(|e| seq_error(&e))
+}
+
+/// Record an inbound sequenced message (JSON text): `in_order`, `ahead` or `duplicate`.
+#[napi(ts_args_type = "state: ExternalObject<'State'>, message: string")]
+pub fn state_receive(state: &mut State, message: Text) -> napi::Result<String> {
+    guard(|| arrival(state, &message, |s, m| s.receive(m).map(|a| a.as_str())))
+}
+
+/// How an inbound sequenced message would arrive, recording nothing.
+#[napi(ts_args_type = "state: ExternalObject<'State'>, message: string")]
+pub fn state_classify(state: &mut State, message: Text) -> napi::Result<String> {
+    guard(|| arrival(state, &message, |s, m| s.classify(m).map(|a| a.as_str())))
+}
+
+/// Record an inbound sequenced message only when it is the next of its stream.
+#[napi(ts_args_type = "state: ExternalObject<'State'>, message: string")]
+pub fn state_accept_in_order(state: &mut State, message: Text) -> napi::Result<String> {
+    guard(|| {
+        arrival(state, &message, |s, m| {
+            s.accept_in_order(m).map(|a| a.as_str())
         })
-    }
+    })
+}
 
-    /// A state restored from snapshot bytes.
-    #[napi(factory)]
-    pub fn restore(bytes: Uint8Array) -> napi::Result<Self> {
-        guard(|| {
-            let state = ConnectionState::restore(&bytes)
-                .map_err(|e| fail("ProtocolStateError", e.code(), &e, Value::Null))?;
-            Ok(Self { state })
+/// Per task, the last command seq received contiguously (JSON text).
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_resume_map(state: &State) -> napi::Result<String> {
+    guard(|| {
+        serde_json::to_string(&state.state.resume_map()).map_err(|e| bad_argument("resume", e))
+    })
+}
+
+/// The replay for a peer's `hello.resume` map (JSON text in): the full report when
+/// `report`, else the messages per task (JSON text).
+#[napi(ts_args_type = "state: ExternalObject<'State'>, resume: string, report: boolean")]
+pub fn state_replay_for(state: &mut State, resume: String, report: bool) -> napi::Result<String> {
+    guard(|| {
+        let resume: IndexMap<String, u64> =
+            serde_json::from_str(&resume).map_err(|e| bad_argument("resume", e))?;
+        let r = state.state.replay_for(&resume);
+        Ok(if report {
+            replay_json(&r).to_string()
+        } else {
+            replay_messages(&r)
         })
-    }
+    })
+}
 
-    /// The snapshot bytes of the state.
-    #[napi]
-    pub fn snapshot(&self) -> napi::Result<Buffer> {
-        guard(|| Ok(self.state.snapshot().into()))
-    }
+/// The replay for exact per-stream declarations (JSON text of a position list).
+#[napi(ts_args_type = "state: ExternalObject<'State'>, positions: string")]
+pub fn state_replay_positions(state: &mut State, positions: String) -> napi::Result<String> {
+    guard(|| {
+        let value: CoreValue = parse_arg("positions", &positions)?.into();
+        let list = Position::list_from_value(&value).map_err(|e| bad_argument("positions", e))?;
+        let r = state.state.replay_positions(&list);
+        Ok(replay_json(&r).to_string())
+    })
+}
 
-    /// Whether two states are equal.
-    #[napi]
-    pub fn equals(&self, other: &NativeConnectionState) -> napi::Result<bool> {
-        guard(|| Ok(self.state == other.state))
-    }
+/// Acknowledge a stream through `seq`; how many kept frames were dropped.
+#[napi(
+    ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
+pub fn state_ack(
+    state: &mut State,
+    task_id: String,
+    attempt: Option<f64>,
+    seq: f64,
+) -> napi::Result<f64> {
+    guard(|| {
+        let n = state
+            .state
+            .ack(&task_id, attempt_of(attempt)?, now_of(seq)?)
+            .map_err(|e| seq_error(&e))?;
+        Ok(num(n as u64))
+    })
+}
 
-    /// `hub` or `runner`.
-    #[napi]
-    pub fn role(&self) -> napi::Result<String> {
-        guard(|| Ok(self.state.role().as_str().to_owned()))
-    }
+/// Drop kept frames at or below `seq`; how many.
+#[napi(
+    ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
+pub fn state_trim_through(
+    state: &mut State,
+    task_id: String,
+    attempt: Option<f64>,
+    seq: f64,
+) -> napi::Result<f64> {
+    guard(|| {
+        let n = state
+            .state
+            .trim_through(&task_id, attempt_of(attempt)?, now_of(seq)?);
+        Ok(num(n as u64))
+    })
+}
 
-    /// Stamp a sequenced message (JSON text) with its stream's next seq and keep it for
-    /// replay; the stamped message's JSON text.
-    #[napi]
-    pub fn emit(&mut self, message: String) -> napi::Result<String> {
-        guard(|| {
-            let msg = message_from_text(&message, false)?;
-            let stamped = self
-                .state
-                .emit(msg)
-                .map_err(|e| fail("ProtocolStateError", e.code(), &e, Value::Null))?;
-            message_text(&stamped)
+/// Whether an acknowledgement of `seq` would be ahead of what the stream emitted.
+#[napi(
+    ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
+pub fn state_is_ahead(
+    state: &State,
+    task_id: String,
+    attempt: Option<f64>,
+    seq: f64,
+) -> napi::Result<bool> {
+    guard(|| {
+        Ok(state
+            .state
+            .is_ahead(&task_id, attempt_of(attempt)?, now_of(seq)?))
+    })
+}
+
+/// Declare the inbound stream continues at `seq`: the gap `[from, to]` or `null`
+/// (JSON text).
+#[napi(
+    ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
+pub fn state_skip_to(
+    state: &mut State,
+    task_id: String,
+    attempt: Option<f64>,
+    seq: f64,
+) -> napi::Result<String> {
+    guard(|| {
+        let g = state
+            .state
+            .skip_to(&task_id, attempt_of(attempt)?, now_of(seq)?)
+            .map_err(|e| seq_error(&e))?;
+        Ok(g.map_or(Value::Null, |(a, b)| json!([a, b])).to_string())
+    })
+}
+
+/// Inbound watermarks above 0 (JSON text of a position list).
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_ack_positions(state: &State) -> napi::Result<String> {
+    guard(|| Ok(Value::from(Position::list_to_value(&state.state.ack_positions())).to_string()))
+}
+
+/// Per emitted outbound stream, the lowest seq still sendable (JSON text).
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_replay_from(state: &State) -> napi::Result<String> {
+    guard(|| Ok(Value::from(Position::list_to_value(&state.state.replay_from())).to_string()))
+}
+
+/// Every kept frame, stream by stream: `[{task_id, attempt, seq, frame}]` (JSON text).
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_unacked(state: &State) -> napi::Result<String> {
+    guard(|| {
+        let list: Vec<Value> = state
+            .state
+            .unacked()
+            .map(|(t, a, f)| json!({"task_id": t, "attempt": a, "seq": f.seq, "frame": f.frame}))
+            .collect();
+        Ok(Value::Array(list).to_string())
+    })
+}
+
+/// Forget a task's streams (a tombstone is kept); whether it was known.
+#[napi(ts_args_type = "state: ExternalObject<'State'>, taskId: string")]
+pub fn state_forget_task(state: &mut State, task_id: String) -> napi::Result<bool> {
+    guard(|| Ok(state.state.forget_task(&task_id)))
+}
+
+/// Frames emitted from now on are provisional.
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_mark_unconfirmed(state: &mut State) -> napi::Result<()> {
+    guard(|| {
+        state.state.mark_unconfirmed();
+        Ok(())
+    })
+}
+
+/// Every provisional frame is final.
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_confirm_all(state: &mut State) -> napi::Result<()> {
+    guard(|| {
+        state.state.confirm_all();
+        Ok(())
+    })
+}
+
+/// Counters and flags as JSON text: `is_confirmed`, `outbox_frames`, `outbox_bytes`,
+/// `outbound_streams`, `inbound_streams`, `forgotten_count`, `memory_footprint`.
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_counts(state: &State) -> napi::Result<String> {
+    guard(|| {
+        let s = &state.state;
+        let (o, i) = s.stream_counts();
+        Ok(json!({
+            "is_confirmed": s.is_confirmed(),
+            "outbox_frames": s.outbox_frames(),
+            "outbox_bytes": s.outbox_bytes(),
+            "outbound_streams": o,
+            "inbound_streams": i,
+            "forgotten_count": s.forgotten_count(),
+            "memory_footprint": s.memory_footprint(),
         })
-    }
+        .to_string())
+    })
+}
 
-    /// [`emit`](Self::emit), returning the stamped frame instead.
-    #[napi]
-    pub fn emit_frame(&mut self, message: String) -> napi::Result<String> {
-        guard(|| {
-            let msg = message_from_text(&message, false)?;
-            let (_, frame) = self
-                .state
-                .emit_encoded(msg)
-                .map_err(|e| fail("ProtocolStateError", e.code(), &e, Value::Null))?;
-            Ok(frame)
-        })
-    }
+/// Whether every frame of the task was acknowledged.
+#[napi(ts_args_type = "state: ExternalObject<'State'>, taskId: string")]
+pub fn state_is_fully_acknowledged(state: &State, task_id: String) -> napi::Result<bool> {
+    guard(|| Ok(state.state.is_fully_acknowledged(&task_id)))
+}
 
-    /// Record an inbound sequenced message (JSON text): `in_order`, `ahead` or
-    /// `duplicate`.
-    #[napi]
-    pub fn receive(&mut self, message: String) -> napi::Result<String> {
-        guard(|| {
-            let msg = message_from_text(&message, false)?;
-            let a = self.state.receive(&msg).map_err(|e| seq_error(&e))?;
-            Ok(a.as_str().to_owned())
-        })
-    }
+/// Whether the task was forgotten (a tombstone is kept).
+#[napi(ts_args_type = "state: ExternalObject<'State'>, taskId: string")]
+pub fn state_is_forgotten(state: &State, task_id: String) -> napi::Result<bool> {
+    guard(|| Ok(state.state.is_forgotten(&task_id)))
+}
 
-    /// Like [`receive`](Self::receive), recording nothing.
-    #[napi]
-    pub fn classify(&self, message: String) -> napi::Result<String> {
-        guard(|| {
-            let msg = message_from_text(&message, false)?;
-            let a = self.state.classify(&msg).map_err(|e| seq_error(&e))?;
-            Ok(a.as_str().to_owned())
-        })
-    }
+/// The task's channel: every stream of it (JSON text); an empty task id is the core's
+/// `missing_task_id`.
+#[napi(ts_args_type = "state: ExternalObject<'State'>, taskId: string")]
+pub fn state_channel(state: &State, task_id: String) -> napi::Result<String> {
+    guard(|| {
+        let c = state.state.channel(&task_id).map_err(|e| seq_error(&e))?;
+        Ok(channel_json(&task_id, &c).to_string())
+    })
+}
 
-    /// Per task, the last command seq received contiguously (JSON text).
-    #[napi]
-    pub fn resume_map(&self) -> napi::Result<String> {
-        guard(|| {
-            serde_json::to_string(&self.state.resume_map()).map_err(|e| bad_argument("resume", e))
-        })
-    }
+/// Every known task's channel, in first-seen order (JSON text of an array).
+#[napi(ts_args_type = "state: ExternalObject<'State'>")]
+pub fn state_channels(state: &State) -> napi::Result<String> {
+    guard(|| {
+        let list: Vec<Value> = state
+            .state
+            .tasks()
+            .map(|(t, c)| channel_json(t, c))
+            .collect();
+        Ok(Value::Array(list).to_string())
+    })
+}
 
-    /// The replay for a peer's `hello.resume` map (JSON text in and out).
-    #[napi]
-    pub fn replay_for(&mut self, resume: String) -> napi::Result<String> {
-        guard(|| {
-            let resume: IndexMap<String, u64> =
-                serde_json::from_str(&resume).map_err(|e| bad_argument("resume", e))?;
-            let r = self.state.replay_for(&resume);
-            Ok(replay_json(&r).to_string())
-        })
-    }
+/// The kept frames of an outbound stream above `seq`, decoded (JSON text of an
+/// array of messages).
+#[napi(
+    ts_args_type = "state: ExternalObject<'State'>, taskId: string, attempt: number | undefined | null, seq: number"
+)]
+pub fn state_outbox_since(
+    state: &State,
+    task_id: String,
+    attempt: Option<f64>,
+    seq: f64,
+) -> napi::Result<String> {
+    guard(|| {
+        let log = state
+            .state
+            .outbound_log(&task_id, attempt_of(attempt)?)
+            .ok_or_else(|| bad_argument("stream", "no such outbound stream"))?;
+        let msgs = log.since(now_of(seq)?).map_err(|e| seq_error(&e))?;
+        Ok(messages_json(&msgs))
+    })
+}
 
-    /// The replay for exact per-stream declarations (JSON text of a position list).
-    #[napi]
-    pub fn replay_positions(&mut self, positions: String) -> napi::Result<String> {
-        guard(|| {
-            let list = Position::list_from_value(&core_value(&parse_arg("positions", &positions)?))
-                .map_err(|e| bad_argument("positions", e))?;
-            let r = self.state.replay_positions(&list);
-            Ok(replay_json(&r).to_string())
-        })
+fn messages_json(msgs: &[Message]) -> String {
+    let mut out = String::from("[");
+    for (i, m) in msgs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&wire::encode(m));
     }
-
-    /// Acknowledge a stream through `seq`; how many kept frames were dropped.
-    #[napi]
-    pub fn ack(&mut self, task_id: String, attempt: Option<f64>, seq: f64) -> napi::Result<f64> {
-        guard(|| {
-            let n = self
-                .state
-                .ack(&task_id, attempt_of(attempt)?, now_of(seq)?)
-                .map_err(|e| seq_error(&e))?;
-            Ok(num(n as u64))
-        })
-    }
-
-    /// Drop kept frames at or below `seq`; how many.
-    #[napi]
-    pub fn trim_through(
-        &mut self,
-        task_id: String,
-        attempt: Option<f64>,
-        seq: f64,
-    ) -> napi::Result<f64> {
-        guard(|| {
-            let n = self
-                .state
-                .trim_through(&task_id, attempt_of(attempt)?, now_of(seq)?);
-            Ok(num(n as u64))
-        })
-    }
-
-    /// Declare the inbound stream continues at `seq`: the gap `[from, to]` or `null`
-    /// (JSON text).
-    #[napi]
-    pub fn skip_to(
-        &mut self,
-        task_id: String,
-        attempt: Option<f64>,
-        seq: f64,
-    ) -> napi::Result<String> {
-        guard(|| {
-            let g = self
-                .state
-                .skip_to(&task_id, attempt_of(attempt)?, now_of(seq)?)
-                .map_err(|e| seq_error(&e))?;
-            Ok(g.map_or(Value::Null, |(a, b)| json!([a, b])).to_string())
-        })
-    }
-
-    /// Inbound watermarks above 0 (JSON text of a position list).
-    #[napi]
-    pub fn ack_positions(&self) -> napi::Result<String> {
-        guard(|| Ok(Value::from(Position::list_to_value(&self.state.ack_positions())).to_string()))
-    }
-
-    /// Per emitted outbound stream, the lowest seq still sendable (JSON text).
-    #[napi]
-    pub fn replay_from(&self) -> napi::Result<String> {
-        guard(|| Ok(Value::from(Position::list_to_value(&self.state.replay_from())).to_string()))
-    }
-
-    /// Every kept frame, stream by stream.
-    #[napi]
-    pub fn unacked(&self) -> napi::Result<Vec<String>> {
-        guard(|| {
-            Ok(self
-                .state
-                .unacked()
-                .map(|(_, _, f)| f.frame.clone())
-                .collect())
-        })
-    }
-
-    /// Forget a task's streams (a tombstone is kept); whether it was known.
-    #[napi]
-    pub fn forget_task(&mut self, task_id: String) -> napi::Result<bool> {
-        guard(|| Ok(self.state.forget_task(&task_id)))
-    }
-
-    /// Frames emitted from now on are provisional.
-    #[napi]
-    pub fn mark_unconfirmed(&mut self) -> napi::Result<()> {
-        guard(|| {
-            self.state.mark_unconfirmed();
-            Ok(())
-        })
-    }
-
-    /// Every provisional frame is final.
-    #[napi]
-    pub fn confirm_all(&mut self) -> napi::Result<()> {
-        guard(|| {
-            self.state.confirm_all();
-            Ok(())
-        })
-    }
-
-    /// Whether no frame is provisional.
-    #[napi]
-    pub fn is_confirmed(&self) -> napi::Result<bool> {
-        guard(|| Ok(self.state.is_confirmed()))
-    }
-
-    /// Whether every frame of the task was acknowledged.
-    #[napi]
-    pub fn is_fully_acknowledged(&self, task_id: String) -> napi::Result<bool> {
-        guard(|| Ok(self.state.is_fully_acknowledged(&task_id)))
-    }
-
-    /// Whether the task was forgotten (a tombstone is kept).
-    #[napi]
-    pub fn is_forgotten(&self, task_id: String) -> napi::Result<bool> {
-        guard(|| Ok(self.state.is_forgotten(&task_id)))
-    }
-
-    /// The task's channel: `{outbound, inbound, last_received}` (JSON text).
-    #[napi]
-    pub fn channel(&self, task_id: String) -> napi::Result<String> {
-        guard(|| {
-            let c = self.state.channel(&task_id).map_err(|e| seq_error(&e))?;
-            Ok(json!({
-                "outbound": c.outbound().count(),
-                "inbound": c.inbound().count(),
-                "last_received": c.last_received(),
-            })
-            .to_string())
-        })
-    }
-
-    /// The kept frames of an outbound stream above `seq`, decoded (JSON text of an
-    /// array of messages).
-    #[napi]
-    pub fn outbox_since(
-        &self,
-        task_id: String,
-        attempt: Option<f64>,
-        seq: f64,
-    ) -> napi::Result<String> {
-        guard(|| {
-            let log = self
-                .state
-                .outbound_log(&task_id, attempt_of(attempt)?)
-                .ok_or_else(|| bad_argument("stream", "no such outbound stream"))?;
-            let msgs = log.since(now_of(seq)?).map_err(|e| seq_error(&e))?;
-            let mut out = Vec::new();
-            for m in &msgs {
-                out.push(wire::to_object(m));
-            }
-            serde_json::to_string(&out).map_err(|e| bad_argument("frames", e))
-        })
-    }
-
-    /// Frames kept for replay.
-    #[napi]
-    pub fn outbox_frames(&self) -> napi::Result<f64> {
-        guard(|| Ok(num(self.state.outbox_frames() as u64)))
-    }
-
-    /// Encoded bytes kept for replay.
-    #[napi]
-    pub fn outbox_bytes(&self) -> napi::Result<f64> {
-        guard(|| Ok(num(self.state.outbox_bytes() as u64)))
-    }
-
-    /// `[outbound, inbound]` stream counts.
-    #[napi]
-    pub fn stream_counts(&self) -> napi::Result<Vec<f64>> {
-        guard(|| {
-            let (o, i) = self.state.stream_counts();
-            Ok(vec![num(o as u64), num(i as u64)])
-        })
-    }
+    out.push(']');
+    out
 }
 
 fn bound(what: &str, n: Option<f64>, default: usize) -> napi::Result<usize> {
@@ -380,7 +494,7 @@ impl NativeOutboxLog {
                 .log
                 .emit(msg, self.max_frames, self.max_bytes)
                 .map_err(|e| fail("ProtocolStateError", e.code(), &e.error, Value::Null))?;
-            message_text(&stamped)
+            Ok(wire::encode(&stamped))
         })
     }
 
@@ -395,53 +509,23 @@ impl NativeOutboxLog {
     pub fn since(&self, seq: f64) -> napi::Result<String> {
         guard(|| {
             let msgs = self.log.since(now_of(seq)?).map_err(|e| seq_error(&e))?;
-            let out: Vec<_> = msgs.iter().map(wire::to_object).collect();
-            serde_json::to_string(&out).map_err(|e| bad_argument("frames", e))
+            Ok(messages_json(&msgs))
         })
     }
 
-    /// The kept frames as `[seq, frame]` pairs, ascending (JSON text).
+    /// The log's view as JSON text: `last_seq`, `next_seq`, `first_available`,
+    /// `kept_bytes`, `unconfirmed_from`, `is_confirmed`, `frames` (`[seq, frame]`
+    /// pairs), plus `max_frames` and `max_bytes`.
     #[napi]
-    pub fn frames(&self) -> napi::Result<String> {
+    pub fn view(&self) -> napi::Result<String> {
         guard(|| {
-            let out: Vec<Value> = self.log.kept().map(|f| json!([f.seq, f.frame])).collect();
-            serde_json::to_string(&out).map_err(|e| bad_argument("frames", e))
+            let mut v = outbox_json(&self.log);
+            if let Value::Object(m) = &mut v {
+                m.insert("max_frames".into(), json!(self.max_frames));
+                m.insert("max_bytes".into(), json!(self.max_bytes));
+            }
+            Ok(v.to_string())
         })
-    }
-
-    /// `[max_frames, max_bytes]`.
-    #[napi]
-    pub fn bounds(&self) -> napi::Result<Vec<f64>> {
-        guard(|| {
-            Ok(vec![
-                num(self.max_frames as u64),
-                num(self.max_bytes as u64),
-            ])
-        })
-    }
-
-    /// Highest seq assigned so far (0 before anything is emitted).
-    #[napi]
-    pub fn last_seq(&self) -> napi::Result<f64> {
-        guard(|| Ok(num(self.log.last_seq())))
-    }
-
-    /// The seq the next emitted frame gets.
-    #[napi]
-    pub fn next_seq(&self) -> napi::Result<f64> {
-        guard(|| Ok(num(self.log.next_seq())))
-    }
-
-    /// The lowest seq still kept (`next_seq` when nothing is kept).
-    #[napi]
-    pub fn first_available(&self) -> napi::Result<f64> {
-        guard(|| Ok(num(self.log.first_available())))
-    }
-
-    /// Encoded bytes kept.
-    #[napi]
-    pub fn kept_bytes(&self) -> napi::Result<f64> {
-        guard(|| Ok(num(self.log.kept_bytes() as u64)))
     }
 }
 
@@ -468,18 +552,12 @@ impl NativeInboxTracker {
         })
     }
 
-    /// Record `seq`: `in_order`, `ahead` or `duplicate`.
+    /// Record `seq` (a non-negative integer): `in_order`, `ahead` or `duplicate`, or the
+    /// core's refusal (`invalid_seq` for 0, `beyond_window`).
     #[napi]
     pub fn receive(&mut self, seq: f64) -> napi::Result<String> {
         guard(|| {
-            let seq = now_of(seq).map_err(|_| {
-                fail(
-                    "ProtocolStateError",
-                    "invalid_seq",
-                    "seq is not a non-negative integer",
-                    Value::Null,
-                )
-            })?;
+            let seq = now_of(seq)?;
             self.tracker
                 .receive(seq, self.window)
                 .map(|a| a.as_str().to_owned())
@@ -487,27 +565,15 @@ impl NativeInboxTracker {
         })
     }
 
-    /// The window this tracker was made with.
+    /// The tracker's view as JSON text: `window`, `last_seq`, `ahead`, `has_received`.
     #[napi]
-    pub fn window(&self) -> napi::Result<f64> {
-        guard(|| Ok(num(self.window)))
-    }
-
-    /// Highest seq such that every seq in `1..=last_seq` was received.
-    #[napi]
-    pub fn last_seq(&self) -> napi::Result<f64> {
-        guard(|| Ok(num(self.tracker.watermark())))
-    }
-
-    /// Seqs received above `last_seq`, ascending.
-    #[napi]
-    pub fn ahead(&self) -> napi::Result<Vec<f64>> {
-        guard(|| Ok(self.tracker.ahead().map(num).collect()))
-    }
-
-    /// Whether anything was received.
-    #[napi]
-    pub fn has_received(&self) -> napi::Result<bool> {
-        guard(|| Ok(self.tracker.has_received()))
+    pub fn view(&self) -> napi::Result<String> {
+        guard(|| {
+            let mut v = inbox_json(&self.tracker);
+            if let Value::Object(m) = &mut v {
+                m.insert("window".into(), json!(self.window));
+            }
+            Ok(v.to_string())
+        })
     }
 }

@@ -1,5 +1,6 @@
 // The generated files are committed (native.d.ts from napi, types/*.d.ts from tsc, the
-// ESM entry index.mjs): a fresh build must reproduce exactly what git holds.
+// ESM entry index.mjs, ts/api-types.ts and schemas/ from the conformance schemas): a fresh
+// build must reproduce exactly what git holds.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -35,4 +36,14 @@ test('native.d.ts, types/*.d.ts and index.mjs equal a fresh build', () => {
   } finally {
     rmSync(out, { recursive: true, force: true });
   }
+});
+
+test('ts/api-types.ts and schemas/ equal what scripts/gen-types.mjs makes of conformance/schema/', () => {
+  const run = spawnSync(process.execPath, [join(root, 'scripts', 'gen-types.mjs'), '--check'], { cwd: root, encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
+  // The check is a real comparison: a changed copy is found.
+  const text = readFileSync(join(root, 'ts', 'api-types.ts'), 'utf8');
+  assert.match(text, /^\/\/ GENERATED FILE/);
+  assert.match(text, /export interface ReducerSnapshot \{/);
+  assert.match(text, /export type GatewayInput = ExecuteInput \|/);
 });

@@ -1,10 +1,17 @@
-// The ws transport on 127.0.0.1 over a link that drops the connection mid-task several
-// times: every progress frame reaches the hub exactly once and in order, every command
-// reaches the runner exactly once; a wrong token is refused before the upgrade.
+// The ws transport on 127.0.0.1: a link that drops the connection mid-task several times
+// (every progress frame reaches the hub exactly once and in order, every command reaches
+// the runner exactly once), the token check before the upgrade (wrong, missing, an async
+// authenticator answering per connection), one session per runner (a newer socket
+// replaces the older one), and the bounded queues.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { HubServer, RunnerClient } from 'stapel-runner-protocol/transport-ws';
+import { HOST_CONSTANTS } from 'stapel-runner-protocol';
+import { HubServer, RunnerClient, TransportError } from 'stapel-runner-protocol/transport-ws';
+
+const HELLO = { type: 'hello', project_id: 'p-1', runner_version: '0.1.0' };
+const FAST = { ping_interval_ms: 50, ack_delay_ms: 10 };
+const BACKOFF = { initial_ms: 5, max_ms: 40 };
 
 /** A TCP relay between the runner and the hub whose connections can be cut at will. */
 async function lossyLink(targetPort) {
@@ -37,16 +44,31 @@ const until = async (what, check) => {
   throw new Error(`timed out waiting for ${what}`);
 };
 
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** The HTTP answer to an upgrade with these headers: `{status, reason, body}` or 'opened'. */
+async function upgrade(port, headers) {
+  const { WebSocket } = await import('ws');
+  return new Promise((resolve) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/`, { headers });
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode, reason: res.statusMessage, body }));
+    });
+    ws.on('open', () => {
+      ws.terminate();
+      resolve('opened');
+    });
+    ws.on('error', () => {});
+  });
+}
+
 test('progress and commands survive a link that drops mid-task, each exactly once', async () => {
-  const server = new HubServer({ tokens: { 'secret-a': 'runner-a' }, config: { ping_interval_ms: 50, ack_delay_ms: 10 } });
+  const server = new HubServer({ tokens: { 'secret-a': 'runner-a' }, config: FAST });
   const port = await server.listen(0);
   const link = await lossyLink(port);
-  const client = new RunnerClient(`ws://127.0.0.1:${link.port}/`, {
-    hello: { type: 'hello', project_id: 'p-1', runner_version: '0.1.0' },
-    token: 'secret-a',
-    config: { ping_interval_ms: 50, ack_delay_ms: 10 },
-    backoff: { minDelayMs: 5, maxDelayMs: 40 },
-  });
+  const client = new RunnerClient(`ws://127.0.0.1:${link.port}/`, { hello: HELLO, token: 'secret-a', config: FAST, backoff: BACKOFF });
   const received = [];
   const commands = [];
   let hubConnects = 0;
@@ -76,10 +98,10 @@ test('progress and commands survive a link that drops mid-task, each exactly onc
         runner.send({ type: 'task.cancel', task_id: `C-${i / 25}`, reason: `r${i / 25}` });
       }
       if (i % 60 === 0) link.cut(); // five drops mid-task
-      if (i % 10 === 0) await new Promise((r) => setTimeout(r, 2));
+      if (i % 10 === 0) await sleep(2);
     }
     await until('every progress frame and command', () => received.length >= TOTAL && commands.length >= COMMANDS);
-    await new Promise((r) => setTimeout(r, 100)); // anything duplicated would arrive now
+    await sleep(100); // anything duplicated would arrive now
     assert.equal(received.length, TOTAL, 'each progress frame applied exactly once');
     assert.deepEqual(received.map((m) => m.payload.i), Array.from({ length: TOTAL }, (_, k) => k + 1));
     assert.deepEqual(received.map((m) => m.seq), Array.from({ length: TOTAL }, (_, k) => k + 1));
@@ -98,19 +120,130 @@ test('progress and commands survive a link that drops mid-task, each exactly onc
   }
 });
 
-test('a wrong bearer token is refused with HTTP 401 before the upgrade', async () => {
-  const { WebSocket } = await import('ws');
+test('a wrong or missing bearer token is refused with the core\'s HTTP 401 before the upgrade', async () => {
   const server = new HubServer({ tokens: { good: 'r-1' } });
   const port = await server.listen(0);
   try {
-    const status = await new Promise((resolve) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${port}/`, { headers: { Authorization: 'Bearer bad' } });
-      ws.on('unexpected-response', (_req, res) => resolve(res.statusCode));
-      ws.on('open', () => resolve('opened'));
-      ws.on('error', () => {});
-    });
-    assert.equal(status, 401);
+    for (const headers of [{ Authorization: 'Bearer bad' }, {}, { Authorization: 'Basic Z29vZA==' }]) {
+      const r = await upgrade(port, headers);
+      assert.equal(r.status, HOST_CONSTANTS.status_unauthorized, JSON.stringify(headers));
+      assert.equal(r.reason, 'Unauthorized');
+      assert.equal(r.body, 'a valid bearer token is required\n');
+    }
+    assert.equal(await upgrade(port, { Authorization: 'Bearer good' }), 'opened');
+    assert.equal(server.pendingConnections, 0);
   } finally {
     await server.close();
+  }
+});
+
+test('an async authenticator answers each connection, in any order, by its connection id', async () => {
+  const asked = [];
+  const server = new HubServer({
+    authenticate: (token) =>
+      new Promise((resolve) => {
+        asked.push(token);
+        // The first asked answers last.
+        setTimeout(() => resolve(token === 'tok-a' ? 'runner-a' : null), token === 'tok-a' ? 80 : 10);
+      }),
+  });
+  const port = await server.listen(0);
+  try {
+    const [a, b] = await Promise.all([upgrade(port, { Authorization: 'Bearer tok-a' }), upgrade(port, { Authorization: 'Bearer tok-b' })]);
+    assert.equal(a, 'opened');
+    assert.equal(b.status, 401);
+    assert.deepEqual(asked.sort(), ['tok-a', 'tok-b']);
+    const runner = await server.accept();
+    assert.equal(runner.runnerId, 'runner-a');
+    assert.equal(await server.runnerIdFor('Bearer tok-a'), 'runner-a');
+    assert.equal(await server.runnerIdFor('Bearer tok-b'), null);
+  } finally {
+    await server.close();
+  }
+  assert.throws(() => new HubServer({}), TypeError);
+});
+
+test('one session per runner: a newer socket replaces the older one and the session goes on', async () => {
+  const server = new HubServer({ tokens: { t: 'r-1' }, config: FAST });
+  const port = await server.listen(0);
+  const first = new RunnerClient(`ws://127.0.0.1:${port}/`, { hello: HELLO, token: 't', config: FAST, backoff: { initial_ms: 60_000, max_ms: 60_000 } });
+  const second = new RunnerClient(`ws://127.0.0.1:${port}/`, { hello: HELLO, token: 't', config: FAST, backoff: BACKOFF });
+  try {
+    await first.connect();
+    const runner = await server.accept();
+    runner.send({ type: 'task.cancel', task_id: 'C-1', reason: 'a' });
+    const got = async (client) => {
+      for (;;) {
+        const e = await client.recv();
+        if (e.kind === 'received') return e.message;
+      }
+    };
+    assert.equal((await got(first)).task_id, 'C-1');
+    await second.connect();
+    await until('the first socket replaced', () => !first.connected);
+    assert.equal(server.runners.size, 1, 'still one runner');
+    assert.equal(server.runners.get('r-1'), runner, 'and one session');
+    runner.send({ type: 'task.cancel', task_id: 'C-1', reason: 'b' });
+    // The second client is a fresh runner session: the hub's one session goes on with the
+    // same command stream (a first command it still kept may be replayed first).
+    let m = await got(second);
+    if (m.reason === 'a') m = await got(second);
+    assert.deepEqual([m.seq, m.reason], [2, 'b']);
+  } finally {
+    first.close();
+    second.close();
+    await server.close();
+  }
+});
+
+test('a full event queue pauses the socket; nothing is lost, nothing queued beyond the bound', async () => {
+  const MAX = 8;
+  const server = new HubServer({ tokens: { t: 'r-1' }, config: { ...FAST, ping_interval_ms: 0 }, maxQueuedEvents: MAX });
+  const port = await server.listen(0);
+  const client = new RunnerClient(`ws://127.0.0.1:${port}/`, { hello: HELLO, token: 't', config: { ...FAST, ping_interval_ms: 0 }, backoff: BACKOFF });
+  try {
+    await client.connect();
+    const runner = await server.accept();
+    const TOTAL = 500;
+    for (let i = 1; i <= TOTAL; i += 1) client.send({ type: 'task.progress', task_id: 'T', attempt: 1, kind: 'log', payload: { i } });
+    let peak = 0;
+    for (let k = 0; k < 40; k += 1) {
+      await sleep(5);
+      peak = Math.max(peak, runner.queuedEvents);
+    }
+    // One frame can produce a few events (the hello, a received message) past the bound.
+    assert.ok(peak >= MAX && peak <= MAX + 2, `queued ${peak} with a bound of ${MAX}`);
+    const seen = [];
+    while (seen.length < TOTAL) {
+      const e = await runner.recv();
+      if (e.kind === 'received') seen.push(e.message.payload.i);
+      peak = Math.max(peak, runner.queuedEvents);
+    }
+    assert.deepEqual(seen, Array.from({ length: TOTAL }, (_, k) => k + 1));
+    assert.ok(peak <= MAX + 2, `queued ${peak}`);
+    assert.equal(runner.droppedEvents, 0, 'no event of the session is dropped');
+  } finally {
+    client.close();
+    await server.close();
+  }
+});
+
+test('failed connects back off by the core\'s policy and never grow the queue past its bound', async () => {
+  const blocker = net.createServer();
+  await new Promise((r) => blocker.listen(0, '127.0.0.1', r));
+  const port = blocker.address().port;
+  await new Promise((r) => blocker.close(r)); // nothing listens there now
+  const client = new RunnerClient(`ws://127.0.0.1:${port}/`, { hello: HELLO, backoff: { initial_ms: 2, max_ms: 4 }, maxQueuedEvents: 3 });
+  try {
+    void client.connect();
+    await until('many failed connects', () => client.failures >= 10);
+    assert.equal(client.queuedEvents, 3, 'the queue holds its bound');
+    assert.ok(client.droppedEvents >= 7, `dropped ${client.droppedEvents}`);
+    const e = await client.recv();
+    assert.equal(e.kind, 'error');
+    assert.ok(e.error instanceof TransportError);
+    assert.equal(e.error.code, 'connect_failed');
+  } finally {
+    client.close();
   }
 });

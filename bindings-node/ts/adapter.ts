@@ -1,7 +1,6 @@
-import { native } from './native';
 import type { NativeSubprocessSession } from '../native';
-import { translate } from './errors';
-import { call } from './wire';
+import { call, jsonText, parsed, translate } from './internal';
+import { native } from './native';
 
 /** The five components of a usage split (`stapel-taskspecs` UsageSplit), closed. */
 export interface UsageSplit {
@@ -12,25 +11,59 @@ export interface UsageSplit {
   thinking: number;
 }
 
-/** A role spec built from a task's invocation (the core's JSON form). */
-export type RoleSpec = Record<string, unknown>;
+/**
+ * The role an adapter plays and the model↔harness pairing it runs: the core's JSON form of
+ * a role spec built from a `task.assign` invocation (`role`, the invocation's fields in
+ * seed order with absent optional ones omitted, then the invocation keys seed 000 does not
+ * name, in arrival order).
+ */
+export interface RoleSpec {
+  /** The role (default `coder`). */
+  role: string;
+  /** Harness backend. */
+  backend?: string;
+  /** Model identifier. */
+  model?: string;
+  /** Session policy (default `per-task`). */
+  session: string;
+  /** Reference to the system prompt (never the prompt itself). */
+  system_prompt_ref?: string;
+  /** Tools the harness may use. */
+  allowed_tools: string[];
+  /** Base URL of the LLM gateway. */
+  llm_base_url?: string;
+  /** Budget, any JSON value (kept as given). */
+  budget?: unknown;
+  /** Invocation keys seed 000 does not name. */
+  [extra: string]: unknown;
+}
 
-/** A turn's result: the final text and its usage. */
+/** A turn's result: the final text and its usage (exactly these two keys). */
 export interface TurnResult {
   text: string;
   usage: UsageSplit;
+}
+
+/** The agent SDK options of a role spec (the core's JSON form; absent keys omitted). */
+export interface AgentOptions {
+  model?: string;
+  allowed_tools?: string[];
+  system_prompt?: string;
+  env?: Record<string, string>;
+  max_turns?: unknown;
+  max_budget_usd?: unknown;
   [key: string]: unknown;
 }
 
 /** The role spec of an invocation (`role` overrides the invocation's). */
 export function roleSpecFromInvocation(invocation: Record<string, unknown>, role?: string | null): RoleSpec {
-  const t = JSON.stringify(invocation);
-  return JSON.parse(call(() => native.roleSpecFromInvocation(t, role ?? undefined))) as RoleSpec;
+  const t = jsonText(invocation, 'the invocation');
+  return parsed<RoleSpec>(call(() => native.roleSpecFromInvocation(t, role ?? undefined)));
 }
 
 /** The system prompt of the role spec of an invocation, or `null`. */
 export function roleSpecSystemPrompt(invocation: Record<string, unknown>, role?: string | null): string | null {
-  const t = JSON.stringify(invocation);
+  const t = jsonText(invocation, 'the invocation');
   return call(() => native.roleSpecSystemPrompt(t, role ?? undefined));
 }
 
@@ -42,19 +75,19 @@ export interface AgentOptionsInput {
 }
 
 /** The agent SDK options for the role spec of an invocation. */
-export function agentOptions(invocation: Record<string, unknown>, options?: AgentOptionsInput): Record<string, unknown> {
-  const t = JSON.stringify(invocation);
+export function agentOptions(invocation: Record<string, unknown>, options?: AgentOptionsInput): AgentOptions {
+  const t = jsonText(invocation, 'the invocation');
   const override = options !== undefined && 'systemPrompt' in options;
-  return JSON.parse(
+  return parsed<AgentOptions>(
     call(() => native.agentOptions(t, options?.role ?? undefined, override, options?.systemPrompt ?? undefined)),
-  ) as Record<string, unknown>;
+  );
 }
 
 /** Fold an agent turn's text blocks and final result (with its usage) into a TurnResult. */
 export function agentTurn(textBlocks: string[], result?: { usage?: unknown } | null): TurnResult {
   const has = result !== undefined && result !== null;
-  const usage = has && result.usage !== undefined && result.usage !== null ? JSON.stringify(usageValue(result.usage, 'anthropic')) : undefined;
-  return JSON.parse(call(() => native.agentTurn(textBlocks, has, usage))) as TurnResult;
+  const usage = has && result.usage !== undefined && result.usage !== null ? jsonText(usageValue(result.usage, 'anthropic'), 'the usage') : undefined;
+  return parsed<TurnResult>(call(() => native.agentTurn(textBlocks, has, usage)));
 }
 
 function isPlain(value: unknown): boolean {
@@ -90,8 +123,8 @@ export interface MappedUsage {
 
 /** Map a provider usage value to a split and its total (`thinking`: anthropic only). */
 export function mapUsage(shape: 'anthropic' | 'openai' | 'mapping', usage: unknown, options?: { thinking?: number }): MappedUsage {
-  const t = JSON.stringify(usageValue(usage, shape));
-  return JSON.parse(call(() => native.usageFrom(shape, t, options?.thinking))) as MappedUsage;
+  const t = jsonText(usageValue(usage, shape), 'the usage');
+  return parsed<MappedUsage>(call(() => native.usageFrom(shape, t, options?.thinking)));
 }
 
 /** The UsageSplit of an Anthropic usage object (`thinking` overrides thinking tokens). */
@@ -111,8 +144,8 @@ export function usageFromMapping(usage: unknown): UsageSplit {
 
 /** Validate a turn result strictly. */
 export function validateTurnResult(value: unknown): TurnResult {
-  const t = JSON.stringify(value);
-  return JSON.parse(call(() => native.turnResultFromValue(t))) as TurnResult;
+  const t = jsonText(value, 'the turn result');
+  return parsed<TurnResult>(call(() => native.turnResultFromValue(t)));
 }
 
 /** The adapter error a host fault code stands for, or `null` when it is not a host fault. */
@@ -126,9 +159,9 @@ export function hostAdapterError(code: string, message: string): Error | null {
 }
 
 /** The adapter defaults of the core. */
-export const ADAPTER_DEFAULTS: { role: string; session: string; grace_ms: number; turn_max_line_bytes: number } = JSON.parse(
-  native.adapterDefaults(),
-) as { role: string; session: string; grace_ms: number; turn_max_line_bytes: number };
+export const ADAPTER_DEFAULTS: Readonly<{ role: string; session: string; grace_ms: number; turn_max_line_bytes: number }> = Object.freeze(
+  parsed<{ role: string; session: string; grace_ms: number; turn_max_line_bytes: number }>(native.adapterDefaults()),
+);
 
 /** How to start a harness process. */
 export interface SpawnSpec {
@@ -139,7 +172,7 @@ export interface SpawnSpec {
   cwd?: string | null;
 }
 
-/** What the host reports to a {@link SubprocessSession}. */
+/** What the host reports to a {@link SubprocessTurnMachine}. */
 export type SubprocessInput =
   | { type: 'open'; spec: SpawnSpec }
   | { type: 'spawned'; pid?: number | null; process_group?: boolean }
@@ -152,15 +185,56 @@ export type SubprocessInput =
   | { type: 'close' }
   | { type: 'timeout' };
 
-/** What a {@link SubprocessSession} asks of its host (`type` is the core's tag). */
-export type SubprocessOutput = { type: string; [key: string]: unknown };
+/** The spawn request of a {@link SubprocessTurnMachine}: the complete, cleared environment. */
+export interface SpawnRequest {
+  program: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd: string | null;
+  new_process_group: boolean;
+}
 
-/** The subprocess JSONL turn machine: one harness process, one turn at a time. */
-export class SubprocessSession {
+/** The JSON form of an adapter error (`code`, `line_number`, and `message` or `field`). */
+export interface AdapterErrorValue {
+  code: string;
+  line_number: number | null;
+  message?: string;
+  field?: string;
+}
+
+/** What a {@link SubprocessTurnMachine} asks of its host, in order (`type` is the core's tag). */
+export type SubprocessOutput =
+  | { type: 'spawn'; request: SpawnRequest }
+  | { type: 'write_stdin'; data: string }
+  | { type: 'close_stdin' }
+  | { type: 'signal'; target: 'process' | 'group'; signal: 'TERM' | 'KILL' }
+  | { type: 'close_stdout' }
+  | { type: 'progress'; event: Record<string, unknown> }
+  | ({ type: 'turn_result' } & TurnResult)
+  | ({ type: 'error' } & AdapterErrorValue);
+
+/** Configuration of a {@link SubprocessTurnMachine}; absent keys take the core's defaults. */
+export interface SubprocessConfig {
+  /** Longest stdout line accepted (default {@link ADAPTER_DEFAULTS}`.turn_max_line_bytes`). */
+  max_line_bytes?: number;
+  /** Wait after closing stdin, and after each signal of the stop escalation (ms). */
+  grace_ms?: number;
+}
+
+/** Lifecycle states of a {@link SubprocessTurnMachine}. */
+export type SubprocessLifecycle = 'new' | 'spawning' | 'idle' | 'in_turn' | 'closing' | 'closed';
+
+/**
+ * The subprocess JSONL turn machine (seed 000's subprocess protocol): the spawn request
+ * and its cleared environment, one turn at a time, line framing with a bound, and the stop
+ * escalation (close stdin, TERM, KILL, group KILL, with deadlines from
+ * {@link pollTimeout}). The host performs its outputs and reports what happened.
+ */
+export class SubprocessTurnMachine {
   readonly #inner: NativeSubprocessSession;
 
-  constructor(config?: { max_line_bytes?: number; grace_ms?: number }) {
-    const c = config === undefined ? undefined : JSON.stringify(config);
+  constructor(config?: SubprocessConfig) {
+    const c = config === undefined ? undefined : jsonText(config, 'the subprocess config');
     this.#inner = call(() => new native.NativeSubprocessSession(c));
   }
 
@@ -169,7 +243,7 @@ export class SubprocessSession {
     const inner = this.#inner;
     switch (input.type) {
       case 'open':
-        call(() => inner.handle(nowMs, 'open', JSON.stringify(input.spec)));
+        call(() => inner.handle(nowMs, 'open', jsonText(input.spec, 'the spawn spec')));
         return;
       case 'spawned':
         call(() => inner.handle(nowMs, 'spawned', JSON.stringify({ pid: input.pid ?? null, process_group: input.process_group ?? false })));
@@ -192,7 +266,12 @@ export class SubprocessSession {
   /** The next output, or `null`. */
   pollOutput(): SubprocessOutput | null {
     const out = call(() => this.#inner.pollOutput());
-    return out === null ? null : (JSON.parse(out) as SubprocessOutput);
+    return out === null ? null : parsed<SubprocessOutput>(out);
+  }
+
+  /** Every pending output, in order. */
+  drainOutputs(): SubprocessOutput[] {
+    return parsed<SubprocessOutput[]>(call(() => this.#inner.drainOutputs()));
   }
 
   /** The absolute deadline for the next `timeout` input, or `null`. */
@@ -211,7 +290,7 @@ export class SubprocessSession {
   }
 
   /** The lifecycle state's name. */
-  get lifecycle(): string {
-    return call(() => this.#inner.lifecycle());
+  get lifecycle(): SubprocessLifecycle {
+    return call(() => this.#inner.lifecycle()) as SubprocessLifecycle;
   }
 }

@@ -1,9 +1,23 @@
-import { native } from './native';
 import type { NativeHubHost, NativeSocketHost } from '../native';
-import { call } from './wire';
+import { call, jsonText, parsed } from './internal';
+import { native } from './native';
 
-/** Host configuration (`tokens`, close timeout, idle-runner and queue bounds). */
-export type HostConfig = Record<string, unknown>;
+/**
+ * Configuration of the host machines (the core's `HostConfig`); every key optional, absent
+ * keys take the core's defaults ({@link HOST_CONSTANTS}).
+ */
+export interface HostConfig {
+  /** Longest close handshake with a live peer, then the socket is aborted. */
+  close_timeout_ms?: number;
+  /** Disconnected, fully idle runners a hub keeps (the oldest are evicted first). */
+  max_idle_runners?: number;
+  /** Upgrade requests a hub remembers between the token check and the upgraded socket. */
+  max_pending_connections?: number;
+  /** Bound of each connection's application event queue (at least 1). */
+  max_queued_events?: number;
+  /** Accepted bearer tokens → runner ids; absent: the hub asks the host (`authenticate`). */
+  tokens?: Record<string, string>;
+}
 
 /** What the host tells a {@link SocketHost}. */
 export type SocketInput =
@@ -32,7 +46,7 @@ export class SocketHost {
   readonly #inner: NativeSocketHost;
 
   constructor(config?: HostConfig) {
-    const c = config === undefined ? undefined : JSON.stringify(config);
+    const c = config === undefined ? undefined : jsonText(config, 'the host config');
     this.#inner = call(() => new native.NativeSocketHost(c));
   }
 
@@ -63,7 +77,12 @@ export class SocketHost {
   /** The next output, or `null`. */
   pollOutput(): SocketOutput | null {
     const out = call(() => this.#inner.pollOutput());
-    return out === null ? null : (JSON.parse(out) as SocketOutput);
+    return out === null ? null : parsed<SocketOutput>(out);
+  }
+
+  /** Every pending output, in order. */
+  drainOutputs(): SocketOutput[] {
+    return parsed<SocketOutput[]>(call(() => this.#inner.drainOutputs()));
   }
 
   /** The absolute deadline for the next `timeout` input, or `null`. */
@@ -74,6 +93,11 @@ export class SocketHost {
   /** The connection state's name. */
   get state(): string {
     return call(() => this.#inner.state());
+  }
+
+  /** Whether the socket is open and the session attached. */
+  get isOpen(): boolean {
+    return call(() => this.#inner.isOpen());
   }
 }
 
@@ -109,21 +133,31 @@ export class HubHost {
   readonly #inner: NativeHubHost;
 
   constructor(config?: HostConfig) {
-    const c = config === undefined ? undefined : JSON.stringify(config);
+    const c = config === undefined ? undefined : jsonText(config, 'the host config');
     this.#inner = call(() => new native.NativeHubHost(c));
   }
 
   /** Feed one input at `nowMs`. */
   handleInput(nowMs: number, input: HubInput): void {
     const { type, ...fields } = input;
-    const t = JSON.stringify(fields);
+    const t = jsonText(fields, 'the input');
     call(() => this.#inner.handle(nowMs, type, t));
   }
 
   /** The next output, or `null`. */
   pollOutput(): HubOutput | null {
     const out = call(() => this.#inner.pollOutput());
-    return out === null ? null : (JSON.parse(out) as HubOutput);
+    return out === null ? null : parsed<HubOutput>(out);
+  }
+
+  /** Every pending output, in order. */
+  drainOutputs(): HubOutput[] {
+    return parsed<HubOutput[]>(call(() => this.#inner.drainOutputs()));
+  }
+
+  /** Whether tokens are checked against a configured table (else: `authenticate` outputs). */
+  get hasTokenTable(): boolean {
+    return call(() => this.#inner.hasTokenTable());
   }
 
   /** The absolute deadline for the next `timeout` input, or `null`. */
@@ -149,8 +183,8 @@ export class HubHost {
 
 /** The host configuration as the core reads it (every key, with defaults). */
 export function hostConfig(config?: HostConfig): HostConfig {
-  const c = config === undefined ? undefined : JSON.stringify(config);
-  return JSON.parse(call(() => native.hostConfig(c))) as HostConfig;
+  const c = config === undefined ? undefined : jsonText(config, 'the host config');
+  return parsed<HostConfig>(call(() => native.hostConfig(c)));
 }
 
 /** The `Authorization` header value for a bearer token, or `null` if a header cannot carry it. */
@@ -165,25 +199,35 @@ export function bearerToken(value: string): string | null {
 
 /** Why upgrade request headers present no bearer token (a refusal code), or `null`. */
 export function bearerRefusal(headers: [string, string][]): string | null {
-  return call(() => native.bearerRefusal(JSON.stringify(headers)));
+  return call(() => native.bearerRefusal(jsonText(headers, 'the headers')));
 }
 
 /** The core's idle rule for one runner's activity. */
 export function runnerIsIdle(activity: RunnerActivity): boolean {
-  return call(() => native.runnerIsIdle(JSON.stringify(activity)));
+  return call(() => native.runnerIsIdle(jsonText(activity, 'the activity')));
 }
 
 /** The host constants of the core an I/O shell needs. */
-export const HOST_CONSTANTS: {
+export interface HostConstants {
+  /** Close reason of a socket replaced by a newer socket of the same runner. */
   replaced_reason: string;
+  /** Close code of a normal closure (1000). */
   close_normal: number;
+  /** Default bound of a close handshake. */
   close_timeout_ms: number;
+  /** Default number of disconnected, idle runners a hub keeps. */
   max_idle_runners: number;
+  /** Default bound of a connection's application event queue. */
   max_queued_events: number;
-} = JSON.parse(native.hostConstants()) as {
-  replaced_reason: string;
-  close_normal: number;
-  close_timeout_ms: number;
-  max_idle_runners: number;
-  max_queued_events: number;
-};
+  /** Default number of upgrade requests remembered between the token check and the socket. */
+  max_pending_connections: number;
+  /** Close code of an upgraded socket whose token is refused (1008). */
+  close_policy_violation: number;
+  /** HTTP status of a refused upgrade request (401). */
+  status_unauthorized: number;
+  /** The session close reason of a dead peer (the socket is aborted). */
+  peer_timeout: string;
+}
+
+/** The host constants of the core an I/O shell needs. */
+export const HOST_CONSTANTS: Readonly<HostConstants> = Object.freeze(parsed<HostConstants>(native.hostConstants()));

@@ -1,9 +1,9 @@
-import { native } from './native';
 import type { NativeLocalRun } from '../native';
-import { call } from './wire';
+import type { LocalConfig, SignalAction, SpawnAction } from './api-types';
+import { call, jsonText, parsed } from './internal';
+import { native } from './native';
 
-/** Local-run configuration (run id, harness program, env allow-list, clock, limits). */
-export type LocalConfig = Record<string, unknown>;
+export type { LocalConfig, SignalAction, SpawnAction };
 
 /** What the host reports to a {@link LocalRun}. */
 export type LocalInput =
@@ -20,20 +20,21 @@ export type LocalInput =
 export type LocalOutput =
   | { kind: 'to_controller'; line: string }
   | { kind: 'to_harness'; line: string }
-  | { kind: 'spawn'; program: string; args: string[]; env: [string, string][]; new_process_group: boolean }
+  | ({ kind: 'spawn' } & SpawnAction)
   | { kind: 'close_harness_stdin' }
-  | { kind: 'signal'; group: number; signal: 'TERM' | 'KILL' }
+  | ({ kind: 'signal' } & SignalAction)
   | { kind: 'exit'; code: number };
 
 /**
  * The local-run machine (seed 002): controller commands in, canonical events and
- * receipts out, plus the spawn/signal/exit actions the host performs.
+ * receipts out, plus the spawn/signal/exit actions the host performs. Call order: feed an
+ * input, drain {@link pollOutput} (or {@link drainOutputs}), then arm {@link pollTimeout}.
  */
 export class LocalRun {
   readonly #inner: NativeLocalRun;
 
   constructor(config?: LocalConfig) {
-    const c = config === undefined ? undefined : JSON.stringify(config);
+    const c = config === undefined ? undefined : jsonText(config, 'the local config');
     this.#inner = call(() => new native.NativeLocalRun(c));
   }
 
@@ -65,7 +66,12 @@ export class LocalRun {
   /** The next output, or `null`. */
   pollOutput(): LocalOutput | null {
     const out = call(() => this.#inner.pollOutput());
-    return out === null ? null : (JSON.parse(out) as LocalOutput);
+    return out === null ? null : parsed<LocalOutput>(out);
+  }
+
+  /** Every pending output, in order. */
+  drainOutputs(): LocalOutput[] {
+    return parsed<LocalOutput[]>(call(() => this.#inner.drainOutputs()));
   }
 
   /** When to feed `{type: 'timeout'}` next (absolute), or `null`. */

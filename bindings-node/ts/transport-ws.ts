@@ -2,17 +2,44 @@
  * WebSocket transport over the `ws` package, driven only by the core's machines: each
  * socket by a {@link SocketHost} (attach, deliver, close handshake, abort), each
  * connection by a {@link HubSession} / {@link RunnerSession} (hello, resume, replay,
- * acks, keepalive), and the hub's upgrades by a {@link HubHost} (bearer token before the
- * upgrade, one session per runner, eviction of idle runners). This module only moves
- * bytes, arms timers and queues events.
+ * acks, keepalive), the hub's upgrades by a {@link HubHost} (bearer token before the
+ * upgrade, one session per runner, eviction of idle runners), and the runner's reconnect
+ * delays by the core's backoff ({@link reconnectDelay}). This module moves bytes, arms
+ * timers and queues events.
+ *
+ * Bounds (each a documented default of the core, {@link HOST_CONSTANTS}):
+ *
+ * * every connection object keeps one event queue of at most `maxQueuedEvents` events
+ *   for its whole life. While it is full, the socket is paused: no frame is handed to the
+ *   session (so nothing is acknowledged that the application has not been able to take),
+ *   frames `ws` had already read (the rest of the socket read that filled the queue) wait
+ *   in a backlog of at most {@link MAX_BACKLOG_BYTES} bytes, and a socket that overflows
+ *   the backlog fails with a {@link TransportError} `backlog_full` (it is aborted; the
+ *   session resumes on the next connection). Session events are never dropped; transport news
+ *   (`connected`, `disconnected`, `error`) finding the queue full is dropped and counted
+ *   in `droppedEvents`;
+ * * a hub remembers at most `max_pending_connections` upgrade requests awaiting their
+ *   verdict (the core refuses the oldest beyond); runners waiting for {@link HubServer.accept}
+ *   are held once each, so never more than the runners the hub keeps.
  *
  * `ws` is a peer dependency, loaded when a client or server is created.
  */
-import type { IncomingMessage, Server } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { HubHost, SocketHost, HOST_CONSTANTS, bearerAuthorization, type HubOutput, type RunnerActivity } from './host';
+import { RunnerProtocolError } from './errors';
+import { HubHost, SocketHost, HOST_CONSTANTS, bearerAuthorization, bearerToken, type HostConfig, type HubOutput, type RunnerActivity } from './host';
+import { reconnectDelay, type BackoffPolicy } from './runner-task';
 import { HubSession, RunnerSession, type SessionConfig, type SessionOutput } from './session';
-import type { Hello, Message } from './wire';
+import type { Hello, SequencedMessage } from './wire';
+
+/**
+ * Bytes of frames a paused socket may still hand over (what `ws` had already read from the
+ * socket when the event queue filled up): 1 MiB, many socket reads.
+ */
+export const MAX_BACKLOG_BYTES = 1024 * 1024;
+
+/** A failure of this transport itself (not of the protocol): `code` says which. */
+export class TransportError extends RunnerProtocolError {}
 
 /** What a connection hands the application: the session's events, plus transport news. */
 export type TransportEvent =
@@ -33,6 +60,7 @@ interface Socket {
   on(event: 'close', listener: () => void): this;
   on(event: 'error', listener: (error: Error) => void): this;
   on(event: 'open', listener: () => void): this;
+  on(event: 'unexpected-response', listener: (req: unknown, res: IncomingMessage) => void): this;
   removeAllListeners(): this;
 }
 
@@ -54,11 +82,14 @@ function now(): number {
   return Math.floor(performance.now());
 }
 
-/** A bounded FIFO of events; readers wait, a full queue pauses the socket that feeds it. */
+/** A bounded FIFO of events with waiting readers (see the module docs for the policy). */
 class EventQueue {
-  readonly #items: TransportEvent[] = [];
+  #items: TransportEvent[] = [];
+  #head = 0;
   readonly #waiters: ((e: TransportEvent) => void)[] = [];
   readonly max: number;
+  /** Transport news dropped because the queue was full. */
+  dropped = 0;
   onSpace: (() => void) | null = null;
 
   constructor(max: number) {
@@ -66,7 +97,7 @@ class EventQueue {
   }
 
   get size(): number {
-    return this.#items.length;
+    return this.#items.length - this.#head;
   }
 
   get waiting(): number {
@@ -74,19 +105,35 @@ class EventQueue {
   }
 
   get full(): boolean {
-    return this.#items.length >= this.max;
+    return this.size >= this.max;
   }
 
+  /** A session event: always taken (the reader stops feeding frames while full). */
   push(e: TransportEvent): void {
     const w = this.#waiters.shift();
     if (w !== undefined) w(e);
     else this.#items.push(e);
   }
 
+  /** Transport news: taken when there is room, else dropped and counted. */
+  offer(e: TransportEvent): boolean {
+    if (this.#waiters.length === 0 && this.full) {
+      this.dropped += 1;
+      return false;
+    }
+    this.push(e);
+    return true;
+  }
+
   next(): Promise<TransportEvent> {
-    const e = this.#items.shift();
-    if (e !== undefined) {
-      if (this.#items.length < this.max) this.onSpace?.();
+    if (this.#head < this.#items.length) {
+      const e = this.#items[this.#head] as TransportEvent;
+      this.#head += 1;
+      if (this.#head === this.#items.length) {
+        this.#items = [];
+        this.#head = 0;
+      }
+      if (!this.full) this.onSpace?.();
       return Promise.resolve(e);
     }
     return new Promise((resolve) => this.#waiters.push(resolve));
@@ -97,17 +144,20 @@ type Session = HubSession | RunnerSession;
 
 /** Runs one session machine over one socket, as the socket's SocketHost decides. */
 class Driver {
-  readonly host = new SocketHost();
+  readonly host: SocketHost;
   readonly #session: Session;
   readonly #socket: Socket;
   readonly #events: EventQueue;
+  readonly #backlog: string[] = [];
+  #backlogBytes = 0;
   #sessionTimer: NodeJS.Timeout | null = null;
   #hostTimer: NodeJS.Timeout | null = null;
   #paused = false;
   gone = false;
   onGone: (() => void) | null = null;
 
-  constructor(session: Session, socket: Socket, events: EventQueue) {
+  constructor(session: Session, socket: Socket, events: EventQueue, config: HostConfig) {
+    this.host = new SocketHost(config);
     this.#session = session;
     this.#socket = socket;
     this.#events = events;
@@ -132,22 +182,17 @@ class Driver {
     });
     socket.on('error', (error) => {
       if (this.gone) return;
-      this.#events.push({ kind: 'error', error });
+      this.#events.offer({ kind: 'error', error });
       this.host.handleInput(now(), { type: 'failed' });
       this.#step();
     });
-    this.#events.onSpace = () => {
-      if (this.#paused) {
-        this.#paused = false;
-        this.#socket.resume();
-      }
-    };
+    this.#events.onSpace = () => this.#drainBacklog();
     this.host.handleInput(now(), { type: 'opened' });
     this.#step();
   }
 
   /** Send a sequenced message through the session (kept for replay either way). */
-  send(message: Message): Message {
+  send<M extends SequencedMessage>(message: M): M {
     const stamped = this.#session.send(now(), message);
     this.#relay();
     return stamped;
@@ -158,6 +203,25 @@ class Driver {
     if (this.gone) return;
     this.host.handleInput(now(), { type: 'close', code: HOST_CONSTANTS.close_normal, reason });
     this.#step();
+  }
+
+  /** Hand one frame to the session (the queue has room). */
+  #deliver(text: string): void {
+    this.#session.handleInput(now(), { type: 'frame', frame: text });
+    this.#relay();
+  }
+
+  /** Frames read while the queue was full, handed over as room appears; then read on. */
+  #drainBacklog(): void {
+    while (!this.gone && this.#backlog.length > 0 && !this.#events.full) {
+      const text = this.#backlog.shift() as string;
+      this.#backlogBytes -= text.length;
+      this.#deliver(text);
+    }
+    if (this.#backlog.length === 0 && !this.#events.full && this.#paused && !this.gone) {
+      this.#paused = false;
+      this.#socket.resume();
+    }
   }
 
   /** The session's outputs: frames and close requests to the socket's machine, events out. */
@@ -177,15 +241,25 @@ class Driver {
       switch (out.kind) {
         case 'attach':
           this.#session.handleInput(now(), { type: 'connected' });
-          this.#events.push({ kind: 'connected' });
+          this.#events.offer({ kind: 'connected' });
           this.#relay();
           break;
         case 'deliver':
-          this.#session.handleInput(now(), { type: 'frame', frame: out.text });
-          this.#relay();
-          if (this.#events.full && !this.#paused) {
-            this.#paused = true;
-            this.#socket.pause();
+          if (this.#events.full || this.#backlog.length > 0) {
+            this.#backlog.push(out.text);
+            this.#backlogBytes += out.text.length;
+            if (!this.#paused) {
+              this.#paused = true;
+              this.#socket.pause();
+            }
+            if (this.#backlogBytes > MAX_BACKLOG_BYTES) {
+              this.#events.offer({ kind: 'error', error: new TransportError('backlog_full', 'the peer kept sending while the event queue was full') });
+              this.#backlog.length = 0;
+              this.#backlogBytes = 0;
+              this.host.handleInput(now(), { type: 'failed' });
+            }
+          } else {
+            this.#deliver(out.text);
           }
           break;
         case 'peer_error':
@@ -216,8 +290,10 @@ class Driver {
     if (this.#sessionTimer !== null) clearTimeout(this.#sessionTimer);
     this.#sessionTimer = null;
     this.#events.onSpace = null;
+    this.#backlog.length = 0;
+    this.#backlogBytes = 0;
     if (this.#paused) this.#socket.resume();
-    this.#events.push({ kind: 'disconnected' });
+    this.#events.offer({ kind: 'disconnected' });
     this.onGone?.();
   }
 
@@ -248,12 +324,6 @@ class Driver {
   }
 }
 
-/** Reconnect delays: `minDelayMs` doubling per failed attempt up to `maxDelayMs`. */
-export interface Backoff {
-  minDelayMs?: number;
-  maxDelayMs?: number;
-}
-
 /** Options of a {@link RunnerClient}. */
 export interface RunnerClientOptions {
   /** The runner's identity; its `resume` is filled from the session on every connect. */
@@ -264,25 +334,36 @@ export interface RunnerClientOptions {
   config?: SessionConfig;
   /** Resume from a persisted session state. */
   snapshot?: Uint8Array;
-  /** Reconnect delays (default 100 ms doubling up to 5 s). */
-  backoff?: Backoff;
-  /** Bound of the event queue (default: the core's host default). */
+  /** Reconnect delay bounds (default: the core's, 250 ms doubling to 30 s, jittered). */
+  backoff?: BackoffPolicy;
+  /** Bound of the event queue (default: the core's `max_queued_events`). */
   maxQueuedEvents?: number;
+  /** Bound of a close handshake (default: the core's `close_timeout_ms`). */
+  closeTimeoutMs?: number;
+}
+
+function hostConfigOf(maxQueuedEvents: number | undefined, closeTimeoutMs: number | undefined): HostConfig {
+  const c: HostConfig = {};
+  if (maxQueuedEvents !== undefined) c.max_queued_events = maxQueuedEvents;
+  if (closeTimeoutMs !== undefined) c.close_timeout_ms = closeTimeoutMs;
+  return c;
 }
 
 /**
- * The runner's outbound connection: connects, sends `hello` (with resume), replays,
- * and reconnects with backoff whenever the link drops, until {@link close}.
+ * The runner's outbound connection: connects, sends `hello` (with the session's resume),
+ * replays, and reconnects after the core's backoff whenever the link drops, until
+ * {@link close}.
  */
 export class RunnerClient {
   readonly session: RunnerSession;
   readonly #url: string;
   readonly #headers: Record<string, string> = {};
   readonly #events: EventQueue;
-  readonly #backoff: Required<Backoff>;
+  readonly #backoff: BackoffPolicy;
+  readonly #host: HostConfig;
   #driver: Driver | null = null;
   #closed = false;
-  #attempts = 0;
+  #failures = 0;
   #retry: NodeJS.Timeout | null = null;
 
   constructor(url: string, options: RunnerClientOptions) {
@@ -291,7 +372,8 @@ export class RunnerClient {
     const auth = options.token === undefined ? null : bearerAuthorization(options.token);
     if (auth !== null) this.#headers.Authorization = auth;
     this.#events = new EventQueue(options.maxQueuedEvents ?? HOST_CONSTANTS.max_queued_events);
-    this.#backoff = { minDelayMs: options.backoff?.minDelayMs ?? 100, maxDelayMs: options.backoff?.maxDelayMs ?? 5000 };
+    this.#backoff = options.backoff ?? {};
+    this.#host = hostConfigOf(options.maxQueuedEvents, options.closeTimeoutMs);
   }
 
   /** Start connecting (and keep reconnecting); resolves once the first socket is open. */
@@ -307,19 +389,31 @@ export class RunnerClient {
     const socket = new WebSocket(this.#url, { headers: this.#headers });
     let opened = false;
     socket.on('open', () => {
+      if (this.#closed) {
+        socket.terminate();
+        return;
+      }
       opened = true;
-      this.#attempts = 0;
-      const driver = new Driver(this.session, socket, this.#events);
+      this.#failures = 0;
+      const driver = new Driver(this.session, socket, this.#events, this.#host);
       driver.onGone = () => {
         if (this.#driver === driver) this.#driver = null;
-        this.#schedule();
+        this.#schedule(onOpen);
       };
       this.#driver = driver;
       driver.start();
       onOpen?.();
     });
+    socket.on('unexpected-response', (_req, res) => {
+      this.#events.offer({
+        kind: 'error',
+        error: new TransportError('upgrade_refused', `the hub answered the upgrade with HTTP ${res.statusCode ?? 0}`),
+      });
+      res.resume();
+      socket.terminate();
+    });
     socket.on('error', (error) => {
-      if (!opened) this.#events.push({ kind: 'error', error });
+      if (!opened) this.#events.offer({ kind: 'error', error: new TransportError('connect_failed', error.message) });
     });
     socket.on('close', () => {
       if (!opened) this.#schedule(onOpen);
@@ -328,8 +422,8 @@ export class RunnerClient {
 
   #schedule(onOpen?: () => void): void {
     if (this.#closed || this.#retry !== null) return;
-    const delay = Math.min(this.#backoff.maxDelayMs, this.#backoff.minDelayMs * 2 ** Math.min(this.#attempts, 20));
-    this.#attempts += 1;
+    const delay = reconnectDelay(this.#failures, this.#backoff);
+    this.#failures += 1;
     this.#retry = setTimeout(() => {
       this.#retry = null;
       this.#open(onOpen);
@@ -337,7 +431,7 @@ export class RunnerClient {
   }
 
   /** Send a sequenced message (`task.progress` / `task.report`); kept for replay. */
-  send(message: Message): Message {
+  send<M extends SequencedMessage>(message: M): M {
     if (this.#driver !== null) return this.#driver.send(message);
     return this.session.send(now(), message);
   }
@@ -345,6 +439,21 @@ export class RunnerClient {
   /** Whether a socket is up. */
   get connected(): boolean {
     return this.#driver !== null;
+  }
+
+  /** Events waiting in the queue. */
+  get queuedEvents(): number {
+    return this.#events.size;
+  }
+
+  /** Transport news dropped because the queue was full. */
+  get droppedEvents(): number {
+    return this.#events.dropped;
+  }
+
+  /** Failed connection attempts since the last open socket. */
+  get failures(): number {
+    return this.#failures;
   }
 
   /** The next event. */
@@ -370,19 +479,21 @@ export class HubRunner {
   readonly runnerId: string;
   readonly session: HubSession;
   readonly #events: EventQueue;
+  readonly #host: HostConfig;
   /** @internal */
   announced = false;
   #driver: Driver | null = null;
 
   /** @internal */
-  constructor(runnerId: string, session: HubSession, maxQueuedEvents: number) {
+  constructor(runnerId: string, session: HubSession, maxQueuedEvents: number, host: HostConfig) {
     this.runnerId = runnerId;
     this.session = session;
     this.#events = new EventQueue(maxQueuedEvents);
+    this.#host = host;
   }
 
   /** Send a command (`task.assign` / `task.cancel`), connected or not; kept for replay. */
-  send(message: Message): Message {
+  send<M extends SequencedMessage>(message: M): M {
     if (this.#driver !== null) return this.#driver.send(message);
     return this.session.send(now(), message);
   }
@@ -390,6 +501,16 @@ export class HubRunner {
   /** Whether the runner's socket is up. */
   get connected(): boolean {
     return this.#driver !== null;
+  }
+
+  /** Events waiting in the queue. */
+  get queuedEvents(): number {
+    return this.#events.size;
+  }
+
+  /** Transport news dropped because the queue was full. */
+  get droppedEvents(): number {
+    return this.#events.dropped;
   }
 
   /** The next event of this runner (across reconnects). */
@@ -418,7 +539,7 @@ export class HubRunner {
     const old = this.#driver;
     this.#driver = null;
     old?.stop(HOST_CONSTANTS.replaced_reason);
-    const driver = new Driver(this.session, socket, this.#events);
+    const driver = new Driver(this.session, socket, this.#events, this.#host);
     driver.onGone = () => {
       if (this.#driver === driver) this.#driver = null;
     };
@@ -432,37 +553,68 @@ export class HubRunner {
   }
 }
 
-/** Options of a {@link HubServer}. */
+/** `bearer token → runner id` (`null`: refuse), possibly asynchronous. */
+export type Authenticate = (token: string) => string | null | Promise<string | null>;
+
+/** Options of a {@link HubServer}: exactly one of `tokens` and `authenticate`. */
 export interface HubServerOptions {
   /** Accepted bearer tokens → runner ids (compared in constant time by the core). */
-  tokens: Record<string, string>;
+  tokens?: Record<string, string>;
+  /** Asked which runner a bearer token authenticates (when there is no token table). */
+  authenticate?: Authenticate;
   /** Session configuration of every runner's session. */
   config?: SessionConfig;
-  /** Bound of each runner's event queue (default: the core's host default). */
+  /** Bound of each runner's event queue (default: the core's `max_queued_events`). */
   maxQueuedEvents?: number;
-  /** Disconnected, idle runners kept (default: the core's host default). */
+  /** Disconnected, idle runners kept (default: the core's `max_idle_runners`). */
   maxIdleRunners?: number;
+  /** Upgrade requests awaiting their verdict (default: the core's `max_pending_connections`). */
+  maxPendingConnections?: number;
+  /** Bound of a close handshake (default: the core's `close_timeout_ms`). */
+  closeTimeoutMs?: number;
+}
+
+interface PendingUpgrade {
+  req: IncomingMessage;
+  socket: Duplex;
+  head: Buffer;
+  headers: [string, string][];
 }
 
 /**
  * The hub's WebSocket server for runners: the bearer token is checked before the
- * upgrade (refused with HTTP 401), each runner id has one {@link HubRunner} with one
- * session, so a reconnect resumes its streams.
+ * upgrade (refused with the core's HTTP 401), each runner id has one {@link HubRunner}
+ * with one session, so a reconnect resumes its streams and a newer socket of the same
+ * runner replaces the older one (closed with reason `replaced`).
  */
 export class HubServer {
   readonly #host: HubHost;
+  readonly #authenticate: Authenticate | undefined;
   readonly #config: SessionConfig | undefined;
   readonly #maxQueued: number;
+  readonly #socketConfig: HostConfig;
   readonly #runners = new Map<string, HubRunner>();
-  readonly #arrivals = new EventQueueOf<HubRunner>();
+  readonly #arrivals = new Set<HubRunner>();
+  readonly #acceptors: ((r: HubRunner) => void)[] = [];
+  readonly #pending = new Map<number, PendingUpgrade>();
+  readonly #upgraded = new Map<number, Socket>();
   #server: Server | null = null;
   #wss: ReturnType<typeof makeWss> | null = null;
   #conn = 0;
 
   constructor(options: HubServerOptions) {
-    this.#host = new HubHost({ tokens: options.tokens, max_idle_runners: options.maxIdleRunners ?? HOST_CONSTANTS.max_idle_runners });
+    if ((options.tokens === undefined) === (options.authenticate === undefined)) {
+      throw new TypeError('HubServer needs exactly one of tokens and authenticate');
+    }
+    const config: HostConfig = { ...hostConfigOf(options.maxQueuedEvents, options.closeTimeoutMs) };
+    if (options.tokens !== undefined) config.tokens = options.tokens;
+    if (options.maxIdleRunners !== undefined) config.max_idle_runners = options.maxIdleRunners;
+    if (options.maxPendingConnections !== undefined) config.max_pending_connections = options.maxPendingConnections;
+    this.#host = new HubHost(config);
+    this.#authenticate = options.authenticate;
     this.#config = options.config;
     this.#maxQueued = options.maxQueuedEvents ?? HOST_CONSTANTS.max_queued_events;
+    this.#socketConfig = hostConfigOf(options.maxQueuedEvents, options.closeTimeoutMs);
   }
 
   /** Listen on `host:port` (port 0: any); resolves with the bound port. */
@@ -473,18 +625,28 @@ export class HubServer {
       res.writeHead(426).end();
     });
     this.#wss = makeWss();
-    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head));
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#request(req, socket, head));
     this.#server = server;
     await new Promise<void>((resolve) => server.listen(port, host, resolve));
     const address = server.address();
     return typeof address === 'object' && address !== null ? address.port : port;
   }
 
+  /** Every runner kept, by id. */
+  get runners(): ReadonlyMap<string, HubRunner> {
+    return new Map(this.#runners);
+  }
+
+  /** Upgrade requests awaiting their verdict (at most the core's bound). */
+  get pendingConnections(): number {
+    return this.#host.pendingConnections;
+  }
+
   /** The runner's handle (created on first use; usable before it connects). */
   runner(runnerId: string): HubRunner {
     let runner = this.#runners.get(runnerId);
     if (runner === undefined) {
-      runner = new HubRunner(runnerId, new HubSession({ config: this.#config }), this.#maxQueued);
+      runner = new HubRunner(runnerId, new HubSession({ config: this.#config }), this.#maxQueued, this.#socketConfig);
       this.#runners.set(runnerId, runner);
       this.#host.handleInput(now(), {
         type: 'runner_added',
@@ -498,14 +660,26 @@ export class HubServer {
 
   /** The next runner that connects for the first time (or again after it was dropped). */
   async accept(): Promise<HubRunner> {
-    const runner = await this.#arrivals.next();
+    const first = this.#arrivals.values().next();
+    const runner = first.done === true ? await new Promise<HubRunner>((resolve) => this.#acceptors.push(resolve)) : first.value;
+    this.#arrivals.delete(runner);
     runner.announced = false;
     return runner;
+  }
+
+  /** The runner id a full `Authorization` header value authenticates, or `null`. */
+  async runnerIdFor(authorization: string): Promise<string | null> {
+    if (this.#host.hasTokenTable) return this.#host.runnerIdFor(authorization);
+    const token = bearerToken(authorization);
+    if (token === null || this.#authenticate === undefined) return null;
+    return await this.#authenticate(token);
   }
 
   /** Stop listening and close every runner's socket. */
   async close(): Promise<void> {
     for (const r of this.#runners.values()) r.stop();
+    for (const p of this.#pending.values()) p.socket.destroy();
+    this.#pending.clear();
     this.#wss?.close();
     const server = this.#server;
     this.#server = null;
@@ -515,58 +689,114 @@ export class HubServer {
     }
   }
 
-  #decide(): HubOutput[] {
-    const outs: HubOutput[] = [];
-    for (let o = this.#host.pollOutput(); o !== null; o = this.#host.pollOutput()) {
-      if (o.kind === 'evict') this.#runners.delete(o.runner_id);
-      else outs.push(o);
-    }
-    return outs;
+  /** Perform the hub machine's outputs, each for the connection it names. */
+  #decide(): void {
+    for (const out of this.#host.drainOutputs()) this.#perform(out);
   }
 
-  #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    this.#conn += 1;
-    const conn = this.#conn;
-    const headers = pairs(req.rawHeaders);
-    this.#host.handleInput(now(), { type: 'request', conn, headers });
-    for (const out of this.#decide()) {
-      if (out.kind === 'reject') {
-        socket.end(
-          `HTTP/1.1 ${out.status} Unauthorized\r\nContent-Type: text/plain; charset=utf-8\r\n` +
+  #perform(out: HubOutput): void {
+    switch (out.kind) {
+      case 'authenticate':
+        this.#ask(out.conn, out.token);
+        return;
+      case 'accept': {
+        const p = this.#pending.get(out.conn);
+        this.#pending.delete(out.conn);
+        if (p === undefined || p.socket.destroyed || this.#wss === null) return;
+        this.#wss.handleUpgrade(p.req, p.socket, p.head, (ws) => {
+          this.#upgraded.set(out.conn, ws);
+          this.#host.handleInput(now(), { type: 'upgraded', conn: out.conn, headers: p.headers });
+          this.#decide();
+        });
+        return;
+      }
+      case 'reject': {
+        const p = this.#pending.get(out.conn);
+        this.#pending.delete(out.conn);
+        if (p === undefined) return;
+        const reason = STATUS_CODES[out.status] ?? '';
+        p.socket.end(
+          `HTTP/1.1 ${out.status} ${reason}\r\nContent-Type: text/plain; charset=utf-8\r\n` +
             `Content-Length: ${Buffer.byteLength(out.body)}\r\nConnection: close\r\n\r\n${out.body}`,
         );
         return;
       }
+      case 'refuse': {
+        const ws = this.#upgraded.get(out.conn);
+        this.#upgraded.delete(out.conn);
+        if (ws === undefined) return;
+        const host = new SocketHost(this.#socketConfig);
+        host.handleInput(now(), { type: 'opened' });
+        host.handleInput(now(), { type: 'close', code: out.code, reason: out.reason });
+        for (const o of host.drainOutputs()) {
+          if (o.kind === 'close') ws.close(o.code, o.reason);
+          else if (o.kind === 'abort') ws.terminate();
+        }
+        return;
+      }
+      case 'attach': {
+        const ws = this.#upgraded.get(out.conn);
+        this.#upgraded.delete(out.conn);
+        if (ws === undefined) return;
+        const runner = this.runner(out.runner_id);
+        if (out.announce) this.#announce(runner);
+        runner.serve(ws);
+        return;
+      }
+      case 'evict': {
+        const runner = this.#runners.get(out.runner_id);
+        this.#runners.delete(out.runner_id);
+        if (runner !== undefined) this.#arrivals.delete(runner);
+        return;
+      }
     }
-    const wss = this.#wss;
-    if (wss === null) {
-      socket.destroy();
+  }
+
+  #announce(runner: HubRunner): void {
+    runner.announced = true;
+    const acceptor = this.#acceptors.shift();
+    if (acceptor !== undefined) acceptor(runner);
+    else this.#arrivals.add(runner);
+  }
+
+  /** Ask the authenticator about `conn`'s token and report its answer for `conn`. */
+  #ask(conn: number, token: string): void {
+    const answer = (runnerId: string | null): void => {
+      try {
+        this.#host.handleInput(now(), { type: 'authenticated', conn, runner_id: runnerId });
+      } catch (e) {
+        // The connection's wait ended meanwhile (the core dropped it to make room and
+        // gave its verdict then): the late answer is dropped, as the core says.
+        if (!(e instanceof RunnerProtocolError && e.code === 'unknown_connection')) throw e;
+      }
+      this.#decide();
+    };
+    const authenticate = this.#authenticate;
+    if (authenticate === undefined) {
+      answer(null);
       return;
     }
-    wss.handleUpgrade(req, socket, head, (ws) => {
-      this.#host.handleInput(now(), { type: 'upgraded', conn, headers });
-      for (const out of this.#decide()) {
-        if (out.kind === 'refuse') {
-          const host = new SocketHost();
-          host.handleInput(now(), { type: 'opened' });
-          host.handleInput(now(), { type: 'close', code: out.code, reason: out.reason });
-          for (let o = host.pollOutput(); o !== null; o = host.pollOutput()) {
-            if (o.kind === 'close') ws.close(o.code, o.reason);
-            else if (o.kind === 'abort') ws.terminate();
-          }
-          return;
-        }
-        if (out.kind === 'attach') {
-          const runner = this.runner(out.runner_id);
-          if (out.announce) {
-            runner.announced = true;
-            this.#arrivals.push(runner);
-          }
-          runner.serve(ws);
-          return;
-        }
-      }
-    });
+    let result: string | null | Promise<string | null>;
+    try {
+      result = authenticate(token);
+    } catch {
+      answer(null);
+      return;
+    }
+    Promise.resolve(result).then(
+      (id) => answer(typeof id === 'string' ? id : null),
+      () => answer(null),
+    );
+  }
+
+  #request(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    this.#conn += 1;
+    const conn = this.#conn;
+    const headers = pairs(req.rawHeaders);
+    socket.on('error', () => {});
+    this.#pending.set(conn, { req, socket, head, headers });
+    this.#host.handleInput(now(), { type: 'request', conn, headers });
+    this.#decide();
   }
 }
 
@@ -580,21 +810,4 @@ function pairs(raw: string[]): [string, string][] {
   const out: [string, string][] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) out.push([raw[i] as string, raw[i + 1] as string]);
   return out;
-}
-
-/** An unbounded FIFO with waiting readers. */
-class EventQueueOf<T> {
-  readonly #items: T[] = [];
-  readonly #waiters: ((t: T) => void)[] = [];
-
-  push(t: T): void {
-    const w = this.#waiters.shift();
-    if (w !== undefined) w(t);
-    else this.#items.push(t);
-  }
-
-  next(): Promise<T> {
-    const t = this.#items.shift();
-    return t !== undefined ? Promise.resolve(t) : new Promise((resolve) => this.#waiters.push(resolve));
-  }
 }

@@ -70,5 +70,3 @@ export declare class ResolutionRefused extends RunnerProtocolError {
 /** The native core panicked; the process survives and the call throws this (`panic`). */
 export declare class PanicError extends RunnerProtocolError {
 }
-/** The typed error for an error thrown by the native module (others pass through). */
-export declare function translate(error: unknown): unknown;

@@ -1,5 +1,19 @@
-/** Host configuration (`tokens`, close timeout, idle-runner and queue bounds). */
-export type HostConfig = Record<string, unknown>;
+/**
+ * Configuration of the host machines (the core's `HostConfig`); every key optional, absent
+ * keys take the core's defaults ({@link HOST_CONSTANTS}).
+ */
+export interface HostConfig {
+    /** Longest close handshake with a live peer, then the socket is aborted. */
+    close_timeout_ms?: number;
+    /** Disconnected, fully idle runners a hub keeps (the oldest are evicted first). */
+    max_idle_runners?: number;
+    /** Upgrade requests a hub remembers between the token check and the upgraded socket. */
+    max_pending_connections?: number;
+    /** Bound of each connection's application event queue (at least 1). */
+    max_queued_events?: number;
+    /** Accepted bearer tokens → runner ids; absent: the hub asks the host (`authenticate`). */
+    tokens?: Record<string, string>;
+}
 /** What the host tells a {@link SocketHost}. */
 export type SocketInput = {
     type: 'opened';
@@ -57,10 +71,14 @@ export declare class SocketHost {
     handleInput(nowMs: number, input: SocketInput): void;
     /** The next output, or `null`. */
     pollOutput(): SocketOutput | null;
+    /** Every pending output, in order. */
+    drainOutputs(): SocketOutput[];
     /** The absolute deadline for the next `timeout` input, or `null`. */
     pollTimeout(): number | null;
     /** The connection state's name. */
     get state(): string;
+    /** Whether the socket is open and the session attached. */
+    get isOpen(): boolean;
 }
 /** One runner's activity, for the hub's eviction of idle runners. */
 export interface RunnerActivity {
@@ -129,6 +147,10 @@ export declare class HubHost {
     handleInput(nowMs: number, input: HubInput): void;
     /** The next output, or `null`. */
     pollOutput(): HubOutput | null;
+    /** Every pending output, in order. */
+    drainOutputs(): HubOutput[];
+    /** Whether tokens are checked against a configured table (else: `authenticate` outputs). */
+    get hasTokenTable(): boolean;
     /** The absolute deadline for the next `timeout` input, or `null`. */
     pollTimeout(): number | null;
     /** The runner ids with a session. */
@@ -149,10 +171,25 @@ export declare function bearerRefusal(headers: [string, string][]): string | nul
 /** The core's idle rule for one runner's activity. */
 export declare function runnerIsIdle(activity: RunnerActivity): boolean;
 /** The host constants of the core an I/O shell needs. */
-export declare const HOST_CONSTANTS: {
+export interface HostConstants {
+    /** Close reason of a socket replaced by a newer socket of the same runner. */
     replaced_reason: string;
+    /** Close code of a normal closure (1000). */
     close_normal: number;
+    /** Default bound of a close handshake. */
     close_timeout_ms: number;
+    /** Default number of disconnected, idle runners a hub keeps. */
     max_idle_runners: number;
+    /** Default bound of a connection's application event queue. */
     max_queued_events: number;
-};
+    /** Default number of upgrade requests remembered between the token check and the socket. */
+    max_pending_connections: number;
+    /** Close code of an upgraded socket whose token is refused (1008). */
+    close_policy_violation: number;
+    /** HTTP status of a refused upgrade request (401). */
+    status_unauthorized: number;
+    /** The session close reason of a dead peer (the socket is aborted). */
+    peer_timeout: string;
+}
+/** The host constants of the core an I/O shell needs. */
+export declare const HOST_CONSTANTS: Readonly<HostConstants>;

@@ -1,5 +1,5 @@
-/** Local-run configuration (run id, harness program, env allow-list, clock, limits). */
-export type LocalConfig = Record<string, unknown>;
+import type { LocalConfig, SignalAction, SpawnAction } from './api-types';
+export type { LocalConfig, SignalAction, SpawnAction };
 /** What the host reports to a {@link LocalRun}. */
 export type LocalInput = {
     type: 'controller_bytes';
@@ -32,25 +32,20 @@ export type LocalOutput = {
 } | {
     kind: 'to_harness';
     line: string;
-} | {
+} | ({
     kind: 'spawn';
-    program: string;
-    args: string[];
-    env: [string, string][];
-    new_process_group: boolean;
-} | {
+} & SpawnAction) | {
     kind: 'close_harness_stdin';
-} | {
+} | ({
     kind: 'signal';
-    group: number;
-    signal: 'TERM' | 'KILL';
-} | {
+} & SignalAction) | {
     kind: 'exit';
     code: number;
 };
 /**
  * The local-run machine (seed 002): controller commands in, canonical events and
- * receipts out, plus the spawn/signal/exit actions the host performs.
+ * receipts out, plus the spawn/signal/exit actions the host performs. Call order: feed an
+ * input, drain {@link pollOutput} (or {@link drainOutputs}), then arm {@link pollTimeout}.
  */
 export declare class LocalRun {
     #private;
@@ -59,6 +54,8 @@ export declare class LocalRun {
     handleInput(nowMs: number, input: LocalInput): void;
     /** The next output, or `null`. */
     pollOutput(): LocalOutput | null;
+    /** Every pending output, in order. */
+    drainOutputs(): LocalOutput[];
     /** When to feed `{type: 'timeout'}` next (absolute), or `null`. */
     pollTimeout(): number | null;
     /** Whether the run is over. */

@@ -1,39 +1,38 @@
-/** Reducer configuration (`run_id`, `session_id`, limits); absent keys take the core's defaults. */
-export type ReducerConfig = Record<string, unknown>;
-/** A canonical event (`paperclip.prp.event.v1`), as a plain object. */
-export type CanonicalEvent = Record<string, unknown>;
+import type { CanonicalEvent, DeliveryReport, ReducerConfig, ReducerSnapshot, ReduceOutcome as OutcomeKind } from './api-types';
+export type { CanonicalEvent, DeliveryReport, OutcomeKind as ReduceOutcomeKind, ReducerConfig, ReducerSnapshot };
 /** What applying one event did (`kind` is the core's outcome code). */
 export type ReduceOutcome = {
-    kind: 'applied';
+    kind: Extract<OutcomeKind, 'applied'>;
 } | {
-    kind: 'applied_after_gap';
+    kind: Extract<OutcomeKind, 'applied_after_gap'>;
     expected: number;
     received: number;
 } | {
-    kind: 'duplicate';
+    kind: Extract<OutcomeKind, 'duplicate'>;
 } | {
-    kind: 'out_of_order';
+    kind: Extract<OutcomeKind, 'out_of_order'>;
     cursor: number;
 };
-/** The reducer's snapshot of the run and its session (the core's shape). */
-export type ReducerSnapshot = Record<string, unknown>;
 /**
  * Folds canonical events into a run/session snapshot with exactly the core's reducer, so
- * a UI's live fold equals a replay of the same events.
+ * a UI's live fold equals a replay of the same events. An event the reducer refuses
+ * throws {@link ReducerError} (`invalid_event`, `run_mismatch`, ...).
  */
 export declare class SessionReducer {
     #private;
     constructor(config?: ReducerConfig);
-    /** Apply one event; throws {@link ReducerError} for an event the reducer refuses. */
+    /** Apply one event. */
     apply(event: CanonicalEvent): ReduceOutcome;
     /** Apply one JSONL line of an event log. */
     applyLine(line: string): ReduceOutcome;
     /** Apply many events in one call; how many were applied (throws at the first refusal). */
-    applyAll(events: CanonicalEvent[]): number;
+    applyAll(events: readonly CanonicalEvent[]): number;
+    /** Apply every line of JSONL text in one call (blank lines skipped); how many were applied. */
+    applyLines(text: string): number;
     /** The snapshot of everything applied so far. */
     snapshot(): ReducerSnapshot;
-    /** The delivery report (duplicates, gaps, out-of-order events). */
-    delivery(): Record<string, unknown>;
+    /** The delivery report (duplicates, out-of-order events, rejections). */
+    delivery(): DeliveryReport;
 }
 /** The snapshot a fresh reducer reaches over `events` (refused events are skipped). */
-export declare function replayEvents(config: ReducerConfig | undefined, events: CanonicalEvent[]): ReducerSnapshot;
+export declare function replayEvents(config: ReducerConfig | undefined, events: readonly CanonicalEvent[]): ReducerSnapshot;

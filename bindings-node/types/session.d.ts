@@ -1,17 +1,35 @@
-import type { NativeSession } from '../native';
-import { type Hello, type Message } from './wire';
+import type { ExternalObject } from '../native';
+import type { PeerError, Resync, SequencingConfig } from './api-types';
+import { ConnectionState } from './sequencing';
+import { type Hello, type Message, type SequencedMessage } from './wire';
 /** Session configuration: every key optional, absent keys take the core's defaults. */
 export interface SessionConfig {
+    /** Check every schema rule of received frames (default `true`). */
     validate?: boolean;
+    /** Keepalive ping interval (0: none). */
     ping_interval_ms?: number;
+    /** Dead-peer timeout (0: none). */
     peer_timeout_ms?: number;
+    /** Acknowledge after this many frames. */
     ack_every_frames?: number;
+    /** Acknowledge after this delay. */
     ack_delay_ms?: number;
+    /** Most streams one acknowledgement names. */
     max_ack_entries?: number;
+    /** Largest control frame accepted. */
     max_control_frame_bytes?: number;
+    /** Most frames held ahead of a gap. */
     max_held_frames?: number;
+    /** Most bytes held ahead of a gap. */
     max_held_bytes?: number;
-    [key: string]: unknown;
+    /** Lowest protocol version accepted. */
+    min_protocol_version?: number;
+    /** Highest protocol version accepted. */
+    max_protocol_version?: number;
+    /** Largest frame (line) accepted. */
+    max_line_bytes?: number;
+    /** Bounds of the session's sequencing state. */
+    sequencing?: SequencingConfig;
 }
 /** What the host tells a session machine. */
 export type SessionInput = {
@@ -28,16 +46,9 @@ export type SessionInput = {
     bytes: Uint8Array;
 } | {
     type: 'send';
-    message: Message;
+    message: SequencedMessage;
 };
-/** A stream whose seqs were declared lost. */
-export interface Resync {
-    task_id: string;
-    attempt?: number;
-    declared: number;
-    missing_from: number;
-    missing_to: number;
-}
+export type { PeerError, Resync };
 /** What a session machine asks of its host, in order (`kind` is the core's name). */
 export type SessionOutput = {
     kind: 'transmit';
@@ -57,32 +68,47 @@ export type SessionOutput = {
 } | {
     kind: 'outbound_resync';
     resync: Resync;
-} | {
+} | ({
     kind: 'peer_error';
-    code: string;
-    detail: string;
-};
+} & PeerError);
 /** Counters of a session. */
 export interface SessionStats {
+    /** Sequenced frames delivered as `received`. */
     delivered: number;
+    /** Sequenced frames dropped as duplicates. */
     duplicates: number;
+    /** Frames that arrived ahead of a gap and were held. */
     held: number;
+    /** Frames ahead of a gap dropped because the hold buffer was full. */
     held_dropped: number;
+    /** Frames held now. */
     held_now: number;
+    /** Frames transmitted (replays, pings and pongs included). */
     transmitted: number;
 }
-/** The machine both sides share: `handleInput` / `pollOutput` / `pollTimeout`. */
+type Handle = ExternalObject<'Session'>;
+/**
+ * The machine both sides share. Call order (as the core's `Machine`): feed an input with
+ * {@link handleInput} (or many frames with {@link handleFrames}), take every output with
+ * {@link pollOutput} until it returns `null` (or {@link drainOutputs}), perform them,
+ * then arm a timer for {@link pollTimeout} and feed `{type: 'timeout'}` when it passes.
+ * Outputs wait in the machine until polled (it decides what a later input drops).
+ */
 declare abstract class SessionBase {
-    protected constructor(inner: NativeSession);
+    #private;
+    protected constructor(handle: Handle);
     /** Feed one input at time `nowMs` (host-chosen monotonic milliseconds). */
     handleInput(nowMs: number, input: SessionInput): void;
     /**
-     * Feed whole frames (WebSocket text messages) in order and drain: every output, as
-     * {@link drainOutputs} would return it after each frame. One native call for the batch.
+     * Feed whole frames (WebSocket text messages) in order, in one native call, and take
+     * every output: those still waiting from earlier inputs, then the batch's, as
+     * {@link drainOutputs} would return them after each frame. A refused frame (a machine
+     * that is not connected) throws its error; the outputs of the frames before it are
+     * then the first ones {@link pollOutput} / {@link drainOutputs} return.
      */
-    handleFrames(nowMs: number, frames: string[]): SessionOutput[];
-    /** Send a sequenced message; returns it stamped with its `seq`. */
-    send(nowMs: number, message: Message): Message;
+    handleFrames(nowMs: number, frames: readonly string[]): SessionOutput[];
+    /** Send a sequenced message; returns it stamped with its `seq` (a copy). */
+    send<M extends SequencedMessage>(nowMs: number, message: M): M;
     /** The next output, or `null` when there is nothing more to do now. */
     pollOutput(): SessionOutput | null;
     /** Every pending output, in order. */
@@ -91,6 +117,8 @@ declare abstract class SessionBase {
     pollTimeout(): number | null;
     /** Whether a transport connection is up. */
     get isConnected(): boolean;
+    /** A copy of the sequencing state. */
+    state(): ConnectionState;
     /** The sequencing state's snapshot (persist it; pass it back as `snapshot`). */
     snapshot(): Buffer;
     /** Per-task last applied inbound seq (what a runner's hello declares). */
@@ -99,6 +127,12 @@ declare abstract class SessionBase {
     outboxFrames(): number;
     /** Forget a finished task's streams; whether it was known. */
     forgetTask(taskId: string): boolean;
+    /** Drop the kept frames of a stream at or below `seq` (a checkpoint); how many. */
+    trimThrough(taskId: string, attempt: number | null | undefined, seq: number): number;
+    /** Whether every frame of the task was acknowledged by the peer. */
+    isFullyAcknowledged(taskId: string): boolean;
+    /** Whether the task was forgotten (a tombstone is kept). */
+    isForgotten(taskId: string): boolean;
     /** The session's counters. */
     stats(): SessionStats;
 }
@@ -115,4 +149,5 @@ export declare class HubSession extends SessionBase {
 export declare class RunnerSession extends SessionBase {
     constructor(hello: Hello, options?: SessionOptions);
 }
-export {};
+/** Either side's session machine. */
+export type SessionMachine = HubSession | RunnerSession;

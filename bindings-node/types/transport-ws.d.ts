@@ -1,5 +1,15 @@
+import { RunnerProtocolError } from './errors';
+import { type BackoffPolicy } from './runner-task';
 import { HubSession, RunnerSession, type SessionConfig, type SessionOutput } from './session';
-import type { Hello, Message } from './wire';
+import type { Hello, SequencedMessage } from './wire';
+/**
+ * Bytes of frames a paused socket may still hand over (what `ws` had already read from the
+ * socket when the event queue filled up): 1 MiB, many socket reads.
+ */
+export declare const MAX_BACKLOG_BYTES: number;
+/** A failure of this transport itself (not of the protocol): `code` says which. */
+export declare class TransportError extends RunnerProtocolError {
+}
 /** What a connection hands the application: the session's events, plus transport news. */
 export type TransportEvent = Exclude<SessionOutput, {
     kind: 'transmit';
@@ -13,11 +23,6 @@ export type TransportEvent = Exclude<SessionOutput, {
     kind: 'error';
     error: Error;
 };
-/** Reconnect delays: `minDelayMs` doubling per failed attempt up to `maxDelayMs`. */
-export interface Backoff {
-    minDelayMs?: number;
-    maxDelayMs?: number;
-}
 /** Options of a {@link RunnerClient}. */
 export interface RunnerClientOptions {
     /** The runner's identity; its `resume` is filled from the session on every connect. */
@@ -28,14 +33,17 @@ export interface RunnerClientOptions {
     config?: SessionConfig;
     /** Resume from a persisted session state. */
     snapshot?: Uint8Array;
-    /** Reconnect delays (default 100 ms doubling up to 5 s). */
-    backoff?: Backoff;
-    /** Bound of the event queue (default: the core's host default). */
+    /** Reconnect delay bounds (default: the core's, 250 ms doubling to 30 s, jittered). */
+    backoff?: BackoffPolicy;
+    /** Bound of the event queue (default: the core's `max_queued_events`). */
     maxQueuedEvents?: number;
+    /** Bound of a close handshake (default: the core's `close_timeout_ms`). */
+    closeTimeoutMs?: number;
 }
 /**
- * The runner's outbound connection: connects, sends `hello` (with resume), replays,
- * and reconnects with backoff whenever the link drops, until {@link close}.
+ * The runner's outbound connection: connects, sends `hello` (with the session's resume),
+ * replays, and reconnects after the core's backoff whenever the link drops, until
+ * {@link close}.
  */
 export declare class RunnerClient {
     #private;
@@ -44,9 +52,15 @@ export declare class RunnerClient {
     /** Start connecting (and keep reconnecting); resolves once the first socket is open. */
     connect(): Promise<void>;
     /** Send a sequenced message (`task.progress` / `task.report`); kept for replay. */
-    send(message: Message): Message;
+    send<M extends SequencedMessage>(message: M): M;
     /** Whether a socket is up. */
     get connected(): boolean;
+    /** Events waiting in the queue. */
+    get queuedEvents(): number;
+    /** Transport news dropped because the queue was full. */
+    get droppedEvents(): number;
+    /** Failed connection attempts since the last open socket. */
+    get failures(): number;
     /** The next event. */
     recv(): Promise<TransportEvent>;
     [Symbol.asyncIterator](): AsyncIterator<TransportEvent>;
@@ -59,38 +73,57 @@ export declare class HubRunner {
     readonly runnerId: string;
     readonly session: HubSession;
     /** Send a command (`task.assign` / `task.cancel`), connected or not; kept for replay. */
-    send(message: Message): Message;
+    send<M extends SequencedMessage>(message: M): M;
     /** Whether the runner's socket is up. */
     get connected(): boolean;
+    /** Events waiting in the queue. */
+    get queuedEvents(): number;
+    /** Transport news dropped because the queue was full. */
+    get droppedEvents(): number;
     /** The next event of this runner (across reconnects). */
     recv(): Promise<TransportEvent>;
     [Symbol.asyncIterator](): AsyncIterator<TransportEvent>;
 }
-/** Options of a {@link HubServer}. */
+/** `bearer token → runner id` (`null`: refuse), possibly asynchronous. */
+export type Authenticate = (token: string) => string | null | Promise<string | null>;
+/** Options of a {@link HubServer}: exactly one of `tokens` and `authenticate`. */
 export interface HubServerOptions {
     /** Accepted bearer tokens → runner ids (compared in constant time by the core). */
-    tokens: Record<string, string>;
+    tokens?: Record<string, string>;
+    /** Asked which runner a bearer token authenticates (when there is no token table). */
+    authenticate?: Authenticate;
     /** Session configuration of every runner's session. */
     config?: SessionConfig;
-    /** Bound of each runner's event queue (default: the core's host default). */
+    /** Bound of each runner's event queue (default: the core's `max_queued_events`). */
     maxQueuedEvents?: number;
-    /** Disconnected, idle runners kept (default: the core's host default). */
+    /** Disconnected, idle runners kept (default: the core's `max_idle_runners`). */
     maxIdleRunners?: number;
+    /** Upgrade requests awaiting their verdict (default: the core's `max_pending_connections`). */
+    maxPendingConnections?: number;
+    /** Bound of a close handshake (default: the core's `close_timeout_ms`). */
+    closeTimeoutMs?: number;
 }
 /**
  * The hub's WebSocket server for runners: the bearer token is checked before the
- * upgrade (refused with HTTP 401), each runner id has one {@link HubRunner} with one
- * session, so a reconnect resumes its streams.
+ * upgrade (refused with the core's HTTP 401), each runner id has one {@link HubRunner}
+ * with one session, so a reconnect resumes its streams and a newer socket of the same
+ * runner replaces the older one (closed with reason `replaced`).
  */
 export declare class HubServer {
     #private;
     constructor(options: HubServerOptions);
     /** Listen on `host:port` (port 0: any); resolves with the bound port. */
     listen(port?: number, host?: string): Promise<number>;
+    /** Every runner kept, by id. */
+    get runners(): ReadonlyMap<string, HubRunner>;
+    /** Upgrade requests awaiting their verdict (at most the core's bound). */
+    get pendingConnections(): number;
     /** The runner's handle (created on first use; usable before it connects). */
     runner(runnerId: string): HubRunner;
     /** The next runner that connects for the first time (or again after it was dropped). */
     accept(): Promise<HubRunner>;
+    /** The runner id a full `Authorization` header value authenticates, or `null`. */
+    runnerIdFor(authorization: string): Promise<string | null>;
     /** Stop listening and close every runner's socket. */
     close(): Promise<void>;
 }

@@ -59,6 +59,13 @@ fn check(frame: &str, plain: bool) -> Result<bool, TestCaseError> {
         let payload: Object = serde_json::from_str(view.payload)
             .map_err(|e| TestCaseError::fail(format!("payload of {frame:?}: {e}")))?;
         prop_assert_eq!(&payload, &m.payload, "payload of {:?}", frame);
+        // A payload the scanner calls f64-exact holds only integers a double holds
+        // exactly (so a double-based parser reads and writes it back unchanged).
+        if view.payload_f64_exact {
+            let raw: serde_json::Value = serde_json::from_str(view.payload)
+                .map_err(|e| TestCaseError::fail(format!("payload of {frame:?}: {e}")))?;
+            prop_assert!(f64_exact(&raw), "f64-exact payload of {:?}", frame);
+        }
     }
     // Every decode entry point gives the full decode's answer (message or error), and a
     // decoded message re-encodes as the fully decoded one does (a lazy text payload is
@@ -1216,5 +1223,49 @@ fn edge_cases_are_judged_like_decode_str() {
     for (text, good) in cases {
         let accepted = check(&text, good).unwrap_or_else(|e| panic!("{text:?}: {e}"));
         assert_eq!(accepted, good, "{text:?}");
+    }
+}
+
+/// Whether every number in `v` is an integer of magnitude at most 2^53 - 1.
+fn f64_exact(v: &serde_json::Value) -> bool {
+    const MAX: u64 = (1 << 53) - 1;
+    match v {
+        serde_json::Value::Number(n) => n
+            .as_i64()
+            .map(|i| i.unsigned_abs() <= MAX)
+            .or_else(|| n.as_u64().map(|u| u <= MAX))
+            .unwrap_or(false),
+        serde_json::Value::Array(a) => a.iter().all(f64_exact),
+        serde_json::Value::Object(o) => o.values().all(f64_exact),
+        _ => true,
+    }
+}
+
+#[test]
+fn payload_f64_exact_flags_what_a_double_cannot_hold_or_rewrites() {
+    let frame = |payload: &str| {
+        format!(
+            r#"{{"schema_version":1,"type":"task.progress","task_id":"T","seq":1,"kind":"k","payload":{payload}}}"#
+        )
+    };
+    for (payload, exact) in [
+        (
+            r#"{"a":1,"b":[-2,{"c":999999999999999}],"d":"1.5e3"}"#,
+            true,
+        ),
+        (r#"{"a":1000000000000000}"#, false), // conservative: 16 digits
+        (
+            r#"{"usage":{"cache_read":0,"cache_write":0,"fresh_input":0,"output":0,"thinking":9007199254740991}}"#,
+            true,
+        ),
+        (r#"{"a":9007199254740993}"#, false),
+        (r#"{"a":1.0}"#, false),
+        (r#"{"a":1e5}"#, false),
+        (r#"{"a":-0}"#, false),
+        (r#"{"a":0.5}"#, false),
+    ] {
+        let text = frame(payload);
+        let view = peek_progress(&text).unwrap();
+        assert_eq!(view.payload_f64_exact, exact, "{payload}");
     }
 }

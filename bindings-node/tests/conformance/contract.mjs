@@ -65,7 +65,7 @@ export function run(vector) {
     } else if (input.is_credential_reference !== undefined) {
       outcome(i, () => srp.isCredentialReference(input.is_credential_reference), expect);
     } else if (input.gateway !== undefined) {
-      gateway ??= new srp.Gateway({
+      gateway ??= new srp.GatewayMachine({
         catalog,
         max_tool_calls: cfg.max_tool_calls,
         max_evidence_refs: cfg.max_evidence_refs,

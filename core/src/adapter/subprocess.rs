@@ -59,6 +59,38 @@ impl SubprocessConfig {
         self.grace_ms = grace_ms;
         self
     }
+
+    /// The keys of the JSON form: the field names.
+    pub const KEYS: [&'static str; 2] = ["max_line_bytes", "grace_ms"];
+
+    /// Defaults overridden by the keys present in `value` (see [`KEYS`](Self::KEYS)),
+    /// read by the crate's one config reader ([`crate::config`]).
+    ///
+    /// ```
+    /// use stapel_runner_protocol::adapter::SubprocessConfig;
+    ///
+    /// let c = SubprocessConfig::from_value(&serde_json::json!({"grace_ms": 10})).unwrap();
+    /// assert_eq!(c.grace_ms, 10);
+    /// let e = SubprocessConfig::from_value(&serde_json::json!({"grace_ms": -1})).unwrap_err();
+    /// assert_eq!((e.code(), e.key()), ("out_of_range", "grace_ms"));
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError`](crate::config::ConfigError): `not_an_object`, `unknown_key`,
+    /// `wrong_type`, `out_of_range`.
+    pub fn from_value(value: &Value) -> Result<Self, crate::config::ConfigError> {
+        let r = crate::config::ConfigReader::new(value, &Self::KEYS)?;
+        let d = Self::default();
+        Ok(Self {
+            max_line_bytes: r.usize("max_line_bytes")?.unwrap_or(d.max_line_bytes),
+            grace_ms: r.u64("grace_ms")?.unwrap_or(d.grace_ms),
+        })
+    }
+
+    /// The JSON form: every key of [`KEYS`](Self::KEYS) with its value.
+    pub fn to_value(&self) -> Value {
+        json!({"max_line_bytes": self.max_line_bytes, "grace_ms": self.grace_ms})
+    }
 }
 
 /// What the caller asks to start: the input of [`SubprocessInput::Open`].

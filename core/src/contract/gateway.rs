@@ -75,6 +75,45 @@ impl GatewayConfig {
             max_evidence_artifacts: DEFAULT_MAX_EVIDENCE_ARTIFACTS,
         }
     }
+
+    /// The keys of the JSON form: `catalog` (a [`Catalog`], parsed by the caller with
+    /// [`Catalog::from_value`], whose errors are contract errors) and the bounds.
+    pub const KEYS: [&'static str; 4] = [
+        "catalog",
+        "max_tool_calls",
+        "max_evidence_refs",
+        "max_evidence_artifacts",
+    ];
+
+    /// A configuration with `catalog` and the bounds present in `value` (the other keys
+    /// keep their defaults; `value`'s own `catalog` key is allowed and not read here),
+    /// read by the crate's one config reader ([`crate::config`]).
+    ///
+    /// ```
+    /// use stapel_runner_protocol::contract::{Catalog, GatewayConfig};
+    ///
+    /// let v = serde_json::json!({"catalog": {}, "max_tool_calls": 2});
+    /// let catalog = Catalog::from_value(&v["catalog"]).unwrap();
+    /// assert_eq!(GatewayConfig::from_value(catalog.clone(), &v).unwrap().max_tool_calls, 2);
+    /// let e = GatewayConfig::from_value(catalog, &serde_json::json!({"max": 1})).unwrap_err();
+    /// assert_eq!((e.code(), e.key()), ("unknown_key", "max"));
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError`](crate::config::ConfigError): `not_an_object`, `unknown_key`,
+    /// `wrong_type`, `out_of_range`.
+    pub fn from_value(catalog: Catalog, value: &Value) -> Result<Self, crate::config::ConfigError> {
+        let r = crate::config::ConfigReader::new(value, &Self::KEYS)?;
+        let d = Self::new(catalog);
+        Ok(Self {
+            max_tool_calls: r.usize("max_tool_calls")?.unwrap_or(d.max_tool_calls),
+            max_evidence_refs: r.usize("max_evidence_refs")?.unwrap_or(d.max_evidence_refs),
+            max_evidence_artifacts: r
+                .usize("max_evidence_artifacts")?
+                .unwrap_or(d.max_evidence_artifacts),
+            catalog: d.catalog,
+        })
+    }
 }
 
 /// What the host tells the gateway: the request that starts the execution, then the

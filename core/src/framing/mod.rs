@@ -103,6 +103,50 @@ impl FramerConfig {
             ..Self::default()
         }
     }
+
+    /// The keys of the JSON form: the field names.
+    pub const KEYS: [&'static str; 4] = [
+        "max_line_bytes",
+        "skip_empty_lines",
+        "max_ready_lines",
+        "max_ready_bytes",
+    ];
+
+    /// Defaults overridden by the keys present in `value` (see [`KEYS`](Self::KEYS)),
+    /// read by the crate's one config reader ([`crate::config`]).
+    ///
+    /// ```
+    /// use stapel_runner_protocol::framing::FramerConfig;
+    ///
+    /// let c = FramerConfig::from_value(&serde_json::json!({"max_line_bytes": 8})).unwrap();
+    /// assert_eq!((c.max_line_bytes, c.skip_empty_lines), (8, true));
+    /// let e = FramerConfig::from_value(&serde_json::json!({"max_lines": 8})).unwrap_err();
+    /// assert_eq!((e.code(), e.key()), ("unknown_key", "max_lines"));
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError`](crate::config::ConfigError): `not_an_object`, `unknown_key`,
+    /// `wrong_type`, `out_of_range`.
+    pub fn from_value(value: &serde_json::Value) -> Result<Self, crate::config::ConfigError> {
+        let r = crate::config::ConfigReader::new(value, &Self::KEYS)?;
+        let d = Self::default();
+        Ok(Self {
+            max_line_bytes: r.usize("max_line_bytes")?.unwrap_or(d.max_line_bytes),
+            skip_empty_lines: r.bool("skip_empty_lines")?.unwrap_or(d.skip_empty_lines),
+            max_ready_lines: r.usize("max_ready_lines")?.unwrap_or(d.max_ready_lines),
+            max_ready_bytes: r.usize("max_ready_bytes")?.unwrap_or(d.max_ready_bytes),
+        })
+    }
+
+    /// The JSON form: every key of [`KEYS`](Self::KEYS) with its value.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::json!({
+            "max_line_bytes": self.max_line_bytes,
+            "skip_empty_lines": self.skip_empty_lines,
+            "max_ready_lines": self.max_ready_lines,
+            "max_ready_bytes": self.max_ready_bytes,
+        })
+    }
 }
 
 /// What went wrong with one line, or with the use of the framer.

@@ -63,6 +63,13 @@ pub struct ProgressView<'a> {
     /// The payload object's JSON text, exactly as in the frame: well-formed, without
     /// duplicate keys at any depth, and for kind `usage` with a valid `usage` split.
     pub payload: &'a str,
+    /// `true` when every number in `payload` is an integer literal within
+    /// ±(2^53 − 1), without fraction, exponent or `-0`: each is exactly an IEEE 754
+    /// double that any shortest round-trip formatter writes back as the same literal, so
+    /// a binding whose numbers are doubles (JavaScript) can parse the text with its own
+    /// parser and re-encode the result unchanged. Computed in the same single pass and
+    /// conservative: outside a `usage` split, an integer of 16 or more digits clears it.
+    pub payload_f64_exact: bool,
 }
 
 /// A decoded frame as [`decode_view`] hands it over: the fast path's borrowed view of a
@@ -152,6 +159,7 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
         text: frame,
         bytes: frame.as_bytes(),
         pos: 0,
+        f64_exact: true,
     };
     if s.ws() != b'{' {
         return None;
@@ -165,6 +173,7 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
         attempt: 0,
         kind: "",
         payload: "",
+        payload_f64_exact: false,
     };
     let mut seen = 0u8;
     let mut usage_ok = false;
@@ -209,8 +218,10 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
             KIND => view.kind = s.plain_str()?,
             _ => {
                 let start = s.pos;
+                s.f64_exact = true;
                 usage_ok = s.object(depth, true)?;
                 view.payload = frame.get(start..s.pos)?;
+                view.payload_f64_exact = s.f64_exact;
             }
         }
         match s.ws() {
@@ -251,7 +262,13 @@ struct Scanner<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// Every number seen since this was last set is an integer literal of at most
+    /// [`F64_EXACT_DIGITS`] digits, and not `-0`.
+    f64_exact: bool,
 }
+
+/// Integer literals up to this many digits are exact doubles (below 2^53).
+const F64_EXACT_DIGITS: usize = 15;
 
 impl<'a> Scanner<'a> {
     #[inline(always)]
@@ -540,19 +557,27 @@ impl<'a> Scanner<'a> {
             b'1'..=b'9' => i = self.digits(fwd(i, 1)),
             _ => return None,
         }
+        let int_digits = i.wrapping_sub(int_start);
         // Integer digits beyond this many could exceed f64::MAX (about 1.8e308).
-        let mut check_range = i.wrapping_sub(int_start) > 300;
+        let mut check_range = int_digits > 300;
+        // `-0` parses as a float, and a long integer may not be an exact double.
+        let negative_zero = start != int_start && self.at(int_start) == b'0';
+        if int_digits > F64_EXACT_DIGITS || negative_zero {
+            self.f64_exact = false;
+        }
         match self.at(i) {
             b'0'..=b'9' => return None, // a leading zero
             b'.' => {
                 if !self.at(fwd(i, 1)).is_ascii_digit() {
                     return None;
                 }
+                self.f64_exact = false;
                 i = self.digits(fwd(i, 2));
             }
             _ => {}
         }
         if matches!(self.at(i), b'e' | b'E') {
+            self.f64_exact = false;
             i = fwd(i, 1);
             if matches!(self.at(i), b'+' | b'-') {
                 i = fwd(i, 1);
