@@ -4,6 +4,7 @@
 
     .venv/bin/python bench/bench_wire.py          # run from bindings-python/
     .venv/bin/python bench/bench_wire.py --quick  # fewer repetitions (smoke test)
+    .venv/bin/python bench/bench_wire.py --check  # exit status 1 when a target is missed
 
 msgspec is an optional, bench-only dependency (``pip install msgspec``); without it the
 msgspec column is skipped and the rest still runs.
@@ -48,6 +49,7 @@ compare like with like.
 
 
 import json
+import os
 import sys
 import time
 from collections import deque
@@ -59,6 +61,9 @@ from stapel_runner_protocol import ConnectionState, TaskProgress
 
 MAX_SAFE = 2**53 - 1
 QUICK = "--quick" in sys.argv
+#: Exit with status 1 when a target is missed (or msgspec, whose column the main target
+#: needs, is not installed).
+CHECK = "--check" in sys.argv
 
 USAGE_FRAME = (
     '{"schema_version":1,"type":"task.progress","task_id":"brave-falcon-1042/T-1042",'
@@ -358,6 +363,7 @@ def main() -> None:
     ms = msgspec_competitor()
     print(f"stapel_runner_protocol {getattr(srp, '__version__', '?')} from "
           f"{srp.__file__}")
+    print("load average (1, 5, 15 min): %.2f %.2f %.2f" % os.getloadavg())
     print(f"python {sys.version.split()[0]}; msgspec "
           f"{ms['version'] if ms else 'NOT INSTALLED'}; "
           f"usage frame {len(USAGE_FRAME)} B, state frame {len(STATE_FRAME)} B")
@@ -563,6 +569,9 @@ def main() -> None:
           "sequencing: 16 emits, 12 receives, 1 resume_map+replay_for of 4 per cycle).")
     print(f"all targets {'MET' if all_ok and ms else 'NOT all met' if ms else 'n/a (no msgspec)'}"
           f"; total {time.perf_counter() - t0:.1f} s")
+    print("load average (1, 5, 15 min): %.2f %.2f %.2f" % os.getloadavg())
+    if CHECK and not (all_ok and ms):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

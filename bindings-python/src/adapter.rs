@@ -103,7 +103,8 @@ pub fn usage_from_openai<'py>(usage: &Bound<'py, PyAny>) -> PyResult<Bound<'py, 
 
 /// Map usage of any supported shape (the five-component split itself — absent
 /// components 0, `None` zero usage —, Anthropic or OpenAI/Codex, chosen by its keys)
-/// onto a `stapel_taskspecs.UsageSplit`.
+/// onto a `stapel_taskspecs.UsageSplit`. `data` is a `dict`, another mapping, or
+/// anything `dict()` takes (key/value pairs, as stapel-runner-protocol 0.1.1 read it).
 #[pyfunction]
 pub fn usage_from_mapping<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = data.py();
@@ -112,9 +113,9 @@ pub fn usage_from_mapping<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, 
     } else if data.cast::<PyDict>().is_ok() {
         py_to_value(data)?
     } else {
-        let d = PyDict::new(py);
-        d.update(&data.cast::<pyo3::types::PyMapping>()?.clone())?;
-        py_to_value(d.as_any())?
+        // `dict(data)`: a mapping, or an iterable of key/value pairs.
+        let d = py.get_type::<PyDict>().call1((data,))?;
+        py_to_value(&d)?
     };
     let split = adapter::usage_from_mapping(&v).map_err(|e| adapter_error(py, &e))?;
     usage_to_py(py, split)

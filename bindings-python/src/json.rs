@@ -457,15 +457,178 @@ impl<'a, 'py> Direct<'a, 'py> {
             scratch: String::new(),
         };
         let first = d.ws();
+        let mut learn = false;
+        if first == b'{' {
+            let start = d.pos;
+            if let Some(key) = d.first_key() {
+                // SAFETY: the shape is used during this build only, which runs no
+                // Python code and learns nothing before it ends.
+                if let Some(shape) = unsafe { crate::shape::lookup(py, key) } {
+                    if let Some(v) = d.shaped(shape, 0) {
+                        if d.ws() == 0 && d.pos >= d.bytes.len() {
+                            return Some(v);
+                        }
+                    }
+                    drop(PyErr::take(py));
+                    d.pos = start;
+                }
+                learn = crate::shape::missed(py, key);
+            }
+        }
         let value = d.value(first, 0);
         match value {
-            Some(v) if d.ws() == 0 && d.pos >= d.bytes.len() => Some(v),
+            Some(v) if d.ws() == 0 && d.pos >= d.bytes.len() => {
+                if learn {
+                    crate::shape::learn(py, &v);
+                }
+                Some(v)
+            }
             _ => {
                 // A failed allocation left an error set: the fallback starts clean.
                 drop(PyErr::take(py));
                 None
             }
         }
+    }
+
+    /// The raw text of the first key of the object at `pos` (`{` there), when it has
+    /// no escapes; the position is left unchanged.
+    fn first_key(&self) -> Option<&'a [u8]> {
+        let mut i = self.pos.wrapping_add(1);
+        while matches!(self.at(i), b' ' | b'\n' | b'\t' | b'\r') {
+            i = i.wrapping_add(1);
+        }
+        if self.at(i) != b'"' {
+            return None;
+        }
+        let start = i.wrapping_add(1);
+        let mut end = start;
+        loop {
+            match self.at(end) {
+                b'"' => break,
+                b'\\' | 0 => return None,
+                _ => end += 1,
+            }
+            if end - start > crate::shape::MAX_KEY {
+                return None;
+            }
+        }
+        self.bytes.get(start..end)
+    }
+
+    /// The object at `pos` (`{` there) built through its learned layout: every member's
+    /// key text as the shape has it, in its order, and nested objects through their own
+    /// layouts; the `dict` is a copy of the shape's template ([`crate::shape::fill`]).
+    /// `None` as soon as the text does not follow the shape (what was built is released;
+    /// the caller starts again at `pos` the general way).
+    fn shaped(&mut self, shape: &crate::shape::Shape, depth: usize) -> Option<Bound<'py, PyAny>> {
+        let n = shape.members.len();
+        let mut values = [std::ptr::null_mut(); crate::shape::MAX_MEMBERS];
+        let mut count = 0;
+        let built = self.shaped_members(shape, depth, &mut values, &mut count);
+        let values = values.get(..count).unwrap_or(&[]);
+        if built.is_none() || count != n {
+            for &v in values {
+                // SAFETY: the GIL is held; each is a strong reference built here.
+                unsafe { pyo3::ffi::Py_DECREF(v) }
+            }
+            return None;
+        }
+        // SAFETY: the GIL is held; `values` are strong references, one per member (the
+        // call consumes them).
+        let d = unsafe { crate::shape::fill(self.py, shape, values) }?;
+        // SAFETY: `d` is a new reference.
+        Some(unsafe { Bound::from_owned_ptr(self.py, d) })
+    }
+
+    fn shaped_members(
+        &mut self,
+        shape: &crate::shape::Shape,
+        depth: usize,
+        values: &mut [*mut pyo3::ffi::PyObject; crate::shape::MAX_MEMBERS],
+        count: &mut usize,
+    ) -> Option<()> {
+        let bytes = self.bytes;
+        let n = bytes.len();
+        let last = shape.members.len().checked_sub(1)?;
+        let byte = |i: usize| bytes.get(i).copied().unwrap_or(0);
+        let mut i = self.pos.wrapping_add(1);
+        for (k, m) in shape.members.iter().enumerate() {
+            let p: &[u8] = &m.pattern;
+            if i <= n && p.len() <= n - i && same_at(bytes, i, p) {
+                i += p.len();
+            } else {
+                // Not compact: whitespace, the key, whitespace, the colon.
+                self.pos = i;
+                if self.ws() != b'"' {
+                    return None;
+                }
+                let start = self.pos.wrapping_add(1);
+                let end = start.checked_add(m.text.len())?;
+                if !same(bytes.get(start..end)?, &m.text) || self.at(end) != b'"' {
+                    return None;
+                }
+                self.pos = end.wrapping_add(1);
+                if self.ws() != b':' {
+                    return None;
+                }
+                self.pos = self.pos.wrapping_add(1);
+                self.ws();
+                i = self.pos;
+            }
+            let c = byte(i);
+            let value = if c.wrapping_sub(b'0') < 10 {
+                // A short integer, read here; anything else by the general reader.
+                let start = i;
+                let mut x: u64 = 0;
+                loop {
+                    let d = byte(i).wrapping_sub(b'0');
+                    if d >= 10 {
+                        break;
+                    }
+                    x = x.wrapping_mul(10).wrapping_add(u64::from(d));
+                    i += 1;
+                }
+                if i - start > 18 || matches!(byte(i), b'.' | b'e' | b'E') {
+                    self.pos = start;
+                    let v = self.number()?.into_ptr();
+                    i = self.pos;
+                    v
+                } else {
+                    // SAFETY: the GIL is held.
+                    let v = unsafe { pyo3::ffi::PyLong_FromUnsignedLongLong(x) };
+                    if v.is_null() {
+                        return None;
+                    }
+                    v
+                }
+            } else {
+                self.pos = i;
+                let v = match (&m.sub, c) {
+                    (Some(sub), b'{') => self.shaped(sub, depth.wrapping_add(1))?,
+                    _ => self.value(c, depth.wrapping_add(1))?,
+                };
+                i = self.pos;
+                v.into_ptr()
+            };
+            *values.get_mut(k)? = value;
+            *count = k + 1;
+            match byte(i) {
+                b',' if k < last => i += 1,
+                b'}' if k == last => i += 1,
+                _ => {
+                    self.pos = i;
+                    match self.ws() {
+                        b',' if k < last => {}
+                        b'}' if k == last => {}
+                        _ => return None,
+                    }
+                    i = self.pos.wrapping_add(1);
+                }
+            }
+        }
+        self.pos = i;
+        Some(())
     }
 
     #[inline(always)]
@@ -729,6 +892,65 @@ impl<'a, 'py> Direct<'a, 'py> {
             Some((acc << 4) | char::from(b).to_digit(16)?)
         })
     }
+}
+
+/// `bytes[i..i + p.len()] == p` (the caller checked that the range is inside `bytes`),
+/// compared with (overlapping) unaligned word loads.
+#[inline(always)]
+fn same_at(bytes: &[u8], i: usize, p: &[u8]) -> bool {
+    let len = p.len();
+    debug_assert!(i + len <= bytes.len());
+    // SAFETY: `i + len <= bytes.len()` (the caller's check), so every load below reads
+    // inside both slices: words only where `len >= 8` (at offsets `0..=len - 8`),
+    // half-words where `len >= 4`.
+    unsafe {
+        let a = bytes.as_ptr().add(i);
+        let b = p.as_ptr();
+        let w = |x: *const u8, o: usize| std::ptr::read_unaligned(x.add(o).cast::<u64>());
+        let h = |x: *const u8, o: usize| std::ptr::read_unaligned(x.add(o).cast::<u32>());
+        if len >= 8 {
+            let mut o = 0;
+            while o + 8 < len {
+                if w(a, o) != w(b, o) {
+                    return false;
+                }
+                o += 8;
+            }
+            return w(a, len - 8) == w(b, len - 8);
+        }
+        if len >= 4 {
+            return h(a, 0) == h(b, 0) && h(a, len - 4) == h(b, len - 4);
+        }
+        (0..len).all(|o| *a.add(o) == *b.add(o))
+    }
+}
+
+/// `a == b` for short byte strings (keys, at most a few dozen bytes), compared with
+/// (overlapping) word loads instead of a `memcmp` call.
+#[inline(always)]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], i: usize| -> u64 {
+        let mut w = [0u8; 8];
+        if let Some(c) = s.get(i..i.wrapping_add(8)) {
+            w.copy_from_slice(c);
+        }
+        u64::from_le_bytes(w)
+    };
+    if len < 8 {
+        return a == b;
+    }
+    let mut i = 0;
+    while i + 8 < len {
+        if word(a, i) != word(b, i) {
+            return false;
+        }
+        i += 8;
+    }
+    word(a, len - 8) == word(b, len - 8)
 }
 
 /// A string [`Direct`] read: a span of the text, or resolved into its scratch buffer.

@@ -22,6 +22,7 @@ mod reducer;
 mod runner_task;
 mod sequencing;
 mod session;
+mod shape;
 mod wire;
 
 use pyo3::prelude::*;
@@ -82,6 +83,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<framing::PyLineError>()?;
     m.add("encode", fastcall::encode_function(m)?)?;
     m.add("decode", fastcall::decode_function(m)?)?;
+    m.add_function(wrap_pyfunction!(shape::clear, m)?)?;
+    m.add_function(wrap_pyfunction!(shape::is_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(wire::validate, m)?)?;
     m.add_function(wrap_pyfunction!(wire::is_valid, m)?)?;
     m.add_function(wrap_pyfunction!(wire::iter_errors, m)?)?;

@@ -420,7 +420,7 @@ macro_rules! message_class {
         { $($methods:tt)* }
     ) => {
         $(#[$doc])*
-        #[pyclass(module = "stapel_runner_protocol.messages", name = $name)]
+        #[pyclass(module = "stapel_runner_protocol.messages", name = $name, subclass)]
         pub struct $class {
             $($(#[$attr])* $field: $ty,)*
             #[pyo3(get, set)]
@@ -447,6 +447,23 @@ macro_rules! message_class {
                     $($field: Field::take(&mut self.$field, $field),)*
                     extra: self.extra.take(extra),
                 }))
+            }
+            /// `message` (an instance of this class) as an instance of `cls`: itself, or
+            /// for a subclass `cls(**fields)` (as a dataclass's `from_dict` builds
+            /// `cls(...)`).
+            fn as_class<'py>(
+                cls: &Bound<'py, pyo3::types::PyType>,
+                message: Bound<'py, PyAny>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let py = cls.py();
+                if cls.is(&py.get_type::<Self>()) {
+                    return Ok(message);
+                }
+                let kwargs = PyDict::new(py);
+                $(kwargs.set_item(stringify!($field), message.getattr(stringify!($field))?)?;)*
+                kwargs.set_item("schema_version", message.getattr("schema_version")?)?;
+                kwargs.set_item("extra", message.getattr("extra")?)?;
+                cls.call((), Some(&kwargs))
             }
             /// Take back the containers of a lent message.
             fn restore(&mut self, m: Message) {
@@ -544,21 +561,21 @@ macro_rules! message_class {
             /// ignored: the class decides.
             #[classmethod]
             fn from_dict<'py>(
-                _cls: &Bound<'py, pyo3::types::PyType>,
+                cls: &Bound<'py, pyo3::types::PyType>,
                 data: &Bound<'py, PyAny>,
             ) -> PyResult<Bound<'py, PyAny>> {
-                from_dict_as(data.py(), data, MessageType::$variant, false)
+                Self::as_class(cls, from_dict_as(data.py(), data, MessageType::$variant, false)?)
             }
 
             /// `from_dict`, then (by default) full schema validation.
             #[classmethod]
             #[pyo3(signature = (data, *, validate = true))]
             fn parse<'py>(
-                _cls: &Bound<'py, pyo3::types::PyType>,
+                cls: &Bound<'py, pyo3::types::PyType>,
                 data: &Bound<'py, PyAny>,
                 validate: bool,
             ) -> PyResult<Bound<'py, PyAny>> {
-                from_dict_as(data.py(), data, MessageType::$variant, validate)
+                Self::as_class(cls, from_dict_as(data.py(), data, MessageType::$variant, validate)?)
             }
 
             /// The message as a dict, exactly as `encode` writes it.

@@ -214,12 +214,14 @@ impl PyOutboxLog {
     }
 
     /// The peer holds everything up to `seq`: drop the kept frames at or below it
-    /// (numbering does not move). Returns how many were dropped.
-    fn ack(&mut self, seq: u64) -> PyResult<usize> {
+    /// (numbering does not move). Returns `None`, as stapel-runner-protocol 0.1.1's
+    /// did (`len(since(0))` tells what is still kept).
+    fn ack(&mut self, seq: u64) -> PyResult<()> {
         if self.bounds.is_none() {
             return Err(read_only("OutboxLog"));
         }
-        Ok(self.inner.ack(seq))
+        self.inner.ack(seq);
+        Ok(())
     }
 
     /// `(max_frames, max_bytes)` of a standalone log; `None` for a read-only copy.

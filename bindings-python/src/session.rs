@@ -223,6 +223,26 @@ impl PySession {
         set_seq(message, stamped.seq)
     }
 
+    /// Send a message that may have been sent before (stapel-runner-protocol 0.1.1's
+    /// `RunnerConnection.send`, whose application numbers its frames and re-sends them
+    /// from a checkpoint): one whose `seq` its stream already emitted is that frame —
+    /// nothing is stamped, kept or transmitted (the session replays it itself until it
+    /// is acknowledged); any other is sent as by `send` (its new `seq` set on the
+    /// object). A `dict` is built into a message with `decode`'s tolerant rules first.
+    /// Returns the seq the message goes under (the core's `Machine::resend`).
+    fn resend(&mut self, py: Python<'_>, now_ms: u64, message: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let m = message_from_py(message)?;
+        let given = m.seq();
+        let stamped = self
+            .inner
+            .resend(now_ms, m)
+            .map_err(|e| session_error(py, &e))?;
+        if message.cast::<PyDict>().is_err() && given != Some(stamped.seq) {
+            set_seq(message, stamped.seq)?;
+        }
+        Ok(stamped.seq)
+    }
+
     /// Time passed (the deadline of the last timeout was reached).
     fn tick(&mut self, py: Python<'_>, now_ms: u64) -> PyResult<()> {
         self.input(py, now_ms, Input::Timeout)

@@ -87,6 +87,8 @@ def run_session(vector: Dict[str, Any]) -> None:
                 session.bytes(now, data)
             elif "send" in inp:
                 session.send(now, decode(inp["send"]))  # type: ignore[arg-type]
+            elif "resend" in inp:
+                session.resend(now, decode(inp["resend"]))  # type: ignore[arg-type]
             elif "save_snapshot" in inp:
                 saved = session.state.snapshot()
             elif "forget_task" in inp:

@@ -55,25 +55,26 @@ def test_openai_and_mapping() -> None:
 def test_role_spec_from_invocation() -> None:
     r = RoleSpec.from_invocation({})
     assert (r.role, r.session, r.allowed_tools, r.backend, r.budget) == (
-        "coder", "per-task", [], None, None,
+        "coder", "per-task", [], None, {},
     )
+    assert "budget" not in r.to_dict()
     inv = {"backend": "subprocess", "model": "m", "allowed_tools": ["Read"], "budget": 5,
            "system_prompt": "hi", "zeta": True}
     r = RoleSpec.from_invocation(inv, role="reviewer")
     assert (r.role, r.backend, r.model, r.allowed_tools, r.budget) == (
         "reviewer", "subprocess", "m", ["Read"], 5,
     )
-    assert r.extra == {"system_prompt": "hi", "zeta": True}
+    assert r.extra == {"zeta": True}  # the inline prompt is the field
     assert r.system_prompt == "hi"
     assert r.to_dict() == {"role": "reviewer", "backend": "subprocess", "model": "m",
                            "session": "per-task", "allowed_tools": ["Read"], "budget": 5,
                            "system_prompt": "hi", "zeta": True}
     assert list(r.to_dict())[:3] == ["role", "backend", "model"]
-    for bad in ({"model": 3}, {"allowed_tools": "Read"}, {"role": "planner"}):
+    for bad in ({"model": 3}, {"allowed_tools": "Read"}):
         with pytest.raises(AdapterError) as info:
             RoleSpec.from_invocation(bad)
         assert info.value.code == "invalid_invocation"
-    assert RoleSpec.from_invocation({"role": "coder"}).extra == {}
+    assert RoleSpec.from_invocation({"role": "planner"}).extra == {"role": "planner"}
 
 
 def test_turn_result_checks_usage() -> None:

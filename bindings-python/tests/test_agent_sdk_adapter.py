@@ -146,17 +146,26 @@ def test_host_faults_are_core_errors() -> None:
         _native.host_adapter_error("harness_error", "not a host fault")
 
 
-def test_turn_failure_is_turn_failed() -> None:
+def test_a_client_failure_propagates_as_it_is() -> None:
+    """As in stapel-runner-protocol 0.1.1: the SDK's own exception reaches the caller,
+    and the session stays usable."""
+    class StreamReset(Exception):
+        pass
+
     class Exploding(FakeClient):
+        fail = True
+
         async def query(self, prompt: str) -> None:
-            raise RuntimeError("stream reset")
+            if Exploding.fail:
+                Exploding.fail = False
+                raise StreamReset("stream reset")
+            await super().query(prompt)
 
     session = AgentSdkAdapter(client_factory=lambda role: Exploding(role)).open_session(
         RoleSpec())
-    with pytest.raises(AdapterError) as info:
+    with pytest.raises(StreamReset):
         session.turn("x")
-    assert info.value.code == "turn_failed"
-    assert info.value.details["message"] == "stream reset"
+    assert not session.closed
     session.close()
 
 

@@ -7,6 +7,7 @@ errors), that difference."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import io
 import json
 import os
@@ -290,11 +291,16 @@ def test_extract_text_and_usage() -> None:
 
 # --- transport_ws: RunnerConnection(url, auth_token=...) -------------------------------
 
-websockets = pytest.importorskip("websockets") if not os.environ.get("CI") else __import__(
-    "websockets")
+def _websockets() -> Any:
+    """The ``websockets`` module for the tests that open sockets: skipped without it,
+    except under CI, which must run them."""
+    if os.environ.get("CI"):
+        return importlib.import_module("websockets")
+    return pytest.importorskip("websockets")
 
 
 def test_runner_connection_011_form() -> None:
+    _websockets()
     from stapel_runner_protocol.transport_ws import HubServer, RunnerConnection
 
     async def main() -> None:
@@ -336,14 +342,41 @@ def test_runner_connection_011_form() -> None:
 
 
 def test_runner_connection_builds_its_hello_from_keywords() -> None:
-    from stapel_runner_protocol.session import RunnerSession
+    """``RunnerConnection(url, auth_token=..., project_id=..., runner_version=...)``: the
+    hello the hub gets on the wire is built from the keywords, the bearer token is in
+    the handshake, other keywords go to ``websockets.connect``."""
+    websockets = _websockets()
     from stapel_runner_protocol.transport_ws import RunnerConnection
 
-    conn = RunnerConnection("ws://127.0.0.1:1", auth_token="t", project_id="p",
-                            runner_version="1", open_timeout=3)
-    assert isinstance(conn.session, RunnerSession)
-    assert conn._connect_kwargs["open_timeout"] == 3
-    assert conn._connect_kwargs["additional_headers"] == {"Authorization": "Bearer t"}
+    async def main() -> None:
+        frames: List[str] = []
+        headers: List[Optional[str]] = []
+        got_hello = asyncio.Event()
+
+        async def handler(ws: Any) -> None:
+            headers.append(ws.request.headers.get("Authorization"))
+            async for frame in ws:
+                frames.append(frame)
+                msg = srp.decode(frame)
+                if isinstance(msg, Hello):
+                    got_hello.set()
+                elif isinstance(msg, srp.Ping):
+                    await ws.send(srp.encode(srp.Pong.answer(msg)))
+
+        async with websockets.serve(handler, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            conn = RunnerConnection(f"ws://127.0.0.1:{port}", auth_token="t", project_id="p",
+                                    runner_version="1", capabilities=["subprocess"],
+                                    open_timeout=3)
+            async with conn:
+                await asyncio.wait_for(got_hello.wait(), 5)
+        hello = srp.decode(frames[0], validate=True)
+        assert isinstance(hello, Hello)
+        assert (hello.project_id, hello.runner_version, hello.capabilities) == (
+            "p", "1", ["subprocess"])
+        assert headers == ["Bearer t"]
+
+    asyncio.run(main())
     with pytest.raises(TypeError):
         RunnerConnection("ws://x", hello=Hello(project_id="p"), project_id="q")
 
@@ -351,6 +384,7 @@ def test_runner_connection_builds_its_hello_from_keywords() -> None:
 def test_011_runner_code_against_a_011_style_hub() -> None:
     """Both ends written as 0.1.1 code: the hub reads a raw socket with ``iter_messages``,
     numbers its commands with ``ConnectionState("hub")`` and answers pings."""
+    websockets = _websockets()
     from stapel_runner_protocol.transport_ws import RunnerConnection, iter_messages, send
 
     async def main() -> None:
@@ -404,3 +438,194 @@ def test_subprocess_child_ignoring_terminate_is_killed() -> None:
     SubprocessAdapter(spawn=lambda role: child).open_session(RoleSpec()).close()
     assert [c for c in child.calls if c != "wait"] == ["terminate", "kill"]
     assert child.returncode == -9
+
+
+# --- issue 13 audit: each 0.1.1 behaviour, written as 0.1.1 code ---------------------
+
+def test_resend_from_checkpoint_is_applied_once() -> None:
+    """0.1.1's state module: "a runner may safely re-send from its last checkpoint ...
+    duplicates are dropped". The runner numbers its progress with its own
+    ``ConnectionState("runner")`` and sends the same frame again; a 0.1.1-style hub
+    (``iter_messages`` + ``ConnectionState("hub").receive``) applies each seq once. A
+    plain dict is sent as the message it describes."""
+    websockets = _websockets()
+    from stapel_runner_protocol.transport_ws import RunnerConnection, iter_messages, send
+
+    async def main() -> None:
+        applied: List[Any] = []
+        arrivals: List[Any] = []
+        done = asyncio.Event()
+        hub_state = ConnectionState("hub")
+
+        async def handler(ws: Any) -> None:
+            async for msg in iter_messages(ws):
+                if isinstance(msg, srp.Ping):
+                    await send(ws, srp.Pong.answer(msg))
+                elif isinstance(msg, TaskProgress):
+                    arrivals.append(msg.seq)
+                    if hub_state.receive(msg):
+                        applied.append((msg.seq, msg.payload))
+                    if len(applied) == 3:
+                        done.set()
+
+        async with websockets.serve(handler, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            state = ConnectionState("runner")
+            async with RunnerConnection(f"ws://127.0.0.1:{port}", auth_token="t") as conn:
+                await conn.send(Hello(project_id="p", runner_version="1",
+                                      resume=state.resume_map()))
+                p1 = state.emit(TaskProgress(task_id="T-1", kind="state", payload={"n": 1}))
+                p2 = state.emit(TaskProgress(task_id="T-1", kind="state", payload={"n": 2}))
+                await conn.send(p1)
+                await conn.send(p2)
+                await conn.send(p1)  # re-sent from the checkpoint
+                await conn.send(p2)
+                await conn.send({"schema_version": 1, "type": "task.progress",
+                                 "task_id": "T-1", "seq": 3, "kind": "state",
+                                 "payload": {"n": 3}})
+                await asyncio.wait_for(done.wait(), 5)
+        assert applied == [(1, {"n": 1}), (2, {"n": 2}), (3, {"n": 3})]
+        assert (p1.seq, p2.seq) == (1, 2)
+        assert sorted(set(arrivals)) == [1, 2, 3]
+
+    asyncio.run(main())
+
+
+def test_sending_before_the_hello_is_refused() -> None:
+    """Listed difference: the session starts with the application's Hello (seed 000:
+    the hello is the first frame of a connection)."""
+    from stapel_runner_protocol.transport_ws import RunnerConnection
+
+    conn = RunnerConnection("ws://127.0.0.1:1", auth_token="t")
+    with pytest.raises(ProtocolStateError) as info:
+        asyncio.run(conn.send(TaskProgress(task_id="T-1", kind="state")))
+    assert info.value.code == "no_hello"
+
+
+def test_validation_requires_the_type() -> None:
+    frame = _progress()
+    del frame["type"]
+    assert not validation.is_valid(frame, "task.progress")
+    assert [e.split(":")[0] for e in validation.iter_errors(frame, "task.progress")] == ["type"]
+    with pytest.raises(srp.SchemaValidationError):
+        validation.validate(frame, "task.progress")
+
+
+def test_validation_of_the_seed_shapes_without_task_id() -> None:
+    """Listed difference: seed 000 defines task.assign as {task, role, invocation, seq}
+    and task.report as {report, seq} (the id is the artifact's); a task_id that names
+    another task than the artifact is refused."""
+    assign = {"schema_version": 1, "type": "task.assign", "seq": 1, "role": "coder",
+              "invocation": {}, "task": {"schema_version": 1, "id": "T-1", "type": "feature",
+                                         "goal": "g", "criteria": [{"id": "c1", "text": "t"}],
+                                         "budget": {"iterations": 1}}}
+    assert validation.is_valid(assign, "task.assign")
+    assert not validation.is_valid({**assign, "task_id": "T-2"}, "task.assign")
+    assert validation.is_valid({**assign, "task_id": "T-1"}, "task.assign")
+
+
+def test_role_spec_defaults_and_invocation_keys_as_011() -> None:
+    spec = RoleSpec()
+    assert spec.budget == {} and spec.budget.get("max_turns") is None
+    spec = RoleSpec.from_invocation({})
+    assert spec.budget.get("max_turns", 10) == 10
+    spec = RoleSpec.from_invocation({"role": "reviewer", "session": "", "zeta": 1,
+                                     "system_prompt": "Be brief."}, role="coder")
+    assert spec.role == "coder" and spec.session == ""
+    assert spec.extra == {"role": "reviewer", "zeta": 1}
+    assert spec.system_prompt == "Be brief."
+    assert spec.to_dict()["system_prompt"] == "Be brief."
+    spec = RoleSpec.from_invocation({"budget": {"max_turns": 3}})
+    assert spec.budget["max_turns"] == 3
+
+
+def test_turn_result_bad_split_is_both_schema_errors() -> None:
+    import stapel_taskspecs
+
+    for catch in (stapel_taskspecs.SchemaValidationError, srp.SchemaValidationError):
+        with pytest.raises(catch) as info:
+            srp.TurnResult("t", UsageSplit(output=-1))
+        assert isinstance(info.value, srp.SchemaValidationError)
+        assert info.value.errors
+
+
+def test_usage_counts_as_text_and_pairs() -> None:
+    u = usage_from_anthropic({"input_tokens": None, "output_tokens": "10"})
+    assert (u.fresh_input, u.output) == (0, 10)
+    u = usage_from_anthropic({"input_tokens": "3", "output_tokens": 10}, thinking=4)
+    assert (u.fresh_input, u.output, u.thinking) == (3, 6, 4)
+    assert usage_from_mapping([("output", 3)]).output == 3
+    assert usage_from_mapping((("cache_read", 1), ("output", 2))).to_dict()["cache_read"] == 1
+
+
+def test_agent_sdk_turn_lets_the_sdk_exception_through() -> None:
+    class Boom(Exception):
+        pass
+
+    class Client:
+        async def connect(self) -> None:
+            pass
+
+        async def query(self, prompt: str) -> None:
+            raise Boom("sdk failure")
+
+        async def receive_response(self) -> Any:
+            if False:
+                yield None
+
+        async def disconnect(self) -> None:
+            pass
+
+    session = srp.AgentSdkAdapter(client_factory=lambda role: Client()).open_session(RoleSpec())
+    with pytest.raises(Boom):
+        session.turn("x")
+    session.close()
+
+
+def test_message_classes_can_be_subclassed() -> None:
+    class MyProgress(TaskProgress):
+        def describe(self) -> str:
+            return f"{self.task_id}#{self.seq}"
+
+    m = MyProgress(task_id="T-1", seq=2, kind="state", payload={"a": 1})
+    assert m.describe() == "T-1#2" and isinstance(m, TaskProgress)
+    assert srp.decode(srp.encode(m)) == m
+    again = MyProgress.from_dict(m.to_dict())
+    assert type(again) is MyProgress and again.payload == {"a": 1}
+    assert type(MyProgress.parse(m.to_dict())) is MyProgress
+    state = ConnectionState("runner")
+    assert state.emit(m) is m and m.seq == 1
+
+
+def test_011_names_of_the_submodules() -> None:
+    from stapel_runner_protocol import adapters, agent_sdk_adapter, subprocess_adapter, transport
+
+    assert adapters.UsageSplit is UsageSplit
+    assert subprocess_adapter.usage_from_mapping is usage_from_mapping
+    assert agent_sdk_adapter.AdapterUnavailableError is srp.AdapterUnavailableError
+    assert agent_sdk_adapter.usage_from_anthropic is usage_from_anthropic
+    assert transport.MESSAGES is srp.MESSAGES
+    assert transport.RunnerProtocolError is srp.RunnerProtocolError
+    assert transport.UnknownMessageError is srp.UnknownMessageError
+
+
+def test_outbox_log_ack_returns_none_and_role_is_fixed() -> None:
+    log = OutboxLog()
+    log.emit(TaskCancel(task_id="T-1", reason="a"))
+    assert log.ack(1) is None  # type: ignore[func-returns-value]
+    assert log.since(0) == []
+    # Listed difference: the role decides each stream's direction, so it is fixed.
+    state = ConnectionState("hub")
+    with pytest.raises(AttributeError):
+        state.role = "runner"  # type: ignore[misc]
+
+
+def test_fake_child_whose_wait_takes_no_timeout() -> None:
+    class Plain(FakeChild):
+        def wait(self) -> Optional[int]:  # type: ignore[override]
+            self.calls.append("wait")
+            return self.returncode
+
+    child = Plain([])
+    SubprocessAdapter(spawn=lambda role: child).open_session(RoleSpec()).close()
+    assert child.calls[0] == "terminate" and child.returncode == -15

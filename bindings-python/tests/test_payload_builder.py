@@ -64,3 +64,81 @@ def test_many_distinct_keys_and_values_pass_through_the_caches() -> None:
     fast, slow = decode(f), full(f)
     assert typed(fast.payload) == typed(slow.payload)
     assert list(fast.payload)[1999] == "key1999"
+
+
+# --- the shaped path (src/shape.rs): learned layouts, dicts copied from a template ------
+
+import gc
+import random
+import sys
+
+from stapel_runner_protocol import _native
+
+
+def test_the_copy_path_is_on_for_the_supported_interpreters() -> None:
+    decode(progress('{"a":1}'))
+    assert _native._payload_copy_enabled() == ((3, 11) <= sys.version_info[:2] < (3, 14))
+
+
+def _shaped_payloads(rng: random.Random) -> List[str]:
+    """Payloads sharing a few layouts, with varied values (escapes, floats, big and
+    negative integers, nested containers, whitespace), and near-misses of each layout
+    (a member more, one less, another order, another nested layout)."""
+    def val() -> str:
+        return rng.choice([
+            str(rng.randrange(0, 10**rng.randrange(1, 22))), "-7", "1.5", "1e3", "0",
+            '"running"', '"a\\"b"', '"\\u00e9t\\u00e9"', "null", "true", "false",
+            "[1,2]", '{"x":1}', "[]", "{}", '"' + "long " * 12 + '"',
+        ])
+    out = []
+    for _ in range(400):
+        layout = rng.randrange(6)
+        if layout == 0:
+            u = ",".join(f'"{k}":{rng.randrange(0, 2**53)}' for k in
+                         ("cache_read", "cache_write", "fresh_input", "output", "thinking"))
+            out.append('{"usage":{' + u + '},"model":' + val() + ',"turn":' + val() + '}')
+        elif layout == 1:
+            out.append('{"state":' + val() + ',"detail":' + val() + '}')
+        elif layout == 2:
+            out.append('{"state":' + val() + '}')
+        elif layout == 3:
+            out.append('{"usage":{"output":' + val() + '},"model":' + val() + '}')
+        elif layout == 4:
+            out.append('{ "state" : ' + val() + ' , "detail" :' + val() + ' }')
+        else:
+            out.append('{"detail":' + val() + ',"state":' + val() + ',"extra":' + val() + '}')
+    return out
+
+
+def test_shaped_payloads_match_the_full_decode() -> None:
+    _native._payload_shapes_reset()
+    rng = random.Random(1313)
+    for payload in _shaped_payloads(rng):
+        f = progress(payload)
+        fast, slow = decode(f), full(f)
+        assert typed(fast.payload) == typed(slow.payload), payload
+
+
+def test_shaped_dicts_are_ordinary_dicts() -> None:
+    _native._payload_shapes_reset()
+    f = progress('{"usage":{"cache_read":1,"cache_write":2,"fresh_input":3,"output":4,'
+                 '"thinking":5},"model":"m","turn":3}')
+    payloads = [decode(f).payload for _ in range(5)]  # learned on the second, copied after
+    p = payloads[-1]
+    assert p == payloads[0] and type(p) is dict and type(p["usage"]) is dict
+    assert p is not payloads[-2] and p["usage"] is not payloads[-2]["usage"]
+    # Tracked by the cycle collector as CPython tracks a dict holding a dict; the inner
+    # one, holding only atoms, is not.
+    assert gc.is_tracked(p) and not gc.is_tracked(p["usage"])
+    p["usage"]["new"] = 6
+    p["model"] = "other"
+    del p["turn"]
+    assert list(p) == ["usage", "model"] and list(p["usage"])[-1] == "new"
+    again = decode(f).payload
+    assert again == payloads[0]  # the template was not touched
+    # A cycle through a copied dict is collected.
+    cyc = decode(f).payload
+    cyc["self"] = cyc
+    del cyc
+    gc.collect()
+    assert decode(f).payload == payloads[0]

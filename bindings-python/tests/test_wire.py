@@ -349,10 +349,13 @@ def test_is_valid_refuses_an_instance_of_another_type() -> None:
     with pytest.raises(SchemaValidationError) as e:
         validation.validate(instance, "task.progress")
     assert [(v.location, v.rule) for v in e.value.violations] == [("type", "const")]
-    # Its own type, or none at all, is fine.
+    # Its own type is fine; none at all is a required violation (the schema's).
     assert validation.is_valid(dict(instance, type="task.progress"), "task.progress")
     del instance["type"]
-    assert validation.is_valid(instance, "task.progress")
+    assert not validation.is_valid(instance, "task.progress")
+    with pytest.raises(SchemaValidationError) as e:
+        validation.validate(instance, "task.progress")
+    assert [(v.location, v.rule) for v in e.value.violations] == [("type", "required")]
     # A message object of another type is refused the same way.
     cancel = TaskCancel(task_id="T-1", reason="r", seq=1)
     assert validation.is_valid(cancel, "task.cancel")

@@ -4,6 +4,7 @@ from typing import (
     Any,
     ClassVar,
     Dict,
+    Iterable,
     Iterator,
     List,
     Literal,
@@ -54,6 +55,8 @@ from .errors import AdapterError
 import stapel_taskspecs
 
 __all__ = [
+    "_payload_copy_enabled",
+    "_payload_shapes_reset",
     "SCHEMA_VERSION",
     "PROTOCOL_VERSION",
     "DEFAULT_MAX_LINE_BYTES",
@@ -131,6 +134,9 @@ __all__ = [
 
 SCHEMA_VERSION: int
 PROTOCOL_VERSION: int
+
+def _payload_shapes_reset() -> None: ...
+def _payload_copy_enabled() -> bool: ...
 DEFAULT_MAX_LINE_BYTES: int
 
 _JSONObject: TypeAlias = Dict[str, Any]
@@ -155,7 +161,7 @@ class _MessageBase:
     def __eq__(self, value: object, /) -> bool: ...
     def __reduce__(self) -> Tuple[Any, Tuple[Dict[str, Any]]]: ...
 
-@final
+@disjoint_base
 class Hello(_MessageBase):
     ARTIFACT: ClassVar[str]
     project_id: str
@@ -180,7 +186,7 @@ class Hello(_MessageBase):
     @resume.setter
     def resume(self, value: Dict[str, int]) -> None: ...
 
-@final
+@disjoint_base
 class TaskAssign(_MessageBase):
     ARTIFACT: ClassVar[str]
     task_id: str
@@ -209,7 +215,7 @@ class TaskAssign(_MessageBase):
     @property
     def task_spec(self) -> stapel_taskspecs.TaskSpec: ...
 
-@final
+@disjoint_base
 class TaskProgress(_MessageBase):
     ARTIFACT: ClassVar[str]
     task_id: str
@@ -231,7 +237,7 @@ class TaskProgress(_MessageBase):
     @payload.setter
     def payload(self, value: Dict[str, Any]) -> None: ...
 
-@final
+@disjoint_base
 class TaskReportMessage(_MessageBase):
     ARTIFACT: ClassVar[str]
     task_id: str
@@ -253,7 +259,7 @@ class TaskReportMessage(_MessageBase):
     @property
     def report_model(self) -> stapel_taskspecs.TaskReport: ...
 
-@final
+@disjoint_base
 class TaskCancel(_MessageBase):
     ARTIFACT: ClassVar[str]
     task_id: str
@@ -268,7 +274,7 @@ class TaskCancel(_MessageBase):
         extra: Optional[Dict[str, Any]] = None,
     ) -> Self: ...
 
-@final
+@disjoint_base
 class Ping(_MessageBase):
     ARTIFACT: ClassVar[str]
     def __new__(
@@ -287,7 +293,7 @@ class Ping(_MessageBase):
     @sent_at.setter
     def sent_at(self, value: _SentAt) -> None: ...
 
-@final
+@disjoint_base
 class Pong(_MessageBase):
     ARTIFACT: ClassVar[str]
     def __new__(
@@ -336,6 +342,7 @@ class SessionMachine:
     def frame(self, now_ms: int, frame: str) -> None: ...
     def bytes(self, now_ms: int, data: bytes) -> None: ...
     def send(self, now_ms: int, message: _Sequenced) -> None: ...
+    def resend(self, now_ms: int, message: Union[_Sequenced, Dict[str, Any]]) -> int: ...
     def tick(self, now_ms: int) -> None: ...
     def poll_output(self) -> _SessionOutput: ...
     def drain_outputs(self) -> List[_SessionOutput]: ...
@@ -550,7 +557,9 @@ class LineFramer:
 
 def usage_from_anthropic(usage: Any, *, thinking: int = 0) -> stapel_taskspecs.UsageSplit: ...
 def usage_from_openai(usage: Any) -> stapel_taskspecs.UsageSplit: ...
-def usage_from_mapping(data: Optional[Mapping[str, Any]]) -> stapel_taskspecs.UsageSplit: ...
+def usage_from_mapping(
+    data: Union[Mapping[str, Any], Iterable[Tuple[str, Any]], None],
+) -> stapel_taskspecs.UsageSplit: ...
 def check_usage_split(data: Any) -> None: ...
 def role_spec_from_invocation(
     invocation: Optional[Mapping[str, Any]], role: Optional[str] = None
@@ -641,7 +650,7 @@ class OutboxLog:
     def emit(self, message: _S) -> _S: ...
     @overload
     def emit(self, message: _Message) -> _Message: ...
-    def ack(self, seq: int) -> int: ...
+    def ack(self, seq: int) -> None: ...
     @property
     def bounds(self) -> Optional[Tuple[int, int]]: ...
     @property

@@ -22,11 +22,22 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 
 from . import _native
 from ._native import SubprocessTurnMachine
+from .errors import SchemaValidationError
 
 if TYPE_CHECKING:
-    from stapel_taskspecs import UsageSplit
+    from stapel_taskspecs import UsageSplit as UsageSplit
 
 __all__ = ["RoleSpec", "TurnResult", "Session", "HarnessAdapter", "SubprocessTurnMachine"]
+
+
+def __getattr__(name: str) -> Any:
+    # ``adapters.UsageSplit`` (0.1.1 imported it here), without importing
+    # stapel_taskspecs before it is used.
+    if name == "UsageSplit":
+        from stapel_taskspecs import UsageSplit
+
+        return UsageSplit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _require_taskspecs(what: str) -> None:
@@ -54,9 +65,11 @@ class RoleSpec:
 
     Fields follow seed 000's invocation (``backend``, ``model``, ``session``,
     ``system_prompt_ref``, ``allowed_tools``, ``llm_base_url``, ``budget``); absent
-    optional fields are ``None``; invocation keys the seed does not name are kept in
-    ``extra`` in arrival order. ``system_prompt`` mirrors an inline
-    ``extra["system_prompt"]`` string (for reference/testing harnesses only).
+    optional string fields are ``None``, an absent ``budget`` is ``{}``; invocation keys
+    the seed does not name are kept in ``extra`` in arrival order (a ``role`` key too:
+    the role is the assign's). ``system_prompt`` is an inline prompt string the
+    invocation carried as ``system_prompt`` (for reference/testing harnesses only; in
+    the core's JSON form, :meth:`to_dict`, it is ``extra["system_prompt"]``).
     """
 
     role: str = _native.DEFAULT_ROLE
@@ -67,7 +80,7 @@ class RoleSpec:
     system_prompt_ref: Optional[str] = None
     allowed_tools: List[str] = field(default_factory=list)
     llm_base_url: Optional[str] = None
-    budget: Any = None
+    budget: Any = field(default_factory=dict)
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -81,22 +94,31 @@ class RoleSpec:
             dict(invocation) if invocation is not None else None, role
         )
         extra: Dict[str, Any] = data["extra"]
+        # The core keeps an inline prompt in extra; this class has a field for it.
+        system_prompt = _native.role_spec_system_prompt(extra)
+        if system_prompt is not None:
+            del extra["system_prompt"]
+        budget = data["budget"]
         return cls(
             role=data["role"],
             backend=data["backend"],
             model=data["model"],
             session=data["session"],
-            system_prompt=_native.role_spec_system_prompt(extra),
+            system_prompt=system_prompt,
             system_prompt_ref=data["system_prompt_ref"],
             allowed_tools=list(data["allowed_tools"]),
             llm_base_url=data["llm_base_url"],
-            budget=data["budget"],
+            budget={} if budget is None else budget,
             extra=extra,
         )
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON form (the core's): ``role``, the invocation fields in seed order (absent
-        optional ones omitted), then ``extra`` (keys colliding with a field skipped)."""
+        optional ones omitted, an empty ``budget`` too), then ``extra`` (keys colliding
+        with a field skipped) with the inline ``system_prompt``."""
+        extra = dict(self.extra)
+        if self.system_prompt is not None:
+            extra["system_prompt"] = self.system_prompt
         out: Dict[str, Any] = _native.role_spec_to_dict(
             self.role,
             self.backend,
@@ -105,8 +127,8 @@ class RoleSpec:
             self.system_prompt_ref,
             list(self.allowed_tools),
             self.llm_base_url,
-            self.budget,
-            dict(self.extra),
+            None if self.budget == {} else self.budget,
+            extra,
         )
         return out
 
@@ -131,7 +153,10 @@ class TurnResult:
 
         if not isinstance(self.usage, UsageSplit):
             raise TypeError("TurnResult.usage must be a stapel_taskspecs.UsageSplit")
-        _native.check_usage_split(self.usage.to_dict())
+        try:
+            _native.check_usage_split(self.usage.to_dict())
+        except SchemaValidationError as exc:
+            raise _usage_error(exc) from None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TurnResult":
@@ -151,6 +176,32 @@ class TurnResult:
         if key == "usage":
             return self.usage
         raise KeyError(key)
+
+
+def _usage_error(exc: SchemaValidationError) -> SchemaValidationError:
+    """``exc`` as an error that is also a ``stapel_taskspecs.SchemaValidationError``
+    (what stapel-runner-protocol 0.1.1's ``TurnResult`` raised for a bad split, through
+    ``UsageSplit.validate``), so code catching either class catches it."""
+    global _UsageSplitError
+    if _UsageSplitError is None:
+        import stapel_taskspecs
+
+        _UsageSplitError = type(
+            "UsageSplitError",
+            (SchemaValidationError, stapel_taskspecs.SchemaValidationError),
+            {
+                "__module__": __name__,
+                "__doc__": "A usage split broke its schema: this package's "
+                "SchemaValidationError and stapel_taskspecs.SchemaValidationError at once.",
+            },
+        )
+    error: SchemaValidationError = _UsageSplitError(
+        str(exc), exc.errors, violations=exc.violations, code=exc.code
+    )
+    return error
+
+
+_UsageSplitError: Optional[type] = None
 
 
 class Session(ABC):

@@ -23,9 +23,11 @@ from typing import Any, Callable, Dict, List, Optional
 
 from . import _native
 from .adapters import HarnessAdapter, RoleSpec, Session, TurnResult, _require_taskspecs
-from .errors import AdapterError
+from .errors import AdapterError, AdapterUnavailableError
+from ._native import usage_from_anthropic
 
 __all__ = [
+    "AdapterUnavailableError",
     "AgentSdkAdapter",
     "AgentSdkSession",
     "ClientFactory",
@@ -35,6 +37,7 @@ __all__ = [
     "extract_usage",
     "turn_text",
     "turn_usage",
+    "usage_from_anthropic",
 ]
 
 #: ``role_spec -> async client`` (see the module docs).
@@ -175,15 +178,12 @@ class AgentSdkSession(Session):
         return self._client
 
     def turn(self, prompt: str) -> TurnResult:
-        """Send ``prompt`` and collect the response up to its result message."""
+        """Send ``prompt`` and collect the response up to its result message. An
+        exception of the client (the SDK's own) propagates as it is, as in
+        stapel-runner-protocol 0.1.1; the session stays open."""
         if self._closed:
             raise AdapterError("turn() on a closed agent-sdk session", code="session_closed")
-        try:
-            messages: List[Any] = self._loop.run(self._exchange(prompt))
-        except AdapterError:
-            raise
-        except Exception as exc:
-            raise _native.host_adapter_error("turn_failed", str(exc)) from exc
+        messages: List[Any] = self._loop.run(self._exchange(prompt))
         text, usage = _native.agent_turn(_text_blocks(messages), _result_usage(messages))
         return TurnResult(text=text, usage=usage, raw=messages)
 

@@ -53,7 +53,7 @@ a ``window`` of seqs above ``last_seq`` — with ``ProtocolStateError`` codes
 >>> [log.emit(TaskCancel(task_id="T-1", reason=r)).seq for r in "ab"]
 [1, 2]
 >>> [m.reason for m in log.since(1)], log.ack(1), log.last_seq
-(['b'], 1, 2)
+(['b'], None, 2)
 >>> inbox = InboxTracker()
 >>> inbox.receive(1), inbox.receive(3), inbox.receive(1), inbox.last_seq
 (True, True, False, 1)

@@ -37,8 +37,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 from ._native import DEFAULT_GRACE_MS, DEFAULT_TURN_MAX_LINE_BYTES, SubprocessTurnMachine
 from .adapters import HarnessAdapter, RoleSpec, Session, TurnResult, _require_taskspecs
 from .errors import AdapterError
+from ._native import usage_from_mapping
 
-__all__ = ["SubprocessAdapter", "SubprocessSession", "SpawnFn", "DEFAULT_GRACE_S"]
+__all__ = ["SubprocessAdapter", "SubprocessSession", "SpawnFn", "DEFAULT_GRACE_S",
+           "usage_from_mapping"]
 
 #: A spawned child: see the module docs for the attributes used.
 SpawnFn = Callable[[RoleSpec], Any]
@@ -233,7 +235,8 @@ class SubprocessSession(Session):
         ``None`` — an injected fake child, whose ``wait`` does not block — has not exited
         within the grace either, so the machine's escalation goes on (``terminate()``,
         then ``kill()``). A child without ``poll`` counts as exited once ``wait``
-        returns."""
+        returns. A ``wait`` that takes no ``timeout`` or raises is ignored (as 0.1.1 did).
+        """
         wait = getattr(self._proc, "wait", None)
         if wait is not None:
             try:
@@ -242,6 +245,10 @@ class SubprocessSession(Session):
                 # wait() measured the grace itself: the deadline has passed.
                 self._machine.timeout(max(_now_ms(), deadline))
                 return
+            except Exception:
+                # A child whose wait() takes no timeout, or fails (a stapel-runner-
+                # protocol 0.1.1-style fake; 0.1.1 ignored it): its poll() decides.
+                pass
         if self._still_running():
             self._machine.timeout(max(_now_ms(), deadline))
         else:

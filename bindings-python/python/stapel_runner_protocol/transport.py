@@ -16,6 +16,10 @@ from typing import Any, Dict, Union
 # without copying it (see ``src/fastcall.rs``); ``decode(frame, *, validate=False)``.
 from ._native import decode
 from ._native import encode
+# 0.1.1's names in this module.
+from .errors import RunnerProtocolError as RunnerProtocolError
+from .errors import UnknownMessageError as UnknownMessageError
+from .messages import MESSAGES as MESSAGES
 from .messages import Message
 
 __all__ = ["encode", "decode", "to_frame"]

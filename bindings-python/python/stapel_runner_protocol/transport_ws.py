@@ -445,8 +445,11 @@ class _Driver:
             self.host.failed(self.now())
             await self.flush()
 
-    async def send(self, message: Any) -> None:
-        self.session.send(self.now(), message)
+    async def send(self, message: Any, resend: bool = False) -> None:
+        if resend:
+            self.session.resend(self.now(), message)
+        else:
+            self.session.send(self.now(), message)
         self.relay()
         await self.flush()
 
@@ -500,14 +503,21 @@ class _Connection:
     async def send(self, message: Sequenced) -> None:
         """Send a sequenced message (stamped with its seq, kept for replay). While
         disconnected it is kept and sent after the next connect."""
+        await self._send(message, resend=False)
+
+    async def _send(self, message: Any, resend: bool) -> None:
         driver = self._driver
         if driver is None or not driver.open:
-            self.session.send(int(self._clock() * 1000), message)
+            now = int(self._clock() * 1000)
+            if resend:
+                self.session.resend(now, message)
+            else:
+                self.session.send(now, message)
             for kind, value in self.session.drain_outputs():
                 if kind not in ("transmit", "timeout", "close"):
                     self._events.put_nowait((kind, value))
             return
-        await driver.send(message)
+        await driver.send(message, resend)
 
     async def recv(self) -> Event:
         """The next application event (events survive reconnects: nothing the session
@@ -656,7 +666,17 @@ class RunnerConnection(_Connection):
         """Send a sequenced message (stamped with its seq, kept for replay). While
         disconnected it is kept and sent after the next connect. A ``Hello`` creates the
         session in 0.1.1's form (and is sent as its hello); once the session exists, a
-        ``Hello``, ``Ping`` or ``Pong`` sends nothing (the session sends its own)."""
+        ``Hello``, ``Ping`` or ``Pong`` sends nothing (the session sends its own).
+
+        In 0.1.1's form the application numbers its frames (its own
+        :class:`ConnectionState`) and may send one again, say from a checkpoint after a
+        reconnect: a message whose ``seq`` the session already sent on its stream is not
+        sent again (the session keeps it until the hub acknowledges it and replays it
+        after a reconnect, so the hub gets it exactly once — the core's ``resend``); any
+        other is numbered by the session. A ``dict`` is sent as the message it describes
+        (built with ``decode``'s tolerant rules)."""
+        if isinstance(message, dict) and self._messages_only:
+            message = decode(message)
         if isinstance(message, Hello):
             if not self._has_session:
                 self.session = RunnerSession(message, **self._session_kwargs)
@@ -672,7 +692,7 @@ class RunnerConnection(_Connection):
                 "send a Hello first: the connection's session starts with it",
                 code="no_hello",
             )
-        await super().send(message)
+        await self._send(message, resend=self._messages_only)
 
     async def recv(self) -> Any:
         """The next application event ``(kind, value)`` (events survive reconnects:

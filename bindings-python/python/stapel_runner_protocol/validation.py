@@ -2,8 +2,8 @@
 
 ``validate(instance, name)`` raises :class:`~stapel_runner_protocol.errors.SchemaValidationError`
 listing every violation; ``iter_errors`` returns one line per violation; ``is_valid`` a
-bool. ``instance`` is a dict or a message object; its ``type``, when present, must be
-``name`` (an absent ``type`` is taken to be ``name``).
+bool. ``instance`` is a dict or a message object; its ``type`` must be ``name``, as the
+message's schema requires (absent: a ``required`` violation at ``type``).
 The JSON Schemas the rules correspond to ship with the package (``load_schema``).
 """
 

@@ -82,8 +82,7 @@ pub enum AdapterError {
         /// `result` or `error`.
         message_type: String,
     },
-    /// An invocation field has the wrong type, or the invocation's `role` contradicts the
-    /// assign's role. Code `invalid_invocation`.
+    /// An invocation field has the wrong type. Code `invalid_invocation`.
     #[error("invocation field {field:?}: {reason}")]
     InvalidInvocation {
         /// The field.

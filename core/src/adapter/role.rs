@@ -36,8 +36,8 @@ pub const INVOCATION_FIELDS: [&str; 7] = [
 ///
 /// Fields are open strings (roles and backends are routing policy, which the protocol
 /// does not enumerate). Invocation keys seed 000 does not name are kept in
-/// [`extra`](Self::extra), in arrival order — except `role`, which would collide with
-/// [`role`](Self::role) (see [`from_invocation`](Self::from_invocation)).
+/// [`extra`](Self::extra), in arrival order — a key named `role` too (the assign's
+/// role is [`role`](Self::role); see [`from_invocation`](Self::from_invocation)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoleSpec {
     /// The role (default `coder`).
@@ -64,17 +64,16 @@ impl RoleSpec {
     /// Build from an invocation object. `role` is the assign's role; `None` means
     /// [`DEFAULT_ROLE`]. A `null` field is the same as an absent one.
     ///
-    /// An invocation key named `role` would collide with [`RoleSpec::role`] in the JSON
-    /// form, so it is not kept in `extra` (where [`to_value`](Self::to_value) could never
-    /// re-emit it): it must be a string equal to the effective role (then it is
-    /// redundant and dropped, and the round trip loses nothing) — anything else is
-    /// `invalid_invocation` at `role`, never a silent loss.
+    /// The role is the assign's: an invocation key named `role` is not a field seed 000
+    /// names, so it is kept in `extra` like any other such key (stapel-runner-protocol
+    /// 0.1.1 did the same), whatever its value. [`to_value`](Self::to_value) cannot
+    /// emit it next to the declared `role` (the declared field wins there).
     ///
     /// # Errors
     /// `invalid_invocation` when a named field has the wrong type: `backend`, `model`,
-    /// `session`, `system_prompt_ref`, `llm_base_url` must be strings (`session` and the
-    /// role non-empty), `allowed_tools` an array of strings; or when the invocation's
-    /// `role` is not the effective role.
+    /// `session`, `system_prompt_ref`, `llm_base_url` must be strings, `allowed_tools`
+    /// an array of strings. Roles and sessions are open strings; an empty one is kept as
+    /// given.
     pub fn from_invocation(
         invocation: &Map<String, Value>,
         role: Option<&str>,
@@ -92,23 +91,7 @@ impl RoleSpec {
             }
         };
         let role = role.unwrap_or(DEFAULT_ROLE);
-        if role.is_empty() {
-            return Err(bad("role", "must not be empty"));
-        }
-        match get("role") {
-            None => {}
-            Some(Value::String(r)) if r == role => {}
-            Some(_) => {
-                return Err(bad(
-                    "role",
-                    "the invocation's role must be a string equal to the assign's role",
-                ))
-            }
-        }
         let session = string("session")?.unwrap_or_else(|| DEFAULT_SESSION.to_owned());
-        if session.is_empty() {
-            return Err(bad("session", "must not be empty"));
-        }
         let allowed_tools = match get("allowed_tools") {
             None => Vec::new(),
             Some(Value::Array(items)) => items
@@ -133,7 +116,7 @@ impl RoleSpec {
             budget: get("budget").cloned(),
             extra: invocation
                 .iter()
-                .filter(|(k, _)| k.as_str() != "role" && !INVOCATION_FIELDS.contains(&k.as_str()))
+                .filter(|(k, _)| !INVOCATION_FIELDS.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         })

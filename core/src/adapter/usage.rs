@@ -82,8 +82,11 @@
 //!
 //! # Values
 //!
-//! Each listed key is a non-negative integer ≤ 2^53 − 1, or `null`/absent (= 0; providers
-//! omit zero counts). Anything else is `invalid_usage`. Keys not listed (`service_tier`,
+//! Each listed key is a non-negative integer ≤ 2^53 − 1 — or its decimal text (`"10"`,
+//! digits only), as some SDK objects and proxies report counts — or `null`/absent (= 0;
+//! providers omit zero counts). Anything else is `invalid_usage` (a count that cannot be
+//! read is refused, never taken as 0). A usage split itself (`usage_from_partial_split`)
+//! takes integers only: it is this protocol's own closed shape. Keys not listed (`service_tier`,
 //! `server_tool_use`, the per-TTL `cache_creation` breakdown that
 //! `cache_creation_input_tokens` already totals, `total_tokens`, …) are ignored.
 
@@ -104,7 +107,19 @@ fn object(usage: &Value) -> Result<&Map<String, Value>, AdapterError> {
     fields::object(usage).map_err(|_| invalid("usage must be a JSON object"))
 }
 
-/// A count at `path` (`a` or `a/b`), `None` when absent or null.
+/// A count given as the decimal text of an integer (`"10"`: ASCII digits only, no
+/// sign, no blanks, at most 2^53 − 1), as some SDK objects and proxies report them and
+/// stapel-runner-protocol 0.1.1 read them. Any other string is no count.
+fn count_text(v: &Value) -> Option<u64> {
+    let s = v.as_str()?;
+    if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok().filter(|n| *n <= MAX_SAFE_INTEGER)
+}
+
+/// A count at `path` (`a` or `a/b`), `None` when absent or null; an integer, or its
+/// decimal text ([`count_text`]).
 fn count(obj: &Map<String, Value>, path: &str) -> Result<Option<u64>, AdapterError> {
     let bad = |e: fields::FieldError<'_>| match e.problem {
         fields::Problem::WrongType(fields::Expected::Object) => {
@@ -117,8 +132,11 @@ fn count(obj: &Map<String, Value>, path: &str) -> Result<Option<u64>, AdapterErr
     };
     fields::descend(obj, path)
         .and_then(|v| {
-            v.map(|v| fields::uint(v, path, MAX_SAFE_INTEGER))
-                .transpose()
+            v.map(|v| match count_text(v) {
+                Some(n) => Ok(n),
+                None => fields::uint(v, path, MAX_SAFE_INTEGER),
+            })
+            .transpose()
         })
         .map_err(bad)
 }
@@ -516,7 +534,10 @@ mod tests {
         for bad in [
             json!({"input_tokens": -1}),
             json!({"input_tokens": 1.5}),
-            json!({"input_tokens": "3"}),
+            json!({"input_tokens": "3x"}),
+            json!({"input_tokens": "-3"}),
+            json!({"input_tokens": " 3"}),
+            json!({"input_tokens": "9007199254740992"}),
             json!({"input_tokens": 9007199254740992u64}),
             json!([1]),
         ] {

@@ -1275,6 +1275,18 @@ impl ConnectionState {
             .map_or(0, OutboxLog::last_seq)
     }
 
+    /// Whether `seq` was already emitted on the outbound stream `(task_id, attempt)`:
+    /// `1 ≤ seq ≤` its last emitted seq, on a live stream or on the tombstone of a
+    /// forgotten task. What [`Machine::resend`](crate::session::Machine::resend) asks.
+    pub fn was_emitted(&self, task_id: &str, attempt: Option<u64>, seq: u64) -> bool {
+        let last = match self.tasks.get(task_id) {
+            Some(TaskEntry::Live(c)) => c.out(attempt).map_or(0, OutboxLog::last_seq),
+            Some(TaskEntry::Forgotten(t)) => t.outbound(attempt).unwrap_or(0),
+            None => 0,
+        };
+        seq >= 1 && seq <= last
+    }
+
     /// The sender of an inbound stream declared that it can no longer send seqs below
     /// `first_available`. When this end has not received everything below it, the
     /// watermark jumps to `first_available − 1` and the missing range `(from, to)` is

@@ -10,7 +10,7 @@ use crate::json::{CompactString, Object, Value};
 
 use crate::framing::LineFramer;
 use crate::sequencing::{Arrival, ConnectionState, Position, Resync, Role};
-use crate::wire::{self, Hello, Message, Ping, Pong};
+use crate::wire::{self, Hello, Message, MessageType, Ping, Pong};
 
 use super::{
     CloseReason, Event, Input, Output, SessionConfig, SessionError, SessionStats, Stamped,
@@ -402,6 +402,44 @@ impl Engine {
         let result = self.emit(msg);
         self.timers(now);
         result
+    }
+
+    /// The body of [`Machine::resend`](super::Machine::resend): a message whose seq its
+    /// stream already emitted is reported as it is (nothing stamped, kept or
+    /// transmitted); any other is [`send`](Self::send).
+    pub(crate) fn resend(&mut self, now: u64, msg: Message) -> Result<Stamped, SessionError> {
+        let seq = msg.seq().unwrap_or(0);
+        let attempt = match self.state.role() {
+            Role::Hub => None,
+            Role::Runner => Some(msg.attempt().unwrap_or(0)),
+        };
+        // Only a message this side emits can have been emitted (any other is refused
+        // by `send`, with its error).
+        let emits = matches!(
+            (self.state.role(), msg.message_type()),
+            (Role::Hub, MessageType::TaskAssign | MessageType::TaskCancel)
+                | (
+                    Role::Runner,
+                    MessageType::TaskProgress | MessageType::TaskReport
+                )
+        );
+        let sent = emits
+            && msg
+                .task_id()
+                .is_some_and(|t| self.state.was_emitted(t, attempt, seq));
+        if !sent {
+            return self.send(now, msg);
+        }
+        self.catch_up();
+        self.now = now;
+        self.timers(now);
+        let task_id = msg.task_id().unwrap_or_default().to_owned();
+        Ok(Stamped {
+            message: msg,
+            task_id,
+            attempt,
+            seq,
+        })
     }
 
     fn emit(&mut self, msg: Message) -> Result<Stamped, SessionError> {

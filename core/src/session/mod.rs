@@ -331,6 +331,24 @@ pub trait Machine: sealed::Sealed {
         self.parts().0.send(now_ms, message)
     }
 
+    /// [`send`](Self::send) of a message that may have been sent before — the shape of
+    /// stapel-runner-protocol 0.1.1's `RunnerConnection.send`, whose application numbers
+    /// its frames itself and, after a reconnect, re-sends them from its last checkpoint
+    /// ("the hub drops duplicates"). A message whose `seq` its stream already emitted
+    /// (`1 ≤ seq ≤` the stream's last emitted seq, forgotten tasks included:
+    /// [`ConnectionState::was_emitted`]) is that frame: nothing is stamped, kept or
+    /// transmitted — the session already keeps it until acknowledged and replays it
+    /// after a reconnect, so the peer gets it exactly once — and the returned
+    /// [`Stamped`] carries the message as given, with its seq. Any other message (seq 0,
+    /// or a seq above the last emitted) is sent as with [`send`](Self::send) and numbered
+    /// by the session.
+    ///
+    /// # Errors
+    /// As [`send`](Self::send) (a message that is not re-sent).
+    fn resend(&mut self, now_ms: u64, message: Message) -> Result<Stamped, SessionError> {
+        self.parts().0.resend(now_ms, message)
+    }
+
     /// The next output; `None` when there is nothing more to do now.
     fn poll_output(&mut self) -> Option<Output> {
         self.parts().0.poll()

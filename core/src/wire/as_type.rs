@@ -38,11 +38,11 @@ pub fn is_sequenced_name(name: &str) -> bool {
 /// Check `value` against every rule of message type `mt` (the `validate` functions of
 /// the bindings) and build the message.
 ///
-/// The object's `type` may be absent (it is taken as `mt`); when present it must be
-/// `mt`'s name: any other value is a [`Rule::Const`] violation at `type`, reported with
-/// the violations of the rest of the object checked as `mt`. `schema_version` must be
-/// present and 1, as in any validating decode. A non-object is
-/// [`DecodeError::NotObject`].
+/// The object's `type` must be `mt`'s name, as the message's JSON Schema requires: an
+/// absent `type` is a [`Rule::Required`] violation at `type`, any other value a
+/// [`Rule::Const`] violation there, each reported with the violations of the rest of
+/// the object checked as `mt`. `schema_version` must be present and 1, as in any
+/// validating decode. A non-object is [`DecodeError::NotObject`].
 ///
 /// # Errors
 /// [`DecodeError`] with the codes of [`decode`](super::decode).
@@ -55,21 +55,24 @@ pub fn check_as(value: Value, mt: MessageType) -> Result<Message, DecodeError> {
             })
         }
     };
-    let wrong_type = match object.get("type") {
-        None => false,
-        Some(Value::String(s)) => s.as_str() != mt.as_str(),
-        Some(_) => true,
+    let violation = match object.get("type") {
+        None => Some(Violation::new(
+            "type",
+            Rule::Required,
+            format!("required: the object must say it is a {:?}", mt.as_str()),
+        )),
+        Some(Value::String(s)) if s.as_str() == mt.as_str() => None,
+        Some(_) => Some(Violation::new(
+            "type",
+            Rule::Const,
+            format!("must be {:?} to be checked as that type", mt.as_str()),
+        )),
     };
     object.insert("type", mt.as_str());
     let result = from_object(object, true);
-    if !wrong_type {
+    let Some(violation) = violation else {
         return result;
-    }
-    let violation = Violation::new(
-        "type",
-        Rule::Const,
-        format!("must be {:?} to be checked as that type", mt.as_str()),
-    );
+    };
     let mut violations = match result {
         Ok(_) => Vec::new(),
         Err(DecodeError::Schema { violations }) => violations,

@@ -155,6 +155,9 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
     if u32::try_from(frame.len()).is_err() {
         return None;
     }
+    if let Some(view) = peek_encoded(frame) {
+        return Some(view);
+    }
     let mut s = Scanner {
         text: frame,
         bytes: frame.as_bytes(),
@@ -241,6 +244,63 @@ pub fn peek_progress(frame: &str) -> Option<ProgressView<'_>> {
         return None;
     }
     Some(view)
+}
+
+/// The start of a `task.progress` frame as [`encode`](super::encode) writes it, up to the
+/// `task_id` value.
+const ENCODED_HEAD: &[u8] = br#"{"schema_version":1,"type":"task.progress","task_id":"#;
+
+/// [`peek_progress`] of a frame laid out exactly as [`encode`](super::encode) writes one
+/// (the top-level members in its order and spelling, no whitespace): the same checks,
+/// with the member names matched as literals. `None` when the frame is laid out any
+/// other way (or is invalid): [`peek_progress`] then scans it member by member, which
+/// decides. Whatever this accepts, that scan accepts with the same view.
+fn peek_encoded(frame: &str) -> Option<ProgressView<'_>> {
+    let bytes = frame.as_bytes();
+    if !bytes.starts_with(ENCODED_HEAD) {
+        return None;
+    }
+    let mut s = Scanner {
+        text: frame,
+        bytes,
+        pos: ENCODED_HEAD.len(),
+        canonical: true,
+    };
+    let task_id = s.plain_str()?;
+    if task_id.is_empty() || !s.literal_at(br#","seq":"#) {
+        return None;
+    }
+    let seq = s.safe_uint()?;
+    if !s.literal_at(br#","kind":"#) {
+        return None;
+    }
+    let kind = s.plain_str()?;
+    let attempt = if s.literal_at(br#","attempt":"#) {
+        s.safe_uint()?
+    } else {
+        0
+    };
+    if !s.literal_at(br#","payload":"#) {
+        return None;
+    }
+    let start = s.pos;
+    let usage_ok = s.object(DEPTH_BUDGET - 1, true)?;
+    let payload = frame.get(start..s.pos)?;
+    let payload_canonical = s.canonical;
+    if !s.literal_at(b"}") || s.pos != bytes.len() {
+        return None;
+    }
+    if kind == progress_kind::USAGE && !usage_ok {
+        return None;
+    }
+    Some(ProgressView {
+        task_id,
+        seq,
+        attempt,
+        kind,
+        payload,
+        payload_canonical,
+    })
 }
 
 /// serde_json's recursion budget: entering a container spends one, reaching zero fails.
@@ -424,6 +484,21 @@ impl<'a> Scanner<'a> {
         if self.at(self.pos) != b'{' {
             return false;
         }
+        // As the encoder writes it: the five names as literals, in its order.
+        let at = self.pos;
+        let encoded = [
+            &br#"{"cache_read":"#[..],
+            br#","cache_write":"#,
+            br#","fresh_input":"#,
+            br#","output":"#,
+            br#","thinking":"#,
+        ]
+        .iter()
+        .all(|name| self.literal_at(name) && self.safe_uint().is_some());
+        if encoded && self.literal_at(b"}") {
+            return true;
+        }
+        self.pos = at;
         self.skip(1);
         let mut seen = 0u8;
         loop {
@@ -487,6 +562,19 @@ impl<'a> Scanner<'a> {
             b'n' => self.literal(b"null"),
             _ => None,
         }
+    }
+
+    /// Skip `word` when the text at the cursor is exactly it (`false`: nothing moved).
+    #[inline(always)]
+    fn literal_at(&mut self, word: &[u8]) -> bool {
+        let hit = self
+            .bytes
+            .get(self.pos..)
+            .is_some_and(|rest| rest.starts_with(word));
+        if hit {
+            self.skip(word.len());
+        }
+        hit
     }
 
     /// The literal `word` at the cursor.
@@ -615,5 +703,43 @@ impl<'a> Scanner<'a> {
     #[inline(always)]
     fn skip(&mut self, n: usize) {
         self.pos = fwd(self.pos, n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_frames_take_the_literal_path_with_the_same_view() {
+        let frames = [
+            r#"{"schema_version":1,"type":"task.progress","task_id":"brave-falcon-1042/T-1042","seq":17,"kind":"usage","attempt":2,"payload":{"usage":{"cache_read":30433,"cache_write":287,"fresh_input":1,"output":67,"thinking":12},"model":"claude-sonnet-4-5-20250929","turn":3}}"#,
+            r#"{"schema_version":1,"type":"task.progress","task_id":"T-1","seq":3,"kind":"state","payload":{"state":"running"}}"#,
+        ];
+        for f in frames {
+            let fast = peek_encoded(f).expect("the literal path takes an encoded frame");
+            // The member-by-member scan (a frame the literal path refuses: a blank after
+            // the opening brace) gives the same view.
+            let spaced = format!("{{ {}", &f[1..]);
+            let general = peek_progress(&spaced).expect("the scan takes it too");
+            assert!(peek_encoded(&spaced).is_none());
+            assert_eq!(
+                (
+                    fast.task_id,
+                    fast.seq,
+                    fast.attempt,
+                    fast.kind,
+                    fast.payload
+                ),
+                (
+                    general.task_id,
+                    general.seq,
+                    general.attempt,
+                    general.kind,
+                    general.payload
+                )
+            );
+            assert_eq!(fast.payload_canonical, general.payload_canonical);
+        }
     }
 }

@@ -97,6 +97,10 @@ pub fn run(vector: &Value) -> Result<(), String> {
             let msg = wire::from_value(m.into(), false)
                 .map_err(|e| format!("step {i}: bad message: {e}"))?;
             side.machine.handle_input(now, Input::Send(msg))
+        } else if let Some(m) = input.get("resend") {
+            let msg = wire::from_value(m.into(), false)
+                .map_err(|e| format!("step {i}: bad message: {e}"))?;
+            side.machine.resend(now, msg).map(drop)
         } else if input.get("save_snapshot").is_some() {
             saved = Some(side.machine.state().snapshot());
             Ok(())
