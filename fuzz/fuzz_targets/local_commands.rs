@@ -306,7 +306,7 @@ fuzz_target!(|data: &[u8]| {
     let mut eof = false;
     let mut now = 0u64;
     let mut steps = 0;
-    while !b.is_empty() && steps < 128 {
+    while !b.is_empty() && steps < 64 {
         steps += 1;
         now += 1;
         let op = b.byte() % 8;

@@ -130,7 +130,7 @@ pub fn drive_session<M: Machine>(
     let mut checkpoint: Option<(Vec<u8>, Delivered, BTreeSet<String>)> = None;
     let mut forgotten: BTreeSet<String> = BTreeSet::new();
     let mut steps = 0;
-    while !b.is_empty() && steps < 256 {
+    while !b.is_empty() && steps < 128 {
         steps += 1;
         let op = b.byte() % 12;
         let mut input_given = true;
