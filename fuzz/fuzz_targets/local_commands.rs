@@ -340,7 +340,7 @@ fuzz_target!(|data: &[u8]| {
                 continue;
             }
             _ => {
-                if b.byte() % 4 == 0 {
+                if b.byte().is_multiple_of(4) {
                     eof = true;
                     let _ = run.handle_input(now, Input::ControllerEof);
                     let mut receipts = Vec::new();
