@@ -2622,22 +2622,66 @@ pub fn looks_like_random_token(run: &str) -> bool {
 /// base64 run (letters, digits, `+`, `/`, `=`; ≥ 30 characters with at least one of
 /// `+/=`) whose letters and digits look random (an AWS secret key pasted whole).
 pub fn identifier_carries_secret(s: &str) -> bool {
+    // All three classes, changing at 35 % or more of adjacent pairs, and fewer than 60 %
+    // of lowercase letters followed by another (camelCase names continue lowercase
+    // about two thirds of the time, random base62 about 42 %).
+    let mixed = |alnum: &str| {
+        let b = alnum.as_bytes();
+        let after_lower: Vec<u8> = b
+            .windows(2)
+            .filter_map(|p| match p {
+                [a, c] if a.is_ascii_lowercase() => Some(*c),
+                _ => None,
+            })
+            .collect();
+        let lower_lower = after_lower
+            .iter()
+            .filter(|c| c.is_ascii_lowercase())
+            .count();
+        has_upper(alnum)
+            && has_lower(alnum)
+            && has_digit(alnum)
+            && class_changes(b).saturating_mul(20) >= alnum.len().saturating_mul(7)
+            && lower_lower.saturating_mul(10) < after_lower.len().saturating_mul(6)
+    };
     looks_like_credential(s)
         || s.split(['.', ':', '/', '@', '+', '~']).any(word_is_secret)
-        || s.split(|c: char| !c.is_ascii_alphanumeric())
-            .any(looks_like_random_token)
+        || s.split(|c: char| !c.is_ascii_alphanumeric()).any(|run| {
+            looks_like_random_token(run)
+                || (run.len() >= 32 && (looks_like_random_one_case(run, false) || looks_like_random_one_case(run, true)))
+        })
+        // A base64url run (`_`, `-` inside) with few separators whose letters and digits
+        // together look random.
+        || s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .filter(|run| run.len() >= 30)
+            .any(|run| {
+                let alnum: String = run.chars().filter(char::is_ascii_alphanumeric).collect();
+                let seps = run.len().saturating_sub(alnum.len());
+                seps.saturating_mul(6) <= alnum.len() && looks_like_random_token(&alnum)
+            })
         || s.split(|c: char| !(c.is_ascii_alphanumeric() || "+/=".contains(c)))
+            // A directory named by a word before it (`build/<key>`) is not part of it.
+            .flat_map(|run| {
+                let tail = run
+                    .split_once('/')
+                    .filter(|(dir, _)| dir.bytes().all(|c| c.is_ascii_lowercase()))
+                    .map(|(_, t)| t);
+                std::iter::once(run).chain(tail)
+            })
             .filter(|run| run.len() >= 30 && run.contains(['+', '/', '=']))
             .any(|run| {
                 let alnum: String = run.chars().filter(char::is_ascii_alphanumeric).collect();
-                // Base64 with all three classes changing often (an AWS secret key) even
-                // when the stricter random-token test misses it.
-                let mixed = has_upper(&alnum)
+                // Base64 (an AWS secret key) even when the stricter random-token test
+                // misses it: with a `+` or `=` (no name has them) all three classes
+                // changing often suffice; with only `/` (a path could) the continuation
+                // test applies too.
+                let loose = run.contains(['+', '='])
+                    && has_upper(&alnum)
                     && has_lower(&alnum)
                     && has_digit(&alnum)
                     && class_changes(alnum.as_bytes()).saturating_mul(20)
                         >= alnum.len().saturating_mul(7);
-                looks_like_random_token(&alnum) || mixed
+                looks_like_random_token(&alnum) || loose || mixed(&alnum)
             })
 }
 
