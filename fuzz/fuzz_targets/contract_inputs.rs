@@ -43,15 +43,20 @@ fuzz_target!(|data: &[u8]| {
     }
     let (redacted, n) = safety::redact_secrets(&text);
     assert_eq!(n, spans.len());
-    assert_eq!(
-        safety::looks_like_credential(&text),
-        !spans.is_empty() || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY"))
-    );
+    // `looks_like_credential` is another full scan: checked on short texts only (the
+    // campaign's executions go to the paths below).
+    if text.len() <= 256 {
+        assert_eq!(
+            safety::looks_like_credential(&text),
+            !spans.is_empty() || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY"))
+        );
+    }
     // The production paths that redact free text: a report whose cancel reason is the
     // text, progress whose copied fields are the text (never an error, never a panic;
-    // what they carry is the redacted text).
+    // what they carry is the redacted text), on the first 256 characters.
+    let short: String = text.chars().take(256).collect();
     let report = runner_task::call(
-        &json!({"report": {"task_id": "T", "outcome": {"type": "cancelled", "reason": &*text}}}),
+        &json!({"report": {"task_id": "T", "outcome": {"type": "cancelled", "reason": &short}}}),
     )
     .expect("a report call");
     let summary = report["summary_business"]
@@ -60,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
         .to_owned();
     assert!(summary.starts_with("cancelled by the hub: "));
     let progress =
-        runner_task::call(&json!({"harness_event": {"type": "status", "state": &*text}}))
+        runner_task::call(&json!({"harness_event": {"type": "status", "state": &short}}))
             .expect("a progress call");
     assert!(progress["payload"]["state"].is_string());
     let _ = redacted;
