@@ -1,35 +1,73 @@
-//! Evidence redaction against a corpus of real-world secret formats (issue 17).
+//! Secret redaction against a corpus of real-world secret formats (issue 17).
 //!
-//! **Secret corpus.** 76 token formats modelled on the public facts of secret-scanner
+//! **Secret corpus.** 97 token formats modelled on the public facts of secret-scanner
 //! rule sets (prefixes, lengths and alphabets of GitHub, GitLab, Slack, OpenAI,
 //! Anthropic, AWS, Google, Stripe, … tokens; PEM blocks, JWTs, connection strings and
 //! unprefixed values that are secret only by context). Every value is generated here from
-//! a seeded PRNG — none is a real secret. Each format is planted in 14–16 contexts (env
-//! lines, `export`, YAML, JSON, `--flag v`, `--flag=v`, headers, connection strings,
-//! TOML, `docker -e`, URL queries, prose, log lines, env dumps, bare words).
+//! a seeded PRNG — none is a real secret. 21 of them are a **holdout**
+//! ([`holdout_formats`]): formats from the public rule sets (gitleaks and others) that
+//! were *not* looked at when the detector's rules were written, added to measure how the
+//! detector does on formats it was not written for. Their recall before the detector
+//! learned generic rules (prefixed random tokens, random lowercase bodies, bare random
+//! words; no prefix of theirs was added) is recorded in [`HOLDOUT_RECALL_BEFORE`].
 //!
-//! Every planted text goes through the **real gateway evidence path**: the JSON input
-//! forms a binding uses (`GatewayInput::from_value`), planted in the request's title,
-//! description and every identifier, the rein inputs, the tool-call arguments, the
-//! sandbox id, the session map, the tool output, the summary's identifiers and metadata,
-//! and every `*_failed` message. The secret (and every 12-character piece of it) must not
-//! appear in any evidence string. The same texts also go through
-//! [`safety::redact_secrets`] directly: the secret must be gone while the key name that
-//! made it secret stays.
+//! Each format is planted in up to 30 contexts ([`CONTEXTS`]: env lines, `export`, YAML,
+//! JSON, TOML, XML elements, .NET `<add key= value=>`, `--flag v`, `--flag=v`, headers,
+//! connection strings (`Password=`, `AccountKey=`, `SharedAccessKey=`, `Pwd=`), URL
+//! queries, `curl -u user:v`, `.netrc`, `os.Setenv("K", "v")`, prose, a bare value after
+//! a key word, log lines, env dumps, bare words). Every planted text goes through
+//! every production path that can carry text:
 //!
-//! **Benign corpus.** What agents print: commit SHAs, `sha256:` digests, UUIDs, paths,
-//! model names, timestamps, camelCase identifiers, prose about tokens and passwords,
-//! base64-ish fixture names, token counts, config keys that are *about* secrets. Under
-//! 1 % of it may be redacted (text) and under 1 % of the identifier-shaped part may be
-//! redacted as an evidence identifier.
+//! * **text** — [`safety::redact_secrets`]: the secret is gone, the key that made it a
+//!   secret stays;
+//! * **evidence** — the gateway's JSON input forms (`GatewayInput::from_value`) with the
+//!   text planted in the request's title, description and every identifier, the rein
+//!   inputs, tool-call arguments, the session map, the tool output and error, the
+//!   summary's identifiers and every `*_failed` message; the value alone is planted in
+//!   every identifier slot too (the sandbox id, refs, the summary's model, commit and
+//!   artifacts). No evidence string may carry the secret (or any 12-character piece);
+//! * **tool_error** — the gateway result's `tool_error` (error details a host may log):
+//!   context-redacted;
+//! * **report** — a task report built by `runner_task::call({"report": …})` (the path the
+//!   runner and every binding use) whose outcome carries the text (`cancelled` with it as
+//!   the reason): `summary_business` is redacted;
+//! * **progress** — progress built from harness events (`harness_event`, `local_event`)
+//!   whose copied fields (`state`, `name`, `phase`) are the text.
 //!
-//! Run with `--nocapture` to see the confusion table per format.
+//! **Opaque identifier slots.** An identifier slot takes a value of its kind's shape
+//! verbatim (see `contract::evidence`): a `commit` is 7–64 hex digits, a `ref` (sandbox
+//! id, refs, model) any of `[A-Za-z0-9._:/@+-]`. A value with no secret *shape* — 32 or
+//! 64 hex digits (a Datadog key, a hex secret), a UUID (a Heroku key), a random base62 or
+//! base64url run that happens to look like an id — is indistinguishable there from the
+//! commit SHAs, digests, UUIDs and random ids those slots exist to carry. Those slots are
+//! filled by the host and the rein from typed fields (a sandbox handle, a summary), never
+//! from free text or tool output, so what crosses is what the host or rein chose to put
+//! in an id field; a rein that wants to exfiltrate can always encode a secret as hex. The
+//! test reports every such pass-through per format and slot (`opaque` in the table) and
+//! fails on any other evidence leak: a shaped secret in any slot, an unshaped one outside
+//! [`OPAQUE_SLOTS`], or one of a value class not listed there.
+//!
+//! **Benign corpus.** What agents print, by category: commit SHAs, `sha256:` digests,
+//! UUIDs, paths, model names, timestamps, camelCase identifiers, prose about tokens and
+//! passwords, git logs, cargo / npm / pip / pytest output, stack traces, JSON logs, HTTP
+//! logs, go.sum lines, lock-file integrity hashes, public certificates and SSH public
+//! keys, data-URI images, shell sessions with flags. Under 1 % of it may be redacted
+//! (text), and under 1 % of the identifier-shaped part may be redacted as an evidence
+//! identifier.
+//!
+//! The confusion table (per format: planted, caught per path, missed; benign false
+//! positives per category) is written to `target/tmp/secret-corpus-report.md` (printed
+//! with `--nocapture`); a summary line is printed either way.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 use stapel_runner_protocol::contract::{
     safe_identifier_as, safety, Catalog, Gateway, GatewayAction, GatewayConfig, GatewayInput,
     GatewayOutput, IdentifierKind,
 };
+use stapel_runner_protocol::runner_task;
 
 /// splitmix64: a small deterministic PRNG.
 struct Rng(u64);
@@ -610,121 +648,362 @@ fn formats() -> Vec<Format> {
         )),
     ]
 }
+/// The holdout: formats from public secret-scanner rule sets (gitleaks' rule files and
+/// other public scanners' patterns: prefix, length, alphabet) that were not looked at
+/// when the detector's rules were written. No rule names any of their prefixes; they
+/// are caught (or not) by the generic rules.
+fn holdout_formats() -> Vec<Format> {
+    const LOWER_ALNUM: &str = "abcdefghijklmnopqrstuvwxyz0123456789";
+    const UPPER_ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    vec![
+        fmt!(
+            "newrelic_user_api_key",
+            "NEW_RELIC_API_KEY",
+            "API key",
+            true,
+            |r| { same(format!("NRAK-{}", r.from(UPPER_ALNUM, 27))) }
+        ),
+        fmt!(
+            "newrelic_insert_key",
+            "NEW_RELIC_INSERT_KEY",
+            "insert key",
+            true,
+            |r| { same(format!("NRII-{}", r.from(B64URL, 32))) }
+        ),
+        fmt!("prefect_api_key", "PREFECT_API_KEY", "API key", true, |r| {
+            same(format!("pnu_{}", r.from(ALNUM, 36)))
+        }),
+        fmt!("readme_api_key", "README_API_KEY", "API key", true, |r| {
+            same(format!("rdme_{}", r.from(LOWER_ALNUM, 70)))
+        }),
+        fmt!("typeform_token", "TYPEFORM_TOKEN", "token", true, |r| same(
+            format!("tfp_{}", r.from(B64URL, 59))
+        )),
+        fmt!(
+            "sourcegraph_token",
+            "SRC_ACCESS_TOKEN",
+            "token",
+            true,
+            |r| same(format!("sgp_{}_{}", r.from(HEX, 16), r.from(HEX, 40)))
+        ),
+        fmt!(
+            "scalingo_token",
+            "SCALINGO_API_TOKEN",
+            "API token",
+            true,
+            |r| { same(format!("tk-us-{}", r.from(B64URL, 48))) }
+        ),
+        fmt!("groq_api_key", "GROQ_API_KEY", "API key", true, |r| same(
+            format!("gsk_{}", r.from(ALNUM, 48))
+        )),
+        fmt!(
+            "langsmith_api_key",
+            "LANGSMITH_API_KEY",
+            "API key",
+            true,
+            |r| {
+                same(format!(
+                    "lsv2_pt_{}_{}",
+                    r.from(LOWER_ALNUM, 32),
+                    r.from(LOWER_ALNUM, 10)
+                ))
+            }
+        ),
+        fmt!(
+            "alibaba_access_key_id",
+            "ALIBABA_CLOUD_ACCESS_KEY_ID",
+            "access key",
+            true,
+            |r| same(format!("LTAI{}", r.from(ALNUM, 20)))
+        ),
+        fmt!(
+            "easypost_api_key",
+            "EASYPOST_API_KEY",
+            "API key",
+            true,
+            |r| { same(format!("EZAK{}", r.from(ALNUM, 54))) }
+        ),
+        fmt!(
+            "supabase_access_token",
+            "SUPABASE_ACCESS_TOKEN",
+            "token",
+            true,
+            |r| { same(format!("sbp_{}", r.from(HEX, 40))) }
+        ),
+        fmt!(
+            "replicate_api_token",
+            "REPLICATE_API_TOKEN",
+            "API token",
+            true,
+            |r| { same(format!("r8_{}", r.from(ALNUM, 37))) }
+        ),
+        fmt!("frameio_token", "FRAMEIO_TOKEN", "token", true, |r| same(
+            format!("fio-u-{}", r.from(&format!("{LOWER_ALNUM}_-"), 64))
+        )),
+        fmt!("clojars_token", "CLOJARS_TOKEN", "token", true, |r| same(
+            format!("CLOJARS_{}", r.from(LOWER_ALNUM, 60))
+        )),
+        fmt!(
+            "slack_client_token",
+            "SLACK_CLIENT_TOKEN",
+            "token",
+            true,
+            |r| {
+                same(format!(
+                    "xoxc-{}-{}-{}-{}",
+                    r.from(DIGITS, 11),
+                    r.from(DIGITS, 13),
+                    r.from(DIGITS, 13),
+                    r.from(HEX, 64)
+                ))
+            }
+        ),
+        fmt!(
+            "perplexity_api_key",
+            "PERPLEXITY_API_KEY",
+            "API key",
+            true,
+            |r| { same(format!("pplx-{}", r.from(ALNUM, 48))) }
+        ),
+        fmt!("duffel_token", "DUFFEL_ACCESS_TOKEN", "token", true, |r| {
+            same(format!("duffel_live_{}", r.from(B64URL, 43)))
+        }),
+        fmt!("airtable_pat", "AIRTABLE_TOKEN", "token", true, |r| same(
+            format!("pat{}.{}", r.from(ALNUM, 14), r.from(HEX, 64))
+        )),
+        fmt!(
+            "onepassword_service_token",
+            "OP_SERVICE_ACCOUNT_TOKEN",
+            "token",
+            true,
+            |r| same(format!("ops_eyJ{}", r.from(B64, 260)))
+        ),
+        fmt!(
+            "azure_devops_pat",
+            "AZURE_DEVOPS_PAT",
+            "personal access token",
+            false,
+            |r| same(r.from("abcdefghijklmnopqrstuvwxyz234567", 52))
+        ),
+    ]
+}
 
-/// One planting context: a name and a template over `{K}` (env name), `{k}` (snake
-/// case), `{kebab}`, `{noun}` and `{V}`. `shaped_only` contexts give no key, so only
-/// formats recognisable by shape are planted there.
+/// Recall of the holdout formats measured with the detector as it was before the generic
+/// rules (commit d1d336b's `safety.rs`, the same contexts and paths as now): text contexts
+/// whose secret was removed / contexts planted, and evidence runs that leaked. Kept as
+/// the record the issue asks for; the current figures are in the report.
+const HOLDOUT_RECALL_BEFORE: &[(&str, usize, usize, usize)] = &[
+    ("newrelic_user_api_key", 21, 30, 60),
+    ("newrelic_insert_key", 22, 30, 32),
+    ("prefect_api_key", 24, 30, 0),
+    ("readme_api_key", 21, 30, 60),
+    ("typeform_token", 24, 30, 6),
+    ("sourcegraph_token", 21, 30, 60),
+    ("scalingo_token", 24, 30, 16),
+    ("groq_api_key", 24, 30, 0),
+    ("langsmith_api_key", 21, 30, 60),
+    ("alibaba_access_key_id", 10, 30, 12),
+    ("easypost_api_key", 24, 30, 0),
+    ("supabase_access_token", 21, 30, 60),
+    ("replicate_api_token", 24, 30, 4),
+    ("frameio_token", 21, 30, 60),
+    ("clojars_token", 24, 30, 60),
+    ("slack_client_token", 21, 30, 60),
+    ("perplexity_api_key", 24, 30, 2),
+    ("duffel_token", 24, 30, 12),
+    ("airtable_pat", 24, 30, 60),
+    ("onepassword_service_token", 24, 30, 0),
+    ("azure_devops_pat", 21, 28, 0),
+];
+
+/// Which formats a context is planted with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Plant {
+    /// Every format: the context names a key (its own or the format's).
+    Keyed,
+    /// Only formats whose shape alone marks them: the context gives no key.
+    ShapedOnly,
+}
+
+/// One planting context: a name, a template over `{K}` (env name), `{k}` (snake
+/// case), `{kebab}`, `{camel}`, `{Pascal}`, `{noun}` and `{V}`, and the key text that
+/// must stay readable after redaction (same placeholders; `None` for key-less contexts).
 struct Context {
     name: &'static str,
     template: &'static str,
-    shaped_only: bool,
+    plant: Plant,
+    key: Option<&'static str>,
+}
+
+const fn keyed(name: &'static str, template: &'static str, key: &'static str) -> Context {
+    Context {
+        name,
+        template,
+        plant: Plant::Keyed,
+        key: Some(key),
+    }
 }
 
 const CONTEXTS: &[Context] = &[
-    Context {
-        name: "env",
-        template: "{K}={V}",
-        shaped_only: false,
-    },
-    Context {
-        name: "export",
-        template: "export {K}=\"{V}\"",
-        shaped_only: false,
-    },
-    Context {
-        name: "yaml",
-        template: "service:\n  name: api\n  {k}: {V}\n  replicas: 3",
-        shaped_only: false,
-    },
-    Context {
-        name: "json",
-        template: "{\"name\": \"svc\", \"{k}\": \"{V}\", \"region\": \"eu-west-1\"}",
-        shaped_only: false,
-    },
-    Context {
-        name: "cli_flag",
-        template: "$ deploy --{kebab} {V} --verbose",
-        shaped_only: false,
-    },
-    Context {
-        name: "cli_flag_eq",
-        template: "tool login --{kebab}={V}",
-        shaped_only: false,
-    },
-    Context {
-        name: "auth_header",
-        template:
-            "GET /v1/items HTTP/1.1\nHost: api.example.com\nAuthorization: Bearer {V}\nAccept: */*",
-        shaped_only: false,
-    },
-    Context {
-        name: "api_key_header",
-        template: "curl -H 'X-Api-Key: {V}' https://api.example.com/v1",
-        shaped_only: false,
-    },
-    Context {
-        name: "conn_string",
-        template:
-            "Server=tcp:db.example.net,1433;Database=app;User ID=app;Password={V};Encrypt=True;",
-        shaped_only: false,
-    },
-    Context {
-        name: "toml",
-        template: "[deploy]\n{k} = '{V}'\nregion = \"eu\"",
-        shaped_only: false,
-    },
-    Context {
-        name: "docker_env",
-        template: "docker run --rm -e {K}={V} ghcr.io/acme/app:1.4.2",
-        shaped_only: false,
-    },
-    Context {
-        name: "url_query",
-        template: "fetching https://api.example.com/v1/items?{k}={V}&page=2",
-        shaped_only: false,
-    },
-    Context {
-        name: "prose",
-        template: "For the deploy, the {noun} is {V} (rotate it later).",
-        shaped_only: false,
-    },
-    Context {
-        name: "log_line",
-        template: "2026-12-01T06:30:12Z INFO auth ok {k}={V} user=bob",
-        shaped_only: false,
-    },
-    Context {
-        name: "env_dump",
-        template: "PATH=/usr/local/bin:/usr/bin\nHOME=/root\n{K}={V}\nLANG=C.UTF-8",
-        shaped_only: false,
-    },
+    keyed("env", "{K}={V}", "{K}="),
+    keyed("export", "export {K}=\"{V}\"", "export {K}="),
+    keyed(
+        "yaml",
+        "service:\n  name: api\n  {k}: {V}\n  replicas: 3",
+        "{k}: ",
+    ),
+    keyed(
+        "yaml_quoted",
+        "credentials:\n  {k}: \"{V}\"\n  region: eu-west-1",
+        "{k}: ",
+    ),
+    keyed(
+        "json",
+        "{\"name\": \"svc\", \"{k}\": \"{V}\", \"region\": \"eu-west-1\"}",
+        "\"{k}\": ",
+    ),
+    keyed(
+        "cli_flag",
+        "$ deploy --{kebab} {V} --verbose",
+        "--{kebab} ",
+    ),
+    keyed("cli_flag_eq", "tool login --{kebab}={V}", "--{kebab}="),
+    keyed(
+        "toml",
+        "[deploy]\n{k} = '{V}'\nregion = \"eu\"",
+        "{k} = ",
+    ),
+    keyed(
+        "docker_env",
+        "docker run --rm -e {K}={V} ghcr.io/acme/app:1.4.2",
+        "-e {K}=",
+    ),
+    keyed(
+        "url_query",
+        "fetching https://api.example.com/v1/items?{k}={V}&page=2",
+        "?{k}=",
+    ),
+    keyed(
+        "log_line",
+        "2026-12-01T06:30:12Z INFO auth ok {k}={V} user=bob",
+        "{k}=",
+    ),
+    keyed(
+        "env_dump",
+        "PATH=/usr/local/bin:/usr/bin\nHOME=/root\n{K}={V}\nLANG=C.UTF-8",
+        "{K}=",
+    ),
+    keyed(
+        "prose",
+        "For the deploy, the {noun} is {V} (rotate it later).",
+        "the {noun} is ",
+    ),
+    keyed(
+        "adjacent",
+        "use the {noun} {V} for the staging deploy",
+        "the {noun} ",
+    ),
+    keyed(
+        "xml_element",
+        "<settings>\n  <{camel}>{V}</{camel}>\n</settings>",
+        "<{camel}>",
+    ),
+    keyed(
+        "dotnet_add",
+        "<appSettings>\n  <add key=\"{Pascal}\" value=\"{V}\" />\n</appSettings>",
+        "<add key=\"{Pascal}\" value=\"",
+    ),
+    keyed("setenv", "os.Setenv(\"{K}\", \"{V}\")", "os.Setenv(\"{K}\", \""),
+    keyed(
+        "python_kwarg",
+        "client = Client({k}=\"{V}\", timeout=30)",
+        "Client({k}=\"",
+    ),
+    keyed(
+        "auth_header",
+        "GET /v1/items HTTP/1.1\nHost: api.example.com\nAuthorization: Bearer {V}\nAccept: */*",
+        "Authorization: Bearer ",
+    ),
+    keyed(
+        "api_key_header",
+        "curl -H 'X-Api-Key: {V}' https://api.example.com/v1",
+        "X-Api-Key: ",
+    ),
+    keyed(
+        "x_auth_token_header",
+        "HTTP request headers: X-Auth-Token: {V}\nUser-Agent: curl/8.5",
+        "X-Auth-Token: ",
+    ),
+    keyed(
+        "conn_string",
+        "Server=tcp:db.example.net,1433;Database=app;User ID=app;Password={V};Encrypt=True;",
+        ";Password=",
+    ),
+    keyed(
+        "conn_pwd",
+        "Driver={ODBC Driver 18 for SQL Server};Server=db;Uid=app;Pwd={V};",
+        ";Pwd=",
+    ),
+    keyed(
+        "conn_account_key",
+        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={V};EndpointSuffix=core.windows.net",
+        ";AccountKey=",
+    ),
+    keyed(
+        "conn_shared_access_key",
+        "Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={V}",
+        ";SharedAccessKey=",
+    ),
+    keyed(
+        "curl_user",
+        "curl -u deploy:{V} https://api.example.com/v1/items",
+        "curl -u deploy:",
+    ),
+    keyed(
+        "netrc",
+        "machine api.example.com login deploy password {V}",
+        "login deploy password ",
+    ),
+    keyed("xml_password", "<password>{V}</password>", "<password>"),
     Context {
         name: "bare_prose",
         template: "deployed with {V} yesterday",
-        shaped_only: true,
+        plant: Plant::ShapedOnly,
+        key: None,
+    },
+    Context {
+        name: "bare_log",
+        template: "2026-12-01T06:30:12Z DEBUG request sent with {V} (200 OK)",
+        plant: Plant::ShapedOnly,
+        key: None,
     },
 ];
+
+fn camel(env: &str, upper_first: bool) -> String {
+    let mut out = String::new();
+    for (i, w) in env.split('_').enumerate() {
+        let w = w.to_lowercase();
+        let mut cs = w.chars();
+        if let Some(c) = cs.next() {
+            if i > 0 || upper_first {
+                out.extend(c.to_uppercase());
+            } else {
+                out.push(c);
+            }
+            out.extend(cs);
+        }
+    }
+    out
+}
 
 fn fill(t: &str, f: &Format, v: &str) -> String {
     t.replace("{K}", f.env)
         .replace("{kebab}", &f.env.to_lowercase().replace('_', "-"))
         .replace("{k}", &f.env.to_lowercase())
+        .replace("{camel}", &camel(f.env, false))
+        .replace("{Pascal}", &camel(f.env, true))
         .replace("{noun}", f.noun)
         .replace("{V}", v)
-}
-
-/// The key the context names (kept readable after redaction), if it names one.
-fn context_key(c: &Context, f: &Format) -> Option<String> {
-    Some(match c.name {
-        "env" | "export" | "docker_env" | "env_dump" => f.env.to_owned(),
-        "yaml" | "json" | "toml" | "url_query" | "log_line" => f.env.to_lowercase(),
-        "cli_flag" | "cli_flag_eq" => format!("--{}", f.env.to_lowercase().replace('_', "-")),
-        "auth_header" => "Authorization: Bearer".to_owned(),
-        "api_key_header" => "X-Api-Key".to_owned(),
-        "conn_string" => "Password=".to_owned(),
-        "prose" => f.noun.to_owned(),
-        _ => return None,
-    })
 }
 
 /// `true` when `hay` carries the secret or any 12-character piece of it.
@@ -753,13 +1032,17 @@ fn catalog() -> Catalog {
     .expect("catalog")
 }
 
-fn strings(v: &Value, out: &mut Vec<String>) {
+/// Every string of `v` with the path of its field (`goal_refs/1`, keys included).
+fn strings(v: &Value, path: &str, out: &mut Vec<(String, String)>) {
     match v {
-        Value::String(s) => out.push(s.clone()),
-        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Value::String(s) => out.push((path.to_owned(), s.clone())),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .for_each(|(i, x)| strings(x, &format!("{path}/{i}"), out)),
         Value::Object(m) => m.iter().for_each(|(k, x)| {
-            out.push(k.clone());
-            strings(x, out)
+            out.push((format!("{path}/{k}#key"), k.clone()));
+            strings(x, &format!("{path}/{k}"), out)
         }),
         _ => {}
     }
@@ -773,14 +1056,17 @@ enum Path {
     Failing,
 }
 
-/// Drive one execution through the JSON input forms with `text` and `secret` planted in
-/// every field; returns every string of the evidence.
-///
-/// `bare` is the value as planted when its shape alone marks it as a secret: it is
-/// planted on its own in every identifier slot too. (An unprefixed value such as 64 hex
-/// digits or a UUID is, on its own, a well-shaped identifier — a commit, an id — and is
-/// only a secret by context; those are planted with a key, `token:<v>`.)
-fn run_gateway(text: &str, secret: &str, bare: &str, path: Path) -> Vec<String> {
+/// What one gateway execution produced: every evidence string with its field, and the
+/// result's `tool_error`.
+struct GatewayRun {
+    evidence: Vec<(String, String)>,
+    tool_error: Option<String>,
+}
+
+/// Drive one execution through the JSON input forms with `text` planted in every field
+/// that takes text and `bare` (the value alone) in every identifier slot; `secret` also
+/// goes into maps that never reach evidence.
+fn run_gateway(text: &str, secret: &str, bare: &str, path: Path) -> GatewayRun {
     let mut gw = Gateway::new(GatewayConfig::new(catalog()));
     let execute = json!({
         "type": "execute",
@@ -798,7 +1084,7 @@ fn run_gateway(text: &str, secret: &str, bare: &str, path: Path) -> Vec<String> 
         "inputs": {"prompt": text, "api_key": secret},
         "tool_calls": [
             {"call_id": "c1", "name": "read_file", "arguments": {"cmd": text, "token": secret}},
-            {"call_id": bare, "name": "run_task", "arguments": {"instruction": text}}
+            {"call_id": "c2", "name": "run_task", "arguments": {"instruction": text}}
         ]
     });
     let mut pending = vec![execute];
@@ -820,30 +1106,32 @@ fn run_gateway(text: &str, secret: &str, bare: &str, path: Path) -> Vec<String> 
         }
     }
     let result = result.expect("a result");
-    let mut out = Vec::new();
-    strings(&result.evidence.to_value(), &mut out);
-    out
+    let mut evidence = Vec::new();
+    strings(&result.evidence.to_value(), "", &mut evidence);
+    GatewayRun {
+        evidence,
+        tool_error: result.tool_error,
+    }
 }
 
 fn answer(a: &GatewayAction, text: &str, bare: &str, path: Path) -> Value {
-    let secret = bare;
     let fail = |ty: &str| json!({"type": ty, "message": text});
     match a {
         GatewayAction::CreateSandbox { .. } => {
-            json!({"type": "sandbox_created", "sandbox": {"sandbox_id": secret}})
+            json!({"type": "sandbox_created", "sandbox": {"sandbox_id": bare}})
         }
         GatewayAction::StartSession { .. } => {
-            json!({"type": "session_started", "session": {"rein_session": text, "token": secret}})
+            json!({"type": "session_started", "session": {"rein_session": text, "token": bare}})
         }
         GatewayAction::DispatchTool { .. } if path == Path::Failing => fail("tool_dispatch_failed"),
         GatewayAction::DispatchTool { .. } => {
-            json!({"type": "tool_dispatched", "result": {"ok": true, "output": {"stdout": text, "secret": secret}, "error": text}})
+            json!({"type": "tool_dispatched", "result": {"ok": false, "output": {"stdout": text, "secret": bare}, "error": text}})
         }
         GatewayAction::EndSession { .. } if path == Path::Failing => fail("session_end_failed"),
         GatewayAction::EndSession { .. } => json!({"type": "session_ended", "summary": {
-            "resolved_model": secret,
-            "commit": secret,
-            "artifacts": [text, secret, format!("secret:{secret}"), format!("build/{secret}.log")],
+            "resolved_model": bare,
+            "commit": bare,
+            "artifacts": [text, bare, format!("secret:{bare}"), format!("build/{bare}.log")],
             "tool_event_visibility": "complete",
             "tool_event_count": 3
         }}),
@@ -855,105 +1143,329 @@ fn answer(a: &GatewayAction, text: &str, bare: &str, path: Path) -> Value {
     }
 }
 
-#[derive(Default)]
-struct Row {
-    planted: usize,
-    text_caught: usize,
-    text_leaked: usize,
-    key_lost: usize,
-    evidence_leaked: usize,
+/// The texts a runner report and its progress carry when `text` is what the harness or
+/// the hub said: `summary_business` and `failure_type` of reports (through
+/// `runner_task::call`, the path of the runner and every binding), and the copied fields
+/// of progress built from harness and local-run events.
+fn report_texts(text: &str) -> Vec<String> {
+    let calls = [
+        json!({"report": {"task_id": "T-1", "outcome": {"type": "cancelled", "reason": text}}}),
+        json!({"report": {"task_id": "T-1", "outcome": {"type": "failed", "failure_type": text}}}),
+        json!({"report": {"task_id": "T-1", "outcome": {"type": "refused", "code": "unsafe", "reasons": [text]}}}),
+        json!({"harness_event": {"type": "status", "state": text}}),
+        json!({"harness_event": {"type": "tool", "name": text}}),
+        json!({"local_event": {"kind": "event", "event": {"eventType": "runtime.phase.changed", "payload": {"phase": text}}}}),
+        json!({"local_event": {"kind": "event", "event": {"eventType": "item.started", "itemId": text, "payload": {"kind": text}}}}),
+    ];
+    let mut out = Vec::new();
+    for c in calls {
+        let v = runner_task::call(&c).expect("a valid call");
+        let mut all = Vec::new();
+        strings(&v, "", &mut all);
+        out.extend(all.into_iter().map(|(_, s)| s));
+    }
+    out
 }
 
-#[test]
-fn secret_corpus_never_reaches_evidence() {
+/// The class of an unshaped value, for [`OPAQUE_SLOTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ValueClass {
+    /// Hex digits only.
+    Hex,
+    /// `8-4-4-4-12` hex digits.
+    Uuid,
+    /// Letters, digits, `_` and `-` (base62 / base64url): the alphabet of random ids.
+    RandomId,
+    /// Anything else (punctuation, padding, spaces): never an identifier.
+    Other,
+}
+
+fn value_class(v: &str) -> ValueClass {
+    let is_uuid = v.len() == 36
+        && v.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        });
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_hexdigit()) {
+        ValueClass::Hex
+    } else if is_uuid {
+        ValueClass::Uuid
+    } else if v
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        ValueClass::RandomId
+    } else {
+        ValueClass::Other
+    }
+}
+
+/// The identifier slots that take an unshaped value of a class verbatim (see the module
+/// docs): `commit` takes hex; every `ref` slot takes hex, UUIDs and random-id alphabets
+/// (the random-token check catches most random ones, not all); an artifact path takes a
+/// segment of them. Evidence fields are named by their JSON path.
+const OPAQUE_SLOTS: &[(ValueClass, &[&str])] = &[
+    (
+        ValueClass::Hex,
+        &[
+            "/commit",
+            "/role_ref",
+            "/goal_refs/1",
+            "/sandbox_id",
+            "/resolved_model",
+            "/artifacts/3",
+        ],
+    ),
+    (
+        ValueClass::Uuid,
+        &[
+            "/role_ref",
+            "/goal_refs/1",
+            "/sandbox_id",
+            "/resolved_model",
+            "/artifacts/3",
+        ],
+    ),
+    (
+        ValueClass::RandomId,
+        &[
+            "/role_ref",
+            "/goal_refs/1",
+            "/sandbox_id",
+            "/resolved_model",
+            "/artifacts/3",
+        ],
+    ),
+];
+
+fn is_opaque_slot(class: ValueClass, field: &str) -> bool {
+    OPAQUE_SLOTS
+        .iter()
+        .any(|(c, fields)| *c == class && fields.contains(&field))
+}
+
+#[derive(Default, Clone)]
+struct Row {
+    holdout: bool,
+    planted: usize,
+    text_caught: usize,
+    key_lost: usize,
+    evidence_runs: usize,
+    evidence_leaked: usize,
+    opaque: BTreeMap<String, usize>,
+    tool_error_leaked: usize,
+    report_leaked: usize,
+    misses: Vec<String>,
+}
+
+/// Run every format through every context and path.
+fn run_corpus() -> Vec<(&'static str, Row)> {
     let mut rng = Rng(0x5EED_0017);
-    let mut rows: Vec<(&str, Row)> = Vec::new();
-    let mut failures = Vec::new();
-    for f in formats() {
-        let mut row = Row::default();
+    let mut rows = Vec::new();
+    let known = formats();
+    let holdout = holdout_formats();
+    let all = known
+        .iter()
+        .map(|f| (f, false))
+        .chain(holdout.iter().map(|f| (f, true)));
+    for (f, is_holdout) in all {
+        let mut row = Row {
+            holdout: is_holdout,
+            ..Row::default()
+        };
         for c in CONTEXTS {
-            if c.shaped_only && !f.shaped {
+            if c.plant == Plant::ShapedOnly && !f.shaped {
                 continue;
             }
             let (value, secret) = (f.gen)(&mut rng);
-            let text = fill(c.template, &f, &value);
+            let text = fill(c.template, f, &value);
             row.planted += 1;
             let (redacted, _) = safety::redact_secrets(&text);
             if leaks(&redacted, &secret) {
-                row.text_leaked += 1;
-                failures.push(format!("text {} / {}: {redacted}", f.name, c.name));
+                row.misses.push(format!("text/{}: {redacted:?}", c.name));
             } else {
                 row.text_caught += 1;
             }
-            if let Some(k) = context_key(c, &f) {
+            if let Some(k) = c.key {
+                let k = fill(k, f, "");
                 if !redacted.contains(&k) {
                     row.key_lost += 1;
-                    failures.push(format!("key lost {} / {}: {redacted}", f.name, c.name));
+                    row.misses
+                        .push(format!("key lost/{} ({k:?}): {redacted:?}", c.name));
                 }
             }
             for path in [Path::Ok, Path::Failing] {
-                let bare = if f.shaped {
-                    value.clone()
-                } else {
-                    format!("token:{value}")
-                };
-                let evidence = run_gateway(&text, &secret, &bare, path);
-                if evidence.iter().any(|s| leaks(s, &secret)) {
-                    row.evidence_leaked += 1;
-                    failures.push(format!(
-                        "evidence {} / {}: {:?}",
-                        f.name,
+                let run = run_gateway(&text, &secret, &value, path);
+                row.evidence_runs += 1;
+                let class = value_class(&value);
+                let mut leaked = false;
+                for (field, s) in &run.evidence {
+                    if !leaks(s, &secret) {
+                        continue;
+                    }
+                    // A holdout format the detector does not recognise is, in an
+                    // identifier slot, as opaque as an unshaped value (reported).
+                    if (!f.shaped || is_holdout) && is_opaque_slot(class, field) {
+                        *row.opaque.entry(field.clone()).or_default() += 1;
+                    } else {
+                        leaked = true;
+                        row.misses
+                            .push(format!("evidence/{}{field}: {s:?}", c.name));
+                    }
+                }
+                row.evidence_leaked += usize::from(leaked);
+                if run.tool_error.as_deref().is_some_and(|e| leaks(e, &secret)) {
+                    row.tool_error_leaked += 1;
+                    row.misses.push(format!(
+                        "tool_error/{}: {:?}",
                         c.name,
-                        evidence.iter().find(|s| leaks(s, &secret))
+                        run.tool_error.unwrap_or_default()
                     ));
                 }
+            }
+            let texts = report_texts(&text);
+            if let Some(t) = texts.iter().find(|t| leaks(t, &secret)) {
+                row.report_leaked += 1;
+                row.misses.push(format!("report/{}: {t:?}", c.name));
             }
         }
         rows.push((f.name, row));
     }
-    println!(
-        "{:<28} {:>7} {:>11} {:>11} {:>8} {:>14}",
-        "format", "planted", "text_caught", "text_leaked", "key_lost", "evidence_leaks"
+    rows
+}
+
+/// Write one part of the report to `target/tmp/secret-corpus-<part>.md`; returns its path.
+fn write_report(part: &str, text: &str) -> std::path::PathBuf {
+    let path =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("secret-corpus-{part}.md"));
+    std::fs::write(&path, text).expect("write the report");
+    path
+}
+
+fn add(t: &mut Row, r: &Row) {
+    t.planted += r.planted;
+    t.text_caught += r.text_caught;
+    t.key_lost += r.key_lost;
+    t.evidence_runs += r.evidence_runs;
+    t.evidence_leaked += r.evidence_leaked;
+    t.tool_error_leaked += r.tool_error_leaked;
+    t.report_leaked += r.report_leaked;
+    for (k, n) in &r.opaque {
+        *t.opaque.entry(k.clone()).or_default() += n;
+    }
+}
+
+#[test]
+fn secret_corpus_never_reaches_evidence_or_reports() {
+    let rows = run_corpus();
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "# Secret corpus: confusion table per format\n\n\
+         planted = contexts; text = secrets removed by `redact_secrets`; evidence / \
+         tool_error = gateway runs (2 per context) that leaked; report = contexts whose \
+         report or progress leaked; opaque = evidence pass-throughs of an unshaped value \
+         in an opaque identifier slot (documented, see the test's docs).\n"
+    );
+    let _ = writeln!(
+        table,
+        "| format | holdout | planted | text caught | text missed | key lost | evidence leaks | tool_error leaks | report leaks | opaque (slot: runs) |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     let mut total = Row::default();
+    let mut holdout_total = Row::default();
+    let mut failures = Vec::new();
     for (name, r) in &rows {
-        println!(
-            "{name:<28} {:>7} {:>11} {:>11} {:>8} {:>14}",
-            r.planted, r.text_caught, r.text_leaked, r.key_lost, r.evidence_leaked
+        let opaque: Vec<String> = r.opaque.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+        let _ = writeln!(
+            table,
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            if r.holdout { "yes" } else { "" },
+            r.planted,
+            r.text_caught,
+            r.planted - r.text_caught,
+            r.key_lost,
+            r.evidence_leaked,
+            r.tool_error_leaked,
+            r.report_leaked,
+            opaque.join(", ")
         );
-        total.planted += r.planted;
-        total.text_caught += r.text_caught;
-        total.text_leaked += r.text_leaked;
-        total.key_lost += r.key_lost;
-        total.evidence_leaked += r.evidence_leaked;
+        add(&mut total, r);
+        if r.holdout {
+            add(&mut holdout_total, r);
+        }
+        failures.extend(r.misses.iter().map(|m| format!("{name} {m}")));
     }
-    println!(
-        "{:<28} {:>7} {:>11} {:>11} {:>8} {:>14}",
-        "TOTAL",
+    let opaque_total: usize = total.opaque.values().sum();
+    let _ = writeln!(
+        table,
+        "| **total** | | {} | {} | {} | {} | {} | {} | {} | {opaque_total} |",
         total.planted,
         total.text_caught,
-        total.text_leaked,
+        total.planted - total.text_caught,
         total.key_lost,
-        total.evidence_leaked
+        total.evidence_leaked,
+        total.tool_error_leaked,
+        total.report_leaked,
     );
+    let _ = writeln!(
+        table,
+        "\nHoldout ({} formats): text recall now {}/{}; evidence leaks {}, tool_error leaks {}, report leaks {}.",
+        rows.iter().filter(|(_, r)| r.holdout).count(),
+        holdout_total.text_caught,
+        holdout_total.planted,
+        holdout_total.evidence_leaked,
+        holdout_total.tool_error_leaked,
+        holdout_total.report_leaked
+    );
+    if !HOLDOUT_RECALL_BEFORE.is_empty() {
+        let _ = writeln!(
+            table,
+            "\nHoldout recall before the generic rules (text caught / planted, evidence runs leaked):\n\n| format | text | evidence leaks |\n|---|---|---|"
+        );
+        for (name, caught, planted, ev) in HOLDOUT_RECALL_BEFORE {
+            let _ = writeln!(table, "| {name} | {caught}/{planted} | {ev} |");
+        }
+    }
+    if !failures.is_empty() {
+        let _ = writeln!(table, "\n## Misses\n");
+        for f in &failures {
+            let _ = writeln!(table, "- {}", f.replace('\n', "\\n"));
+        }
+    }
+    let path = write_report("formats", &table);
+    println!("{table}");
     println!(
-        "formats: {}; gateway runs: {}",
+        "secret corpus: {} formats ({} holdout), {} plantings, text caught {}/{}, evidence leaks {} of {} runs, tool_error leaks {}, report leaks {}, opaque pass-throughs {opaque_total}; table: {}",
         rows.len(),
-        total.planted * 2
+        rows.iter().filter(|(_, r)| r.holdout).count(),
+        total.planted,
+        total.text_caught,
+        total.planted,
+        total.evidence_leaked,
+        total.evidence_runs,
+        total.tool_error_leaked,
+        total.report_leaked,
+        path.display()
     );
-    assert!(rows.len() >= 50);
+    assert!(rows.len() >= 50 + 15);
     assert!(rows.iter().all(|(_, r)| r.planted >= 10));
     assert!(
         failures.is_empty(),
-        "{} failures:\n{}",
+        "{} failures (table: {}):\n{}",
         failures.len(),
+        path.display(),
         failures.join("\n")
     );
 }
 
-/// What agents print that is not a secret.
-fn benign_corpus(rng: &mut Rng) -> (Vec<String>, Vec<(IdentifierKind, String)>) {
-    let mut lines: Vec<String> = [
+/// Benign lines by category.
+type Categories = Vec<(&'static str, Vec<String>)>;
+
+/// What agents print that is not a secret, by category: `(category, lines)`, plus the
+/// identifier-shaped part for the evidence identifier check.
+#[allow(clippy::too_many_lines)]
+fn benign_corpus(rng: &mut Rng) -> (Categories, Vec<(IdentifierKind, String)>) {
+    let fixed: Vec<String> = [
         "The API key is stored in the vault; never paste tokens into chat.",
         "Rotate the password every 90 days and keep secrets out of git.",
         "token_count=1234 max_tokens=4096 input_tokens: 812 output_tokens: 96",
@@ -979,7 +1491,9 @@ fn benign_corpus(rng: &mut Rng) -> (Vec<String>, Vec<(IdentifierKind, String)>) 
         "Bearer tokens are accepted by the gateway",
         "tokenizer: cl100k_base",
         "primary_key: id",
+        "\"primaryKey\": \"id\"",
         "sort_key: created_at",
+        "routing_key: orders.created",
         "public_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 bob@laptop",
         "idempotency_key: 2f1e7c3a",
         "cache_key: build-linux-x64",
@@ -1002,8 +1516,6 @@ fn benign_corpus(rng: &mut Rng) -> (Vec<String>, Vec<(IdentifierKind, String)>) 
         "npm_config_cache=/tmp/.npm",
         "hf_transfer is enabled for faster downloads",
         "sk-learn-compatible-model-version2",
-        "Compiling serde_json v1.0.140",
-        "Finished `test` profile [unoptimized + debuginfo] target(s) in 12.31s",
         "warning: unused variable: `token`",
         "error[E0425]: cannot find value `api_key` in this scope",
         "Password reset email sent to bob@example.com",
@@ -1018,21 +1530,68 @@ fn benign_corpus(rng: &mut Rng) -> (Vec<String>, Vec<(IdentifierKind, String)>) 
         "--auth=oauth --auth-mode=device",
         "password=",
         "token = None",
-        "model: claude-sonnet-4-5-20250929",
-        "resolved_model=gpt-4o-2024-08-06",
-        "git clone https://github.com/acme/widgets.git",
-        "pip install 'stapel-taskspecs>=0.1,<0.2'",
-        "docker pull ghcr.io/acme/app:1.4.2",
-        "\"integrity\": \"sha512-Zl8vKF9QrQnE4bLHi5ZPGhT9yHNzS1m6XvB4xYq7ZcM0ZbP3b3m6p5a8Q7Cw4rRk1tL2hYcE9j0Wf8uXbQ9Qw==\"",
-        "fixture: tests/fixtures/aGVsbG8gd29ybGQ.json",
-        "fixtures/base64/SGVsbG9Xb3JsZA==.bin",
-        "snapshot__parses_AbCdEf123_input.snap",
-        "MyVeryLongRepositoryName2024 builds on XMLHttpRequestFactoryProvider2Impl",
-        "Took 1.234s, 98.2% cache hits, 12 MiB RSS",
+        "pass: true",
+        "first_pass: done",
+        "password: required",
+        "Password: incorrect, please try again",
+        "{\"password\": \"This field is required.\"}",
+        "{\"password\": [\"Ensure this field has at least 8 characters.\"]}",
+        "\"password\": \"must be at least 12 characters long\"",
+        "The password must contain a digit and a symbol.",
+        "password: ${DB_PASSWORD}",
+        "password hashing uses argon2id with m=19456",
+        "Set the password field in the login form and submit.",
+        "<password></password>",
+        "<add key=\"Environment\" value=\"Production\" />",
+        "<add key=\"ApiBaseUrl\" value=\"https://api.example.com\" />",
+        "<add key=\"TokenLifetimeMinutes\" value=\"60\" />",
+        "<input type=\"password\" name=\"password\" value=\"\" autocomplete=\"current-password\">",
+        "Set `GITHUB_TOKEN` in the repository secrets before the release job runs.",
+        "Tokens expire after one hour; refresh them with the refresh token flow.",
+        "  ~ password = (sensitive value)",
+        "  + token    = (known after apply)",
+        "resource \"aws_secretsmanager_secret\" \"db_password\" {",
+        "kubectl get secret db-creds -o jsonpath='{.data.password}'",
+        "os.Setenv(\"LOG_LEVEL\", \"debug\")",
+        "os.environ.get(\"API_KEY\", \"\")",
+        "creds = load_credentials(profile=\"default\")",
+        "pw = getpass.getpass()",
     ]
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
+    let shell: Vec<String> = [
+        "mkdir -p /tmp/build/out",
+        "ssh -p 2222 deploy@build.example.com",
+        "git log -p -n 3 -- src/auth.rs",
+        "mysql -u root -p",
+        "mysql -u app -h db.internal -P 3306 app_db",
+        "docker login -u bob --password-stdin registry.example.com",
+        "echo \"$CR_PAT\" | docker login ghcr.io -u bob --password-stdin",
+        "curl -u \"$USER:$TOKEN\" https://api.example.com/v1/items",
+        "curl -u bob: https://ftp.example.com/",
+        "curl --user \"${NEXUS_USER}:${NEXUS_PASSWORD}\" -T app.jar https://nexus/repo/",
+        "python -u train.py --epochs 3",
+        "tar -xzf node-v20.11.1-linux-x64.tar.gz",
+        "grep -rn password src/ --include=*.py",
+        "psql -U app -h db -p 5432 -d app",
+        "sshpass -f ~/.sshpass ssh deploy@host uptime",
+        "pass show work/email",
+        "pip install -U pip setuptools wheel",
+        "cargo build --release -p stapel-runner",
+        "npm ci --prefer-offline --no-audit",
+        "helm upgrade --install api ./chart -f values.yaml --set image.tag=1.4.2",
+        "az login --service-principal -u $AZURE_CLIENT_ID -p $AZURE_CLIENT_SECRET --tenant $AZURE_TENANT_ID",
+        "gh auth login --with-token < token.txt",
+        "openssl rand -hex 32 > .secret",
+        "git config --global credential.helper store",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let mut cats: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    cats.insert("config_and_prose", fixed);
+    cats.insert("shell_sessions", shell);
     let mut idents = Vec::new();
     let paths = [
         "src/lib.rs",
@@ -1040,6 +1599,8 @@ fn benign_corpus(rng: &mut Rng) -> (Vec<String>, Vec<(IdentifierKind, String)>) 
         "tests/fixtures/input.json",
         "docs/adr/0002-credentials.md",
         "bindings-python/python/stapel_runner_protocol/__init__.py",
+        "src/auth/token_service.ts",
+        "app/models/user_password.rb",
     ];
     let models = [
         "claude-sonnet-4-5-20250929",
@@ -1047,12 +1608,49 @@ fn benign_corpus(rng: &mut Rng) -> (Vec<String>, Vec<(IdentifierKind, String)>) 
         "gpt-4o-2024-08-06",
         "gemini-2.5-pro",
         "llama-3.1-70b-instruct",
+        "mistral-large-2411",
     ];
     let words = [
-        "Request", "Handler", "Factory", "Token", "Session", "Parser", "Provider", "Password",
-        "Reset", "Secret", "Key", "Auth", "Manager", "Builder", "Config", "Async", "Http", "Json",
-        "Stream", "Cache",
+        "Request",
+        "Handler",
+        "Factory",
+        "Token",
+        "Session",
+        "Parser",
+        "Provider",
+        "Password",
+        "Reset",
+        "Secret",
+        "Key",
+        "Auth",
+        "Manager",
+        "Builder",
+        "Config",
+        "Async",
+        "Http",
+        "Json",
+        "Stream",
+        "Cache",
+        "Credential",
+        "Refresh",
+        "Access",
+        "Api",
     ];
+    let crates = [
+        "serde",
+        "serde_json",
+        "tokio",
+        "thiserror",
+        "indexmap",
+        "compact_str",
+        "memchr",
+        "pyo3",
+        "napi",
+        "uniffi",
+        "proptest",
+        "criterion",
+    ];
+    let b64url = |rng: &mut Rng, n| rng.from(B64URL, n);
     for i in 0..400 {
         let sha = rng.from(HEX, 40);
         let short = sha[..7].to_owned();
@@ -1087,42 +1685,188 @@ fn benign_corpus(rng: &mut Rng) -> (Vec<String>, Vec<(IdentifierKind, String)>) 
             s
         });
         let n = rng.range(1, 99999);
-        let line = match i % 20 {
-            0 => format!("commit {sha}\nAuthor: Bob <bob@example.com>\nDate:   {ts}"),
-            1 => format!("[{short}] fix: handle expired tokens in {path}"),
-            2 => format!("image: ghcr.io/acme/app@{digest}"),
-            3 => format!("request_id={uuid} status=200 duration_ms={n}"),
-            4 => format!("{ts} INFO session {uuid} started model={model}"),
-            5 => format!("modified:   {path}"),
-            6 => format!("let {snake} = {camel}::new(config);"),
-            7 => format!("\"session_id\": \"{uuid}\", \"commit\": \"{sha}\""),
-            8 => format!("test {snake}_returns_error_for_invalid_token ... ok"),
-            9 => format!("container {} exited with code 0", rng.from(HEX, 64)),
-            10 => format!("The model {model} used {n} tokens for the password reset flow."),
-            11 => format!("cache hit: {digest} ({n} bytes)"),
-            12 => format!("refs/heads/main -> {sha}"),
-            13 => format!("token_count: {n}\nmax_tokens: 4096"),
-            14 => format!("auth_type: bearer  # tokens are read from {path}"),
-            15 => format!(
-                "Downloaded {}-{}.{}.{}.tar.gz",
-                snake.replace('_', "-"),
-                rng.below(3),
-                rng.below(30),
-                rng.below(10)
-            ),
-            16 => format!("fixture_{}.json", b64_encode(camel.as_bytes(), true)),
-            17 => format!(
-                "    at {camel}.handle ({path}:{}:{})",
-                rng.below(400),
-                rng.below(80)
-            ),
-            18 => format!("  {snake}_key: {snake}_{n}"),
-            _ => format!(
-                "Merge pull request #{n} from acme/{}",
-                snake.replace('_', "-")
-            ),
-        };
-        lines.push(line);
+        let krate = crates[rng.below(crates.len())];
+        let ver = format!("{}.{}.{}", rng.below(3), rng.below(40), rng.below(20));
+        let push =
+            |cats: &mut BTreeMap<&'static str, Vec<String>>, cat: &'static str, line: String| {
+                cats.entry(cat).or_default().push(line);
+            };
+        push(
+            &mut cats,
+            "git_output",
+            match i % 6 {
+                0 => format!("commit {sha}\nAuthor: Bob <bob@example.com>\nDate:   {ts}"),
+                1 => format!("{short} (HEAD -> main, origin/main) fix(auth): handle expired tokens in {path}"),
+                2 => format!("diff --git a/{path} b/{path}\nindex {short}..{} 100644", &rng.from(HEX, 7)),
+                3 => format!("refs/heads/main -> {sha}"),
+                4 => format!("Merge pull request #{n} from acme/{}", snake.replace('_', "-")),
+                _ => format!("[{short}] refactor: rename {snake} to {}_v2", snake),
+            },
+        );
+        push(
+            &mut cats,
+            "digests_and_ids",
+            match i % 8 {
+                0 => format!("image: ghcr.io/acme/app@{digest}"),
+                1 => format!("cache hit: {digest} ({n} bytes)"),
+                2 => format!(
+                    "Digest: {digest}\nStatus: Downloaded newer image for ghcr.io/acme/app:1.4.2"
+                ),
+                3 => format!("container {} exited with code 0", rng.from(HEX, 64)),
+                4 => format!("request_id={uuid} status=200 duration_ms={n}"),
+                5 => format!("\"session_id\": \"{uuid}\", \"commit\": \"{sha}\""),
+                6 => format!(
+                    "created charge ch_{} for customer cus_{}",
+                    rng.from(ALNUM, 24),
+                    rng.from(ALNUM, 14)
+                ),
+                _ => format!(
+                    "event evt_{} (ulid 01J{}) object id {}",
+                    rng.from(ALNUM, 24),
+                    rng.from("0123456789ABCDEFGHJKMNPQRSTVWXYZ", 23),
+                    rng.from(HEX, 24)
+                ),
+            },
+        );
+        push(
+            &mut cats,
+            "api_object_ids",
+            match i % 8 {
+                0 => format!(
+                    "message id msg_01{} stop_reason=end_turn",
+                    rng.from(ALNUM, 22)
+                ),
+                1 => format!("tool_use id toolu_01{} name=read_file", rng.from(ALNUM, 22)),
+                2 => format!("x-request-id: req_011C{}", rng.from(ALNUM, 20)),
+                3 => format!(
+                    "\"id\": \"chatcmpl-{}\", \"object\": \"chat.completion\"",
+                    rng.from(ALNUM, 29)
+                ),
+                4 => format!("response resp_{} status=completed", rng.from(HEX, 48)),
+                5 => format!(
+                    "tool call call_{} -> thread_{}",
+                    rng.from(ALNUM, 24),
+                    rng.from(ALNUM, 24)
+                ),
+                6 => format!(
+                    "uploaded file-{} (purpose=batch) batch_{}",
+                    rng.from(ALNUM, 24),
+                    rng.from(HEX, 32)
+                ),
+                _ => format!(
+                    "PaymentIntent pi_{} for cus_{} (evt_{})",
+                    rng.from(ALNUM, 24),
+                    rng.from(ALNUM, 14),
+                    rng.from(ALNUM, 24)
+                ),
+            },
+        );
+        push(
+            &mut cats,
+            "json_and_http_logs",
+            match i % 4 {
+                0 => format!(
+                    "{{\"level\":\"info\",\"ts\":\"{ts}\",\"msg\":\"token refreshed\",\"user_id\":\"{uuid}\",\"trace_id\":\"{}\",\"span_id\":\"{}\"}}",
+                    rng.from(HEX, 32),
+                    rng.from(HEX, 16)
+                ),
+                1 => format!(
+                    "10.0.{}.{} - - [01/Dec/2026:06:30:12 +0000] \"GET /api/v1/items?page={} HTTP/1.1\" 200 {n} \"-\" \"Mozilla/5.0\"",
+                    rng.below(255),
+                    rng.below(255),
+                    rng.below(9)
+                ),
+                2 => format!("x-request-id: {uuid}\nx-amzn-trace-id: Root=1-{}-{}", rng.from(HEX, 8), rng.from(HEX, 24)),
+                _ => format!("{ts} INFO session {uuid} started model={model} tokens={n}"),
+            },
+        );
+        push(
+            &mut cats,
+            "build_and_test_output",
+            match i % 8 {
+                0 => format!("   Compiling {krate} v{ver}"),
+                1 => format!(
+                    "     Running unittests src/lib.rs (target/debug/deps/{krate}-{})",
+                    rng.from(HEX, 16)
+                ),
+                2 => format!("test {snake}_returns_error_for_invalid_token ... ok"),
+                3 => format!("added {n} packages, and audited {} packages in 4s", n + 1),
+                4 => format!(
+                    "tests/test_auth.py::test_{snake} PASSED [{:>3}%]",
+                    rng.below(100)
+                ),
+                5 => format!("Successfully installed {krate}-{ver} requests-2.32.3"),
+                6 => format!("    \"integrity\": \"sha512-{}==\"", rng.from(B64, 86)),
+                _ => format!("{krate}=={ver} \\\n    --hash=sha256:{}", rng.from(HEX, 64)),
+            },
+        );
+        push(
+            &mut cats,
+            "stack_traces",
+            match i % 4 {
+                0 => format!("    at {camel}.handle ({path}:{}:{})", rng.below(400), rng.below(80)),
+                1 => format!("  File \"/app/{path}\", line {}, in {snake}\n    raise AuthError(\"token expired\")", rng.below(400)),
+                2 => format!("thread 'main' panicked at {path}:{}:{}:\ncalled `Result::unwrap()` on an `Err` value: InvalidToken", rng.below(400), rng.below(80)),
+                _ => format!("\tat com.example.auth.{camel}.refresh({camel}.java:{})", rng.below(400)),
+            },
+        );
+        push(
+            &mut cats,
+            "go_sum_and_lockfiles",
+            match i % 3 {
+                0 => format!(
+                    "github.com/acme/{} v{ver} h1:{}=",
+                    snake.replace('_', "-"),
+                    rng.from(B64, 43)
+                ),
+                1 => format!(
+                    "github.com/acme/{} v{ver}/go.mod h1:{}=",
+                    snake.replace('_', "-"),
+                    rng.from(B64, 43)
+                ),
+                _ => format!(
+                    "\"resolved\": \"https://registry.npmjs.org/{krate}/-/{krate}-{ver}.tgz\""
+                ),
+            },
+        );
+        if i % 4 == 0 {
+            let body: Vec<String> = (0..6).map(|_| rng.from(B64, 64)).collect();
+            push(
+                &mut cats,
+                "certificates_and_public_keys",
+                match i % 16 {
+                    0 => format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----", body.join("\n")),
+                    4 => format!("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{} bob@laptop", rng.from(B64, 43)),
+                    8 => format!("ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ{} deploy@ci", rng.from(B64, 330)),
+                    _ => format!("|1|{}=|{}= ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBB{}=", rng.from(B64, 27), rng.from(B64, 27), rng.from(B64, 86)),
+                },
+            );
+            push(
+                &mut cats,
+                "data_uri_images",
+                format!(
+                    "<img alt=\"chart\" src=\"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA{}\">",
+                    rng.from(B64, 240)
+                ),
+            );
+        }
+        push(
+            &mut cats,
+            "identifiers_and_prose",
+            match i % 6 {
+                0 => format!("let {snake} = {camel}::new(config);"),
+                1 => format!("The model {model} used {n} tokens for the password reset flow."),
+                2 => format!("token_count: {n}\nmax_tokens: 4096"),
+                3 => format!("auth_type: bearer  # tokens are read from {path}"),
+                4 => format!("  {snake}_key: {snake}_{n}"),
+                _ => format!(
+                    "fixture_{}.json and snapshot__{}__{}.snap",
+                    b64url(rng, 12),
+                    snake,
+                    rng.below(99)
+                ),
+            },
+        );
         idents.push((IdentifierKind::Commit, sha));
         idents.push((IdentifierKind::Commit, short));
         idents.push((IdentifierKind::Ref, digest));
@@ -1139,19 +1883,33 @@ fn benign_corpus(rng: &mut Rng) -> (Vec<String>, Vec<(IdentifierKind, String)>) 
             format!("artifact://{}/{}.patch", uuid, snake),
         ));
     }
-    (lines, idents)
+    (cats.into_iter().collect(), idents)
 }
 
 #[test]
 fn benign_corpus_is_rarely_redacted() {
     let mut rng = Rng(0xBE71_6417);
-    let (lines, idents) = benign_corpus(&mut rng);
-    let mut text_fp = Vec::new();
-    for l in &lines {
-        let (out, n) = safety::redact_secrets(l);
-        if n > 0 {
-            text_fp.push(format!("{l:?} -> {out:?}"));
+    let (cats, idents) = benign_corpus(&mut rng);
+    let mut table = String::from(
+        "# Benign corpus: false positives per category\n\n| category | lines | redacted | rate |\n|---|---|---|---|\n",
+    );
+    let (mut lines, mut fps) = (0usize, Vec::new());
+    for (cat, items) in &cats {
+        let mut n = 0;
+        for l in items {
+            let (out, spans) = safety::redact_secrets(l);
+            if spans > 0 {
+                n += 1;
+                fps.push(format!("{cat}: {l:?} -> {out:?}"));
+            }
         }
+        lines += items.len();
+        let _ = writeln!(
+            table,
+            "| {cat} | {} | {n} | {:.2} % |",
+            items.len(),
+            100.0 * n as f64 / items.len() as f64
+        );
     }
     let mut ident_fp = Vec::new();
     for (kind, s) in &idents {
@@ -1160,28 +1918,97 @@ fn benign_corpus_is_rarely_redacted() {
             ident_fp.push(format!("{} {s:?} -> {out:?}", kind.as_str()));
         }
     }
-    let text_rate = text_fp.len() as f64 / lines.len() as f64;
+    let text_rate = fps.len() as f64 / lines as f64;
     let ident_rate = ident_fp.len() as f64 / idents.len() as f64;
-    println!(
-        "benign text lines: {}, redacted: {} ({:.2} %)",
-        lines.len(),
-        text_fp.len(),
-        text_rate * 100.0
-    );
-    println!(
-        "benign identifiers: {}, redacted: {} ({:.2} %)",
+    let _ = writeln!(
+        table,
+        "| **total** | {lines} | {} | {:.2} % |\n\nidentifiers: {}, redacted {} ({:.2} %)",
+        fps.len(),
+        text_rate * 100.0,
         idents.len(),
         ident_fp.len(),
         ident_rate * 100.0
     );
-    for f in text_fp.iter().chain(&ident_fp) {
-        println!("  false positive: {f}");
+    for f in fps.iter().chain(&ident_fp) {
+        let _ = writeln!(table, "- false positive: {}", f.replace('\n', "\\n"));
     }
-    assert!(text_rate < 0.01, "text false positives: {text_fp:#?}");
+    let path = write_report("benign", &table);
+    println!("{table}");
+    println!(
+        "benign corpus: {} categories, {lines} lines, {} redacted ({:.2} %); {} identifiers, {} redacted ({:.2} %); table: {}",
+        cats.len(),
+        fps.len(),
+        text_rate * 100.0,
+        idents.len(),
+        ident_fp.len(),
+        ident_rate * 100.0,
+        path.display()
+    );
+    assert!(text_rate < 0.01, "text false positives: {fps:#?}");
     assert!(
         ident_rate < 0.01,
         "identifier false positives: {ident_fp:#?}"
     );
+}
+
+/// The misses an audit of the detector found by reading it, one line each: the secret
+/// must go and the key must stay.
+#[test]
+fn known_misses_are_caught() {
+    let cases: &[(&str, &str)] = &[
+        ("curl -u admin:S3cr3tPass https://api.example.com/", "S3cr3tPass"),
+        ("curl --user deploy:hunter2hunter2 https://x.example.com/", "hunter2hunter2"),
+        ("curl --user=deploy:Tr0ub4dor3 https://x.example.com/", "Tr0ub4dor3"),
+        ("mysql -u root -pS3cret123 app_db", "S3cret123"),
+        ("mysqldump -h db -uroot -pHunter2x app > dump.sql", "Hunter2x"),
+        ("docker login -u bob -p Xk9fQ2mZpL7v registry.example.com", "Xk9fQ2mZpL7v"),
+        ("DB_PASS=Summer2024!", "Summer2024!"),
+        ("SMTP_PASS=mailpass123", "mailpass123"),
+        ("CREDS=admin:letmein99", "letmein99"),
+        ("pw: hunter2hunter2", "hunter2hunter2"),
+        ("<password>S3cret!pass</password>", "S3cret!pass"),
+        ("<add key=\"ApiKey\" value=\"a1b2c3d4e5f6g7h8\" />", "a1b2c3d4e5f6g7h8"),
+        ("<add name=\"password\" value=\"Winter2025#x\"/>", "Winter2025#x"),
+        ("machine example.com login bob password hunter2hunter2", "hunter2hunter2"),
+        ("PASSPHRASE=\"correct horse battery staple\"", "correct horse battery staple"),
+        ("API_SECRET=correct-horse-battery-staple", "correct-horse-battery-staple"),
+        (
+            "\"primaryKey\": \"Xk9fQ2mZpL7vR4tY8wB1nC6dXk9fQ2mZpL7vR4tY8wB1nC6dXk9fQ2mZpL7vR4tY8wB1nC6dAbCdEfGhIjKlM==\"",
+            "Xk9fQ2mZpL7vR4tY8wB1nC6dXk9fQ2mZpL7vR4tY8wB1nC6d",
+        ),
+        ("routing_key=3f2a9c1b8e7d6f5a4b3c2d1e0f9a8b7c", "3f2a9c1b8e7d6f5a4b3c2d1e0f9a8b7c"),
+        ("password: letmeinplease", "letmeinplease"),
+        (
+            "bob,,AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY,https://acme.signin.aws.amazon.com/console",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ),
+        (
+            "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Q7fZ2kLmN8pR4sT1vW6xY9aBc3D5eR2tQ7fZ2kLm+/==;EndpointSuffix=core.windows.net",
+            "Q7fZ2kLmN8pR4sT1vW6xY9aBc3D5eR2t",
+        ),
+        (
+            "Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFy=",
+            "Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFy",
+        ),
+        ("Server=db;Uid=app;Pwd=Plain2Text!;", "Plain2Text!"),
+        (
+            "the token 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 works",
+            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        ),
+        ("os.Setenv(\"GITHUB_TOKEN\", \"s3cr3t-t0ken-value\")", "s3cr3t-t0ken-value"),
+        ("props.setProperty(\"password\", \"Hunter22!\");", "Hunter22!"),
+    ];
+    let mut failures = Vec::new();
+    for (input, secret) in cases {
+        let (out, _) = safety::redact_secrets(input);
+        if out.contains(secret) {
+            failures.push(format!("{input:?} -> {out:?}"));
+        }
+        if !safety::looks_like_credential(input) {
+            failures.push(format!("looks_like_credential({input:?}) is false"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
@@ -1209,6 +2036,26 @@ fn redaction_keeps_the_key() {
             "postgres://app:pw1234@db/app",
             "postgres://app:[redacted]@db/app",
         ),
+        (
+            "curl -u admin:S3cr3tPass https://x/",
+            "curl -u admin:[redacted] https://x/",
+        ),
+        (
+            "mysql -uroot -pS3cret123 db",
+            "mysql -uroot -p[redacted] db",
+        ),
+        (
+            "<password>S3cret!pass</password>",
+            "<password>[redacted]</password>",
+        ),
+        (
+            "<add key=\"ApiKey\" value=\"a1b2c3d4e5f6g7h8\" />",
+            "<add key=\"ApiKey\" value=\"[redacted]\" />",
+        ),
+        (
+            "machine h login bob password hunter2hunter2",
+            "machine h login bob password [redacted]",
+        ),
         ("no secrets here", "no secrets here"),
     ] {
         assert_eq!(safety::redact_secrets(input).0, want, "{input}");
@@ -1216,7 +2063,8 @@ fn redaction_keeps_the_key() {
 }
 
 /// Inputs that once made the scan quadratic (a key in every value, many keys on one
-/// line, unterminated quotes): the answers stay right.
+/// line, unterminated quotes, many flags, attributes without values): the answers stay
+/// right (the fuzz target `contract_inputs` watches the time).
 #[test]
 fn pathological_inputs() {
     let repeated = "password=".repeat(20_000);
@@ -1231,4 +2079,12 @@ fn pathological_inputs() {
     let long_secret = format!("API_TOKEN={}", "Ab1".repeat(3000));
     let (out, n) = safety::redact_secrets(&long_secret);
     assert_eq!((out.as_str(), n), ("API_TOKEN=[redacted]", 1));
+    let flags = "curl -u -u -u ".repeat(20_000);
+    assert!(safety::find_secrets(&flags).is_empty());
+    let attrs = "<add key=\"password\" ".repeat(20_000);
+    assert!(safety::find_secrets(&attrs).is_empty());
+    let values = " value=\"x\"".repeat(20_000);
+    assert!(safety::find_secrets(&values).is_empty());
+    let mysql = "mysql -p".repeat(20_000);
+    let _ = safety::find_secrets(&mysql);
 }

@@ -1,8 +1,12 @@
 //! Contract models and gateway inputs: every strict model parser and the gateway's JSON
 //! input form on arbitrary JSON (never a panic; canonical output re-parses to itself),
 //! the gateway machine driven by a sequence of arbitrary inputs (at most one result,
-//! nothing after it, evidence always parses as its strict model), and the secret
-//! detector (spans in bounds, sorted, disjoint; redaction never grows a secret).
+//! nothing after it, evidence always parses as its strict model), the secret detector
+//! (spans in bounds, sorted, disjoint, on character boundaries; redaction replaces
+//! exactly them; `looks_like_credential` agrees) and the production paths that redact
+//! free text (a report's summary, progress fields). Campaigns run it with
+//! `-max_len=1024` (the detector is linear; `contract_secret_corpus` has the long
+//! pathological inputs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -11,6 +15,7 @@ use stapel_runner_protocol::contract::{
     parse_model, safety, Catalog, ExecutionEvidence, Gateway, GatewayConfig, GatewayInput,
     GatewayOutput, MODEL_NAMES,
 };
+use stapel_runner_protocol::runner_task;
 
 fn catalog() -> Catalog {
     Catalog::from_value(&json!({
@@ -38,10 +43,31 @@ fuzz_target!(|data: &[u8]| {
     }
     let (redacted, n) = safety::redact_secrets(&text);
     assert_eq!(n, spans.len());
-    assert_eq!(
-        safety::looks_like_credential(&text),
-        !spans.is_empty() || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY"))
-    );
+    // `looks_like_credential` is another full scan: checked on short texts only (the
+    // campaign's executions go to the paths below).
+    if text.len() <= 256 {
+        assert_eq!(
+            safety::looks_like_credential(&text),
+            !spans.is_empty() || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY"))
+        );
+    }
+    // The production paths that redact free text: a report whose cancel reason is the
+    // text, progress whose copied fields are the text (never an error, never a panic;
+    // what they carry is the redacted text), on the first 256 characters.
+    let short: String = text.chars().take(256).collect();
+    let report = runner_task::call(
+        &json!({"report": {"task_id": "T", "outcome": {"type": "cancelled", "reason": &short}}}),
+    )
+    .expect("a report call");
+    let summary = report["summary_business"]
+        .as_str()
+        .expect("a summary")
+        .to_owned();
+    assert!(summary.starts_with("cancelled by the hub: "));
+    let progress =
+        runner_task::call(&json!({"harness_event": {"type": "status", "state": &short}}))
+            .expect("a progress call");
+    assert!(progress["payload"]["state"].is_string());
     let _ = redacted;
 
     let values: Vec<Value> = text

@@ -1,12 +1,65 @@
 //! The local-run machine driven by arbitrary harness output and controller commands
-//! (any chunking, spawn results, exits, EOFs, timers): never a panic; at most one
-//! `run.terminal` event, and no event after it; once the machine says `Exit`, a
-//! prepared run has emitted its terminal; event `sourceSeq`s count up from 1.
+//! (any chunking, spawn results, exits, EOFs, timers), then driven to its end: the
+//! controller closes, every `Spawn` is answered, every timer fires and the harness exits,
+//! until the machine says `Exit`.
+//!
+//! Checks: never a panic; event `sourceSeq`s count up from 1; exactly one `Exit`; a run
+//! that emitted any event (it was prepared) emits exactly one `run.terminal` and exits 0,
+//! a run that never was prepared emits no terminal and exits 1 (the controller closed
+//! before `run.prepare`); no event after `run.terminal`, and after `Exit` nothing but
+//! `rejected` receipts (commands answered as expired); the runner's own lines parse; the
+//! drive ends within a few rounds (a run cannot hang once its controller is gone).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stapel_runner_protocol::local::{Input, LocalConfig, LocalRun, Output, StreamMessage};
+use stapel_runner_protocol::local::{
+    Input, LocalConfig, LocalRun, Output, ReceiptStatus, StreamMessage,
+};
 use stapel_runner_protocol_fuzz::{Bytes, MAX_CHUNK};
+
+#[derive(Default)]
+struct Seen {
+    events: u64,
+    terminals: u64,
+    exits: Vec<i32>,
+    /// A `Spawn` not yet answered.
+    spawn_pending: bool,
+}
+
+fn drain(run: &mut LocalRun, seen: &mut Seen) {
+    while let Some(out) = run.poll_output() {
+        let after_exit = !seen.exits.is_empty();
+        match out {
+            Output::ToController(line) => {
+                let msg = StreamMessage::parse(&line).expect("the runner's own lines parse");
+                match msg {
+                    StreamMessage::Event(e) => {
+                        assert!(seen.terminals == 0, "event after run.terminal: {e}");
+                        assert!(!after_exit, "event after Exit: {e}");
+                        seen.events += 1;
+                        assert_eq!(e["sourceSeq"].as_u64(), Some(seen.events), "sourceSeq");
+                        if e["eventType"].as_str() == Some("run.terminal") {
+                            seen.terminals += 1;
+                        }
+                    }
+                    StreamMessage::CommandReceipt(r) if after_exit => {
+                        assert_eq!(r.status, ReceiptStatus::Rejected, "after Exit: {r:?}");
+                    }
+                    _ => {}
+                }
+            }
+            Output::Exit(code) => {
+                assert!(!after_exit, "a second Exit({code})");
+                seen.exits.push(code);
+            }
+            Output::Spawn(_) => {
+                assert!(!after_exit, "Spawn after Exit");
+                seen.spawn_pending = true;
+            }
+            other => assert!(!after_exit, "{other:?} after Exit"),
+        }
+    }
+}
 
 fuzz_target!(|data: &[u8]| {
     let mut b = Bytes::new(data);
@@ -21,9 +74,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut now: u64 = 0;
-    let mut events = 0u64;
-    let mut terminal = false;
-    let mut prepared = false;
+    let mut seen = Seen::default();
     let mut steps = 0;
     while !b.is_empty() && steps < 256 {
         steps += 1;
@@ -66,27 +117,53 @@ fuzz_target!(|data: &[u8]| {
                 continue;
             }
         };
-        let _ = run.handle_input(now, input);
-        while let Some(out) = run.poll_output() {
-            match out {
-                Output::ToController(line) => {
-                    let msg = StreamMessage::parse(&line).expect("the runner's own lines parse");
-                    if let StreamMessage::Event(e) = msg {
-                        assert!(!terminal, "event after run.terminal: {e}");
-                        events += 1;
-                        assert_eq!(e["sourceSeq"].as_u64(), Some(events), "sourceSeq");
-                        match e["eventType"].as_str() {
-                            Some("run.terminal") => terminal = true,
-                            Some("run.prepared") | Some("harness.starting") => prepared = true,
-                            _ => {}
-                        }
-                    }
-                }
-                Output::Exit(0) if prepared => {
-                    assert!(terminal, "exit 0 without run.terminal");
-                }
-                _ => {}
-            }
+        let spawn_answer = matches!(
+            input,
+            Input::HarnessSpawned { .. } | Input::HarnessSpawnFailed { .. }
+        );
+        if run.handle_input(now, input).is_ok() && spawn_answer {
+            seen.spawn_pending = false;
         }
+        drain(&mut run, &mut seen);
+    }
+
+    // Drive the run to its end, as a host does when the controller goes away: close the
+    // controller, answer the spawn, fire the timers, let the harness exit.
+    let _ = run.handle_input(now, Input::ControllerEof);
+    drain(&mut run, &mut seen);
+    let mut rounds = 0;
+    while !run.is_finished() {
+        rounds += 1;
+        assert!(rounds <= 16, "the run does not end");
+        if seen.spawn_pending {
+            run.handle_input(now, Input::HarnessSpawned { pid: 4242 })
+                .expect("a pending spawn is answered");
+            seen.spawn_pending = false;
+        } else if let Some(t) = run.poll_timeout().filter(|_| rounds % 2 == 1) {
+            now = now.max(t);
+            run.handle_input(now, Input::Timeout)
+                .expect("timeouts are harmless");
+        } else {
+            let _ = run.handle_input(
+                now,
+                Input::HarnessExited {
+                    code: None,
+                    signal: Some(15),
+                },
+            );
+        }
+        drain(&mut run, &mut seen);
+    }
+    drain(&mut run, &mut seen);
+    assert_eq!(seen.exits.len(), 1, "exactly one Exit: {:?}", seen.exits);
+    if seen.events > 0 {
+        assert_eq!(
+            seen.terminals, 1,
+            "a prepared run emits exactly one run.terminal"
+        );
+        assert_eq!(seen.exits, [0], "a run with a terminal exits 0");
+    } else {
+        assert_eq!(seen.terminals, 0);
+        assert_eq!(seen.exits, [1], "a run never prepared exits 1");
     }
 });

@@ -1,5 +1,7 @@
 //! The hub session machine under arbitrary input sequences (connects, disconnects,
-//! bytes, frames, timers, sends): no panic, bounded memory, nothing delivered twice.
+//! bytes, frames, timers, sends, checkpoints, restarts, forgotten tasks): no panic,
+//! bounded memory, nothing delivered twice (across restarts too), no deadline in the past
+//! (see `drive_session`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -8,6 +10,10 @@ use stapel_runner_protocol_fuzz::{drive_session, small_session_config, Bytes};
 
 fuzz_target!(|data: &[u8]| {
     let config = small_session_config();
-    let mut hub = HubSession::new(config.clone());
-    drive_session(&mut hub, &config, &mut Bytes::new(data), true);
+    drive_session(
+        |state| HubSession::with_state(config.clone(), state),
+        &config,
+        &mut Bytes::new(data),
+        true,
+    );
 });

@@ -1,18 +1,22 @@
-//! The `task.progress` fast path against the full decode: when `peek_progress` accepts a
-//! frame, `decode_str(frame, true)` accepts the same message (same task, seq, attempt,
-//! kind, no extra fields, the payload is the frame's own text and parses to the decoded
-//! payload).
+//! The `task.progress` fast path against the non-fast reference `decode_full`: when
+//! `peek_progress` accepts a frame, `decode_full(frame, true)` accepts the same message
+//! (same task, seq, attempt, kind, no extra fields, the payload is the frame's own text
+//! and parses to the decoded payload; a payload the scanner calls canonical is exactly
+//! the encoder's form), and `decode_str` / `decode_owned` / `decode_str_view` answer as
+//! `decode_full` for every frame, with the same encoding.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stapel_runner_protocol::wire::{decode_str, decode_str_view, peek_progress, Decoded, Message};
+use stapel_runner_protocol::wire::{
+    decode_full, decode_owned, decode_str, decode_str_view, encode, peek_progress, Decoded, Message,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(frame) = std::str::from_utf8(data) else {
         return;
     };
     if let Some(view) = peek_progress(frame) {
-        let Ok(Message::TaskProgress(m)) = decode_str(frame, true) else {
+        let Ok(Message::TaskProgress(m)) = decode_full(frame, true) else {
             panic!("fast path accepted a frame the full decode rejects: {frame:?}");
         };
         assert_eq!(view.task_id, m.task_id);
@@ -25,9 +29,33 @@ fuzz_target!(|data: &[u8]| {
         let payload: serde_json::Value =
             serde_json::from_str(view.payload).expect("payload text is JSON");
         assert_eq!(payload, serde_json::to_value(&m.payload).expect("payload"));
+        if view.payload_canonical {
+            let encoded = encode(&Message::TaskProgress(m.clone()));
+            assert!(
+                encoded.contains(&format!("\"payload\":{}", view.payload)),
+                "a canonical payload is not the encoder's form: {encoded}"
+            );
+        }
+        // A frame the fast path accepts passes every rule: the lax reference agrees.
+        assert_eq!(decode_full(frame, false), Ok(Message::TaskProgress(m)));
     }
     for validate in [true, false] {
+        let reference = decode_full(frame, validate);
         let via_view = decode_str_view(frame, validate).and_then(Decoded::into_message);
-        assert_eq!(via_view, decode_str(frame, validate));
+        assert_eq!(via_view, reference, "decode_str_view (validate={validate})");
+        assert_eq!(
+            decode_str(frame, validate),
+            reference,
+            "decode_str (validate={validate})"
+        );
+        let owned = decode_owned(frame.to_owned(), validate);
+        assert_eq!(owned, reference, "decode_owned (validate={validate})");
+        if let (Ok(a), Ok(b)) = (&owned, &reference) {
+            assert_eq!(
+                encode(a),
+                encode(b),
+                "encode(decode_owned) vs encode(decode_full)"
+            );
+        }
     }
 });

@@ -35,7 +35,15 @@
 //! map, not tool-call ids or arguments, not tool output or error text, not the name of a
 //! tool the policy does not list, not any `metadata`, not credential references, not the
 //! sandbox profile, not host failure messages. Tool output and error reach only the
-//! direct caller, in [`GatewayResult`].
+//! direct caller, in [`GatewayResult`]; the error text with its secrets redacted by the
+//! context-aware detector ([`redact_secrets`](super::safety::redact_secrets)), since error
+//! details get logged.
+//!
+//! Identifiers are checked by the same detector: a `ref` such as `token:<value>` or
+//! `password=<value>` is redacted by context, not only by shape. Free text that *does*
+//! travel — the runner's report `summary_business` and `failure_type`, and the fields
+//! progress copies from harness events — is redacted with the same detector before it
+//! leaves (see [`runner_task`](crate::runner_task)).
 //!
 //! # Bounds
 //!
@@ -625,7 +633,9 @@ pub struct GatewayResult {
     /// never reported.
     pub tool_output: Value,
     /// Error text of that tool call, else the message of the first `*_failed` report
-    /// that carried one. Direct caller only; never reported.
+    /// that carried one, with any secret in it redacted
+    /// ([`redact_secrets`](super::safety::redact_secrets): error details get logged).
+    /// Direct caller only; never reported.
     pub tool_error: Option<String>,
 }
 

@@ -609,7 +609,11 @@ impl Record {
             ok: evidence.outcome == Outcome::Succeeded,
             evidence,
             tool_output,
-            tool_error: tool_error.or(self.failure_message),
+            // Error details reach the caller, and hosts log them: secrets in them are
+            // redacted (the key stays readable).
+            tool_error: tool_error
+                .or(self.failure_message)
+                .map(|e| super::safety::redact_secrets(&e).0),
         }
     }
 }

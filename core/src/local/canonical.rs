@@ -8,8 +8,16 @@
 use serde_json::Value;
 
 /// The canonical text of a JSON value: `{"z": [2, 1], "a": {"b": true}}` is
-/// `{"a":{"b":true},"z":[2,1]}`.
-pub(crate) fn canonical_json(value: &Value) -> String {
+/// `{"a":{"b":true},"z":[2,1]}`. The command ledger compares
+/// [`CommandEnvelope::ledger_value`](super::CommandEnvelope::ledger_value) in this form.
+///
+/// ```
+/// use stapel_runner_protocol::local::canonical_json;
+///
+/// let v = serde_json::json!({"z": [2, 1], "a": {"b": true}});
+/// assert_eq!(canonical_json(&v), r#"{"a":{"b":true},"z":[2,1]}"#);
+/// ```
+pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
     write_canonical(value, &mut out);
     out

@@ -1409,6 +1409,19 @@ impl LocalRun {
     /// One harness stdout line; `Err` is the protocol violation it commits.
     fn harness_line(&mut self, now: u64, line: &str) -> Result<(), HarnessViolation> {
         let msg = HarnessMessage::parse(line).map_err(HarnessViolation::InvalidMessage)?;
+        // The runner re-emits harness content up to three levels deeper than it arrived
+        // (stream envelope, message, event, payload, `request` / `harnessTerminalProposal`):
+        // a message that could not be re-emitted within the decoders' nesting bound is
+        // refused here, so every line the runner writes parses again.
+        if nesting_depth_object(&msg.payload).saturating_add(1) > MAX_HARNESS_DEPTH {
+            return Err(HarnessViolation::InvalidMessage(ModelError::invalid(
+                "payload",
+                format!(
+                    "nested deeper than {MAX_HARNESS_DEPTH} levels (the runner re-emits it up to 3 levels deeper, within {})",
+                    crate::json::MAX_DEPTH
+                ),
+            )));
+        }
         let ready = self.is_ready();
         if !ready && msg.message_type != HarnessMessageType::Ready {
             return Err(HarnessViolation::MessageBeforeReady {
@@ -1611,6 +1624,31 @@ impl LocalRun {
         self.phase = Phase::Finished;
         self.outputs.push_back(Output::Exit(0));
     }
+}
+
+/// Deepest a harness message may nest (the message's own object is level 1): the
+/// decoders' [`MAX_DEPTH`](crate::json::MAX_DEPTH) less the three levels the runner's
+/// stream lines wrap around re-emitted content.
+pub(crate) const MAX_HARNESS_DEPTH: usize = crate::json::MAX_DEPTH - 3;
+
+/// Nesting depth of an object (itself level 1), counted without recursion.
+fn nesting_depth_object(o: &Map<String, Value>) -> usize {
+    let mut max = 1;
+    let mut stack: Vec<(&Value, usize)> = o.values().map(|v| (v, 2)).collect();
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            Value::Object(m) => {
+                max = max.max(d);
+                stack.extend(m.values().map(|x| (x, d.saturating_add(1))));
+            }
+            Value::Array(a) => {
+                max = max.max(d);
+                stack.extend(a.iter().map(|x| (x, d.saturating_add(1))));
+            }
+            _ => {}
+        }
+    }
+    max
 }
 
 /// An optional `turnId` / `itemId` of a harness event: absent, null or a valid id.

@@ -90,6 +90,7 @@ mod models;
 mod player;
 mod reconcile;
 
+pub use canonical::canonical_json;
 pub use error::{LocalError, ModelError};
 pub use events::{CanonicalEvent, EventClock, EventFactory};
 pub use ledger::CommandLedger;

@@ -181,9 +181,12 @@ fn item(kind: &str, payload: Object) -> ProgressItem {
     }
 }
 
+/// Copy a string field, with any secret it carries redacted
+/// ([`redact_secrets`](crate::contract::safety::redact_secrets)): progress goes to the
+/// hub, and harness output may paste a token anywhere.
 fn copy_str(into: &mut Object, key: &str, from: &JsonValue, src: &str) {
     if let Some(s) = from.get(src).and_then(JsonValue::as_str) {
-        into.insert(key, s);
+        into.insert(key, crate::contract::safety::redact_secrets(s).0);
     }
 }
 
@@ -201,7 +204,7 @@ fn copy_str(into: &mut Object, key: &str, from: &JsonValue, src: &str) {
 ///
 /// `event` is the canonical `eventType`; the other fields are copied from the event only
 /// when they are strings (`itemId`, `payload.kind`, `payload.request.type`,
-/// `payload.phase`). No text content is copied.
+/// `payload.phase`), with any secret in them redacted. No text content is copied.
 pub fn progress_from_local_event(message: &JsonValue) -> Option<ProgressItem> {
     if message.get("kind").and_then(JsonValue::as_str) != Some("event") {
         return None;
@@ -214,7 +217,10 @@ pub fn progress_from_local_event(message: &JsonValue) -> Option<ProgressItem> {
     let empty = JsonValue::Null;
     let payload = event.get("payload").unwrap_or(&empty);
     let mut out = Object::new();
-    out.insert("event", event_type);
+    out.insert(
+        "event",
+        crate::contract::safety::redact_secrets(event_type).0,
+    );
     if event_type.starts_with("item.") {
         copy_str(&mut out, "item_id", event, "itemId");
         copy_str(&mut out, "item_kind", payload, "kind");
@@ -247,14 +253,15 @@ pub fn progress_from_local_event(message: &JsonValue) -> Option<ProgressItem> {
 /// | `controls` | `controls` `{event: "controls"}` |
 /// | anything else | `state` `{event: <type>, state?}` |
 ///
-/// Only `name` (tool) and `state` (state) are copied, and only when they are strings.
+/// Only `name` (tool) and `state` (state) are copied, only when they are strings, and
+/// with any secret in them redacted.
 pub fn progress_from_harness_event(event: &JsonValue) -> ProgressItem {
     let ty = event
         .get("type")
         .and_then(JsonValue::as_str)
         .unwrap_or("event");
     let mut out = Object::new();
-    out.insert("event", ty);
+    out.insert("event", crate::contract::safety::redact_secrets(ty).0);
     match ty {
         "tool" => {
             copy_str(&mut out, "name", event, "name");
@@ -380,14 +387,20 @@ impl TaskOutcome {
 
 /// The TaskReport object (taskspecs `task_report.v1`) for `outcome`: `schema_version`,
 /// `task_id`, `status`, `summary_business`, `failure_type` (when failed) and `usage`.
+/// Secrets in the text fields (a cancel reason, refusal reasons, a failure code) are
+/// redacted with [`redact_secrets`](crate::contract::safety::redact_secrets), the key
+/// staying readable (`cancelled by the hub: token=[redacted]`).
 pub fn report_object(task_id: &str, outcome: &TaskOutcome, usage: &UsageSplit) -> Object {
     let mut o = Object::new();
     o.insert("schema_version", SCHEMA_VERSION);
     o.insert("task_id", task_id);
     o.insert("status", outcome.status());
-    o.insert("summary_business", outcome.summary());
+    // The texts come from outside (a cancel's reason from the hub, a refusal's reasons,
+    // a failure code a harness named): any secret in them is redacted.
+    let redact = |t: &str| crate::contract::safety::redact_secrets(t).0;
+    o.insert("summary_business", redact(&outcome.summary()));
     if let Some(f) = outcome.failure_type() {
-        o.insert("failure_type", f);
+        o.insert("failure_type", redact(f));
     }
     o.insert("usage", usage.to_value());
     o

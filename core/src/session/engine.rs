@@ -375,11 +375,11 @@ impl Engine {
         let result = match input {
             Input::Connected => match hello {
                 None => self.connect(now, Stage::Hub(HubStage::AwaitingHello)),
-                Some(h) => {
-                    self.connect(now, Stage::Runner(RunnerStage::Open))?;
-                    self.runner_hello(h);
-                    Ok(())
-                }
+                // No early return on an error: the timers below run after every input
+                // (as on the hub), so a refused `Connected` leaves no deadline behind.
+                Some(h) => self
+                    .connect(now, Stage::Runner(RunnerStage::Open))
+                    .map(|()| self.runner_hello(h)),
             },
             Input::Disconnected => {
                 self.disconnect();
