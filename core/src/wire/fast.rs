@@ -264,7 +264,7 @@ fn peek_encoded(frame: &str) -> Option<ProgressView<'_>> {
         text: frame,
         bytes,
         pos: ENCODED_HEAD.len(),
-        canonical: true,
+        f64_exact: true,
     };
     let task_id = s.plain_str()?;
     if task_id.is_empty() || !s.literal_at(br#","seq":"#) {
@@ -284,9 +284,10 @@ fn peek_encoded(frame: &str) -> Option<ProgressView<'_>> {
         return None;
     }
     let start = s.pos;
+    s.f64_exact = true;
     let usage_ok = s.object(DEPTH_BUDGET - 1, true)?;
     let payload = frame.get(start..s.pos)?;
-    let payload_canonical = s.canonical;
+    let payload_f64_exact = s.f64_exact;
     if !s.literal_at(b"}") || s.pos != bytes.len() {
         return None;
     }
@@ -299,7 +300,7 @@ fn peek_encoded(frame: &str) -> Option<ProgressView<'_>> {
         attempt,
         kind,
         payload,
-        payload_canonical,
+        payload_f64_exact,
     })
 }
 
@@ -739,7 +740,7 @@ mod tests {
                     general.payload
                 )
             );
-            assert_eq!(fast.payload_canonical, general.payload_canonical);
+            assert_eq!(fast.payload_f64_exact, general.payload_f64_exact);
         }
     }
 }
