@@ -330,25 +330,18 @@ fuzz_target!(|data: &[u8]| {
                         signal: None,
                     },
                 );
-                let mut receipts = Vec::new();
-                drain(&mut run, now, &mut receipts);
-                check_deferred(&mut receipts, &mut pending_prepare, &mut last_accepted);
-                assert!(
-                    receipts.is_empty(),
-                    "receipts without a command: {receipts:?}"
-                );
+                expect_no_command_receipts(&mut run, now, &mut pending_prepare, &mut last_accepted);
                 continue;
             }
             _ => {
                 if b.byte().is_multiple_of(4) {
                     eof = true;
                     let _ = run.handle_input(now, Input::ControllerEof);
-                    let mut receipts = Vec::new();
-                    drain(&mut run, now, &mut receipts);
-                    check_deferred(&mut receipts, &mut pending_prepare, &mut last_accepted);
-                    assert!(
-                        receipts.is_empty(),
-                        "receipts without a command: {receipts:?}"
+                    expect_no_command_receipts(
+                        &mut run,
+                        now,
+                        &mut pending_prepare,
+                        &mut last_accepted,
                     );
                 }
                 continue;
@@ -462,6 +455,23 @@ fn accept(last: &mut Option<u64>, seq: u64) {
         assert!(seq > prev, "seq {seq} accepted after {prev}");
     }
     *last = Some(seq);
+}
+
+/// Drains the run after an input that is no command (an exit, EOF): the only receipt it
+/// may produce is the deferred one of a pending `prepare`.
+fn expect_no_command_receipts(
+    run: &mut LocalRun,
+    now: u64,
+    pending: &mut Option<(String, u64)>,
+    last: &mut Option<u64>,
+) {
+    let mut receipts = Vec::new();
+    drain(run, now, &mut receipts);
+    check_deferred(&mut receipts, pending, last);
+    assert!(
+        receipts.is_empty(),
+        "receipts without a command: {receipts:?}"
+    );
 }
 
 /// The deferred receipt of `run.prepare` (once the harness is ready or gone): take it out
