@@ -387,7 +387,11 @@ fn a_task_runs_through_the_fake_harness_and_reports_done() {
 fn refusals_busy_and_cancel_are_answered_with_reports() {
     let hub = TestHub::start(TOKEN, fast_session());
     let dir = tmpdir("answers");
-    let mut runner = Runner::start(&hub.url(), &dir, &["--max-tasks", "1", "--delay-ms", "5000"]);
+    let mut runner = Runner::start(
+        &hub.url(),
+        &dir,
+        &["--max-tasks", "1", "--delay-ms", "5000"],
+    );
     hub.assign("T-slow", 1, json!({"backend": "fake"}));
     let (ok, _) = hub.wait_for(Duration::from_secs(20), |l| {
         l.progress.contains_key(&("T-slow".into(), 1))
