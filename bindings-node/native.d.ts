@@ -472,6 +472,12 @@ export declare function sessionPoll(session: ExternalObject<'Session'>): string 
 /** The absolute deadline for the next `timeout` input, or `null`. */
 export declare function sessionPollTimeout(session: ExternalObject<'Session'>): number | null
 
+/**
+ * Re-send a sequenced message (JSON text) that may have been sent before (the core's
+ * `Machine::resend`): the message with the seq it goes under, as JSON text.
+ */
+export declare function sessionResend(session: ExternalObject<'Session'>, nowMs: number, message: string): string
+
 /** The state's resume map as JSON text. */
 export declare function sessionResumeMap(session: ExternalObject<'Session'>): string
 

@@ -388,6 +388,22 @@ pub fn session_send(
     })
 }
 
+/// Re-send a sequenced message (JSON text) that may have been sent before (the core's
+/// `Machine::resend`): the message with the seq it goes under, as JSON text.
+#[napi(ts_args_type = "session: ExternalObject<'Session'>, nowMs: number, message: string")]
+pub fn session_resend(
+    session: &mut External<SessionHandle>,
+    now_ms: f64,
+    message: Text,
+) -> napi::Result<String> {
+    guard(|| {
+        let now = now_of(now_ms)?;
+        let msg = message.with(|t| message_from_text(t, false))??;
+        let stamped = session.machine.resend(now, msg).map_err(session_error)?;
+        Ok(wire::encode(&stamped.message))
+    })
+}
+
 /// The absolute deadline for the next `timeout` input, or `null`.
 #[napi(ts_args_type = "session: ExternalObject<'Session'>")]
 pub fn session_poll_timeout(session: &External<SessionHandle>) -> napi::Result<Option<f64>> {

@@ -180,6 +180,20 @@ abstract class SessionBase {
     return parsed<M>(call(() => native.sessionSend(this.#handle, nowMs, text)));
   }
 
+  /**
+   * Send a message that may have been sent before — stapel-runner-protocol 0.1.1's
+   * re-send from a checkpoint (the core's `resend`): a message whose `seq` its stream
+   * already emitted is that frame, so nothing is stamped, kept or transmitted (the
+   * session replays it after a reconnect: the peer gets it once) and it comes back as
+   * given; any other message is sent as {@link send} sends it. Returns the message with
+   * the seq it goes under (a copy).
+   */
+  resend<M extends SequencedMessage>(nowMs: number, message: M): M {
+    const text = messageText(message);
+    this.#more = true;
+    return parsed<M>(call(() => native.sessionResend(this.#handle, nowMs, text)));
+  }
+
   /** The next output, or `null` when there is nothing more to do now. */
   pollOutput(): SessionOutput | null {
     if (this.#carry.length > 0) return this.#carry.shift() as SessionOutput;

@@ -109,6 +109,15 @@ declare abstract class SessionBase {
     handleFrames(nowMs: number, frames: readonly string[]): SessionOutput[];
     /** Send a sequenced message; returns it stamped with its `seq` (a copy). */
     send<M extends SequencedMessage>(nowMs: number, message: M): M;
+    /**
+     * Send a message that may have been sent before — stapel-runner-protocol 0.1.1's
+     * re-send from a checkpoint (the core's `resend`): a message whose `seq` its stream
+     * already emitted is that frame, so nothing is stamped, kept or transmitted (the
+     * session replays it after a reconnect: the peer gets it once) and it comes back as
+     * given; any other message is sent as {@link send} sends it. Returns the message with
+     * the seq it goes under (a copy).
+     */
+    resend<M extends SequencedMessage>(nowMs: number, message: M): M;
     /** The next output, or `null` when there is nothing more to do now. */
     pollOutput(): SessionOutput | null;
     /** Every pending output, in order. */

@@ -177,6 +177,25 @@ macro_rules! session_object {
                 self.s.handle(now_ms, input)
             }
 
+            /// Sends a message that may have been sent before (the core's
+            /// `Machine::resend`, stapel-runner-protocol 0.1.1's re-send from a
+            /// checkpoint): a message whose seq its stream already emitted is that
+            /// frame, so nothing is stamped, kept or transmitted and it comes back as
+            /// given; any other message is sent as `SessionInput.Send` would send it.
+            /// Returns the message with the seq it goes under.
+            ///
+            /// # Errors
+            /// `ProtocolError::State` with the session's code (`not_connected`, …).
+            pub fn resend(&self, now_ms: u64, message: Message) -> Result<Message, ProtocolError> {
+                let msg = message.to_core()?;
+                let stamped = self
+                    .s
+                    .lock()
+                    .resend(now_ms, msg)
+                    .map_err(|e| state(e.code(), &e))?;
+                Ok(Message::from(&stamped.message))
+            }
+
             /// The next output, or `None` once drained.
             pub fn poll_output(&self) -> Option<SessionOutput> {
                 self.s.lock().poll_output().map(output)

@@ -58,6 +58,8 @@ export function run(vector) {
       outcome = attempt(() => session.handleInput(now, { type: 'bytes', bytes }));
     } else if (input.send !== undefined) {
       outcome = attempt(() => session.handleInput(now, { type: 'send', message: input.send }));
+    } else if (input.resend !== undefined) {
+      outcome = attempt(() => session.resend(now, input.resend));
     } else if (input.save_snapshot !== undefined) {
       saved = session.snapshot();
     } else if (typeof input.forget_task === 'string') {

@@ -156,6 +156,8 @@ for (let out = hub.pollOutput(); out !== null; out = hub.pollOutput()) {
 }
 const runner = new RunnerSession(hello, { snapshot: hub.snapshot() });
 runner.send(0, cancel);
+const again: TaskCancel = runner.resend(0, cancel);
+void again.seq;
 const deadline: number | null = runner.pollTimeout();
 const stateCopy: ConnectionState = runner.state();
 const state = new ConnectionState('runner', { max_outbox_frames: 16 });

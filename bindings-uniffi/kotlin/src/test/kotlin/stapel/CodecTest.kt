@@ -152,8 +152,11 @@ class CodecTest {
         assertEquals("m-1", options.model)
         assertEquals("be brief", options.systemPrompt)
         assertEquals("3", options.maxTurns)
-        // A record the host breaks is refused by the core's reader.
-        assertEquals("invalid_invocation", assertThrows<ProtocolException.Adapter> { agentOptions(spec.copy(session = "")) }.code)
+        // A record the host breaks (an open key that is a declared field of the wrong
+        // type) is refused by the core's reader; an empty session is kept as given.
+        val broken = assertThrows<ProtocolException.Adapter> { agentOptions(spec.copy(model = null, extra = """{"model":5}""")) }
+        assertEquals("invalid_invocation", broken.code)
+        assertEquals("", roleSpecFromInvocation("""{"session":""}""", "reviewer").session)
     }
 
     @Test

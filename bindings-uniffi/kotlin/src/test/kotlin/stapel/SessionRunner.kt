@@ -12,6 +12,7 @@ object SessionRunner {
         val hub: HubSession? = if (hello == null) HubSession(config, snapshot) else null
         val runner: RunnerSession? = hello?.let { RunnerSession(it, config, snapshot) }
         fun handle(now: ULong, input: SessionInput) = if (hub != null) hub.handleInput(now, input) else runner!!.handleInput(now, input)
+        fun resend(now: ULong, message: Message) { if (hub != null) hub.resend(now, message) else runner!!.resend(now, message) }
         fun poll(): SessionOutput? = if (hub != null) hub.pollOutput() else runner!!.pollOutput()
         fun timeout(): ULong? = if (hub != null) hub.pollTimeout() else runner!!.pollTimeout()
         fun snapshot(): ByteArray = if (hub != null) hub.snapshot() else runner!!.snapshot()
@@ -72,6 +73,7 @@ object SessionRunner {
                     input.get("frame")?.isTextual == true -> side.handle(now, SessionInput.Frame(input.str("frame")!!))
                     bytes != null -> side.handle(now, SessionInput.Bytes(bytes))
                     input.has("send") -> side.handle(now, SessionInput.Send(SequencingRunner.message(input.get("send"))))
+                    input.has("resend") -> side.resend(now, SequencingRunner.message(input.get("resend")))
                     input.has("save_snapshot") -> saved = side.snapshot()
                     input.has("forget_task") -> side.forget(input.str("forget_task")!!)
                     input.has("restart") -> {
