@@ -380,12 +380,7 @@ pub fn session_send(
     now_ms: f64,
     message: Text,
 ) -> napi::Result<String> {
-    guard(|| {
-        let now = now_of(now_ms)?;
-        let msg = message.with(|t| message_from_text(t, false))??;
-        let stamped = session.machine.send(now, msg).map_err(session_error)?;
-        Ok(wire::encode(&stamped.message))
-    })
+    send_text(session, now_ms, message, false)
 }
 
 /// Re-send a sequenced message (JSON text) that may have been sent before (the core's
@@ -396,10 +391,25 @@ pub fn session_resend(
     now_ms: f64,
     message: Text,
 ) -> napi::Result<String> {
+    send_text(session, now_ms, message, true)
+}
+
+/// `send` (or `resend`) of a message given as JSON text: the stamped message's JSON text.
+fn send_text(
+    session: &mut External<SessionHandle>,
+    now_ms: f64,
+    message: Text,
+    resend: bool,
+) -> napi::Result<String> {
     guard(|| {
         let now = now_of(now_ms)?;
         let msg = message.with(|t| message_from_text(t, false))??;
-        let stamped = session.machine.resend(now, msg).map_err(session_error)?;
+        let stamped = if resend {
+            session.machine.resend(now, msg)
+        } else {
+            session.machine.send(now, msg)
+        }
+        .map_err(session_error)?;
         Ok(wire::encode(&stamped.message))
     })
 }
