@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 use stapel_runner::testhub::{HubLog, TestHub};
 use stapel_runner_protocol::session::SessionConfig;
 
@@ -434,6 +434,20 @@ fn refusals_busy_and_cancel_are_answered_with_reports() {
     runner.assert_nothing_left("after cancel, busy and refusal");
 }
 
+/// The task ids with live streams in the session snapshot saved under `state`
+/// (`runner-state.json` holds the snapshot as a string: a magic line, then the JSON body),
+/// or `None` while the file is absent or unreadable.
+fn live_session_tasks(state: &Path) -> Option<BTreeSet<String>> {
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(state).ok()?).ok()?;
+    let snapshot = file["snapshot"].as_str()?;
+    let body: Value = serde_json::from_str(snapshot.split_once('\n')?.1).ok()?;
+    body["tasks"]
+        .as_array()?
+        .iter()
+        .map(|t| t["task_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
 #[test]
 fn busy_answers_beyond_the_stream_bound_do_not_leak_session_state() {
     // The runner keeps at most 16 streams per direction; 48 assignments answered
@@ -481,8 +495,8 @@ fn busy_answers_beyond_the_stream_bound_do_not_leak_session_state() {
         // behind the reports) rather than race it.
         let state = dir.join("state").join("runner-state.json");
         let deadline = Instant::now() + Duration::from_secs(20);
-        while std::fs::read_to_string(&state)
-            .map(|s| ids.iter().any(|id| s.contains(&format!("\"{id}\""))))
+        while live_session_tasks(&state)
+            .map(|live| ids.iter().any(|id| live.contains(id)))
             .unwrap_or(true)
         {
             assert!(
@@ -492,6 +506,9 @@ fn busy_answers_beyond_the_stream_bound_do_not_leak_session_state() {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        // The wait reads real streams: the running task's are there.
+        let live = live_session_tasks(&state).unwrap_or_default();
+        assert!(live.contains("T-hold"), "wave {wave}: {live:?}");
         all.extend(ids);
     }
     hub.cancel("T-hold", "done");
