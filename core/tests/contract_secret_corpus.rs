@@ -1498,6 +1498,18 @@ fn benign_corpus(rng: &mut Rng) -> (Categories, Vec<(IdentifierKind, String)>) {
         "idempotency_key: 2f1e7c3a",
         "cache_key: build-linux-x64",
         "test_token_refresh_expires_after_ttl ... ok",
+        "mkdir -p src/login",
+        "cp -p login.html dist/",
+        "git log -p src/login.rs",
+        "Password was successfully updated",
+        "The password is stored in the vault",
+        "password is checked",
+        "client = OpenAI(api_key=os.environ[\"OPENAI_API_KEY\"])",
+        "token=settings.TOKEN",
+        "- name: LOG_LEVEL\n  value: debug",
+        "{\"name\": \"API_TOKEN\", \"value\": \"${API_TOKEN}\"}",
+        "Authorization: required for every endpoint",
+        "password: must be at least 12 characters",
         "test tests::password_hashing_roundtrip ... ok",
         "fn verify_password(hash: &str, candidate: &str) -> bool {",
         "let token = lexer.next_token()?;",
@@ -1997,6 +2009,34 @@ fn known_misses_are_caught() {
         ),
         ("os.Setenv(\"GITHUB_TOKEN\", \"s3cr3t-t0ken-value\")", "s3cr3t-t0ken-value"),
         ("props.setProperty(\"password\", \"Hunter22!\");", "Hunter22!"),
+        // A second review: values cut at `&`, `;` or quotes, name/value pairs, escaped
+        // JSON, other Authorization schemes, camelCase keys, multi-word passwords,
+        // `-p` after `-u`.
+        ("DB_PASSWORD=n7&Qz!x2Lp", "Qz!x2Lp"),
+        ("export DB_PASSWORD=S3cr3t&Extra!9", "Extra!9"),
+        ("password: n7&Qz!x2Lp", "Qz!x2Lp"),
+        ("--password=n7&Qz!x2Lp --verbose", "Qz!x2Lp"),
+        ("- name: DB_PASSWORD\n  value: hunter2hunter2", "hunter2hunter2"),
+        ("{\"name\": \"API_TOKEN\", \"value\": \"k7Rm2Qp9Zx4Lw8Vt\"}", "k7Rm2Qp9Zx4Lw8Vt"),
+        ("{\"value\": \"k7Rm2Qp9Zx4Lw8Vt\", \"key\": \"api_key\"}", "k7Rm2Qp9Zx4Lw8Vt"),
+        ("request body: {\\\"password\\\": \\\"hunter2x\\\"}", "hunter2x"),
+        ("error: \\\"api_key\\\": \\\"k7Rm2Qp9Zx4Lw8Vt\\\"", "k7Rm2Qp9Zx4Lw8Vt"),
+        (
+            "Authorization: Splunk 4f1c2d3e-5a6b-4c7d-8e9f-0a1b2c3d4e5f",
+            "4f1c2d3e-5a6b-4c7d-8e9f-0a1b2c3d4e5f",
+        ),
+        ("Authorization: SSWS 00QCjAl4MlV-WPXM2f7Hq9", "00QCjAl4MlV-WPXM2f7Hq9"),
+        ("Authorization: Key 7f3e9a1c5b2d8e4f", "7f3e9a1c5b2d8e4f"),
+        (
+            "Proxy-Authorization: GenieKey 9b2e4c6a-1d3f-4a5b-8c7d-6e5f4a3b2c1d",
+            "9b2e4c6a-1d3f-4a5b-8c7d-6e5f4a3b2c1d",
+        ),
+        ("{\"passWord\": \"Hunter2Hunter2\"}", "Hunter2Hunter2"),
+        ("PassPhrase=Tr0ub4dor&3x", "Tr0ub4dor"),
+        ("password: correct horse battery staple", "horse battery staple"),
+        ("AUTH_HEADER=Token 9f8e7d6c5b4a", "9f8e7d6c5b4a"),
+        ("mongosh -u admin -p S3cretPass", "S3cretPass"),
+        ("redis-cli -h cache -a S3cretPass ping", "S3cretPass"),
     ];
     let mut failures = Vec::new();
     for (input, secret) in cases {
@@ -2056,6 +2096,31 @@ fn redaction_keeps_the_key() {
             "machine h login bob password hunter2hunter2",
             "machine h login bob password [redacted]",
         ),
+        ("DB_PASSWORD=S3cr3t&Extra!9", "DB_PASSWORD=[redacted]"),
+        (
+            "https://x/cb?a=1&password=S3cr3tPass&b=2",
+            "https://x/cb?a=1&password=[redacted]&b=2",
+        ),
+        (
+            "Server=x;Password=S3cr3tPass;Database=z",
+            "Server=x;Password=[redacted];Database=z",
+        ),
+        (
+            "password: correct horse battery staple",
+            "password: [redacted]",
+        ),
+        (
+            "- name: DB_PASSWORD\n  value: hunter2hunter2",
+            "- name: DB_PASSWORD\n  value: [redacted]",
+        ),
+        (
+            "Authorization: Splunk 4f1c2d3e-5a6b-4c7d-8e9f-0a1b2c3d4e5f",
+            "Authorization: Splunk [redacted]",
+        ),
+        (
+            "mongosh -u admin -p S3cretPass",
+            "mongosh -u admin -p [redacted]",
+        ),
         ("no secrets here", "no secrets here"),
     ] {
         assert_eq!(safety::redact_secrets(input).0, want, "{input}");
@@ -2087,4 +2152,17 @@ fn pathological_inputs() {
     assert!(safety::find_secrets(&values).is_empty());
     let mysql = "mysql -p".repeat(20_000);
     let _ = safety::find_secrets(&mysql);
+    // 1 MiB of `-----BEGIN` headers without a newline (each header once ran to the end
+    // of the text) and of `;base64,` ranges with a key between them (each key was checked
+    // against every range): no private key, no secret, and the text comes back whole.
+    for unit in ["-----BEGIN-----END-----", ";base64, key "] {
+        let text = unit.repeat((1 << 20) / unit.len());
+        let (out, n) = safety::redact_secrets(&text);
+        assert_eq!(n, 0, "{unit}");
+        assert_eq!(out, text);
+    }
+    // A certificate's header ends at its `-----`: "PRIVATE KEY" later on the line does
+    // not make it a private key.
+    let cert = "-----BEGIN CERTIFICATE-----MIIBszCCAVmgAwIBAgIU-----END CERTIFICATE----- (the PRIVATE KEY stays in the vault)";
+    assert!(safety::find_secrets(cert).is_empty());
 }

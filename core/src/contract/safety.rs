@@ -10,7 +10,7 @@
 //!
 //! A key is split into lowercase words (at `_`, `-`, `.`, spaces and camelCase
 //! boundaries; so `sessionKey`, `session_key`, `SESSION-KEY` and `session.key` are the
-//! same words). It is sensitive when
+//! same words; `passWord`, `PassPhrase`, `PassCode` are one word). It is sensitive when
 //!
 //! * a word is one of `secret`, `secrets`, `password`, `passwd`, `passphrase`, `pwd`,
 //!   `token`, `credential`, `credentials`, `apikey`, `bearer`, `cookie`,
@@ -99,17 +99,29 @@
 //! `token_file`, `password_policy`, `auth_type`) followed by
 //!
 //! * `=`, `:=`, `=>` (env lines, `export`, TOML, connection strings such as
-//!   `AccountKey=…;`, `Password=…;`, URL queries), a quoted value after `:` (JSON), or
-//!   whitespace after a `--flag`: the value is a secret when it is at least 4 characters
-//!   and not a placeholder;
+//!   `AccountKey=…;`, `Password=…;`, URL queries), a quoted value after `:` (JSON, also
+//!   with escaped quotes, `{\"password\": \"…\"}`), or whitespace after a `--flag`: the
+//!   value is a secret when it is at least 4 characters and not a placeholder;
+//!   an unquoted value ends at whitespace, and at `;`, `&` only before the next `key=`
+//!   (`a=1&password=x&b=2`, `Server=x;Password=y;Db=z`) or at the end, so
+//!   `DB_PASSWORD=n7&Qz!x2Lp` is one value; after an environment variable at the start of
+//!   a line (or after `export`) and after a `--flag` it is the whole word (`,`, brackets
+//!   and quotes end it only where they close something), otherwise also `,`, `<`, `>`,
+//!   `|`, quotes and closing brackets end it;
 //! * `:` and an unquoted value (YAML, headers such as `X-Api-Key: …`): the value must
 //!   also look like one (≥ 8 characters with letters and digits, mixed case, base64
 //!   punctuation, or ≥ 16 characters); an auth scheme word (`Bearer`, `Basic`, `token`)
-//!   before it is skipped, a `Cookie:` header is secret to the end of its line;
+//!   before it is skipped (in an `Authorization:`/`Proxy-Authorization:` header any one
+//!   scheme-like word before a value-like token: `Splunk`, `SSWS`, `Key`, `GenieKey`), a
+//!   `Cookie:` header is secret to the end of its line, and on a YAML-like
+//!   `password: …` line a passphrase runs to the end of the line (`password: correct
+//!   horse battery staple`);
 //! * `>` after `<key` (XML: `<password>…</password>`), or `, "v"` after a quoted key
 //!   (`os.Setenv("TOKEN", "v")`, `setProperty("password", "v")`);
 //! * nothing: a high-entropy word or UUID among the next four words of the line, the
-//!   value-like word after `is`/`was`/`of` (`the password is …`), or after a bare
+//!   value-like word after `is`/`was`/`of` (`the password is hunter2hunter2`; after
+//!   `is`/`was` it needs a digit, a capital or a symbol, so `the password is stored in
+//!   the vault` is prose), or after a bare
 //!   password word a first word with a digit, symbol or capital (`.netrc`'s `password
 //!   hunter2hunter2`).
 //!
@@ -130,14 +142,20 @@
 //! Outside keys, in command lines and markup:
 //!
 //! * `-u user:password`, `--user user:password`, `--proxy-user …` (curl): the password;
-//! * `-p<password>` on a MySQL client line (`mysql -uroot -pS3cret`), `-p <password>` on
-//!   a `… login` or `sshpass` line (`docker login -u bob -p …`; a port is no password);
+//! * `-p<password>` on a MySQL client line (`mysql -uroot -pS3cret`), `-p <password>`
+//!   after a `login` or `sshpass` word of the line (`docker login -u bob -p …`; not
+//!   `mkdir -p src/login`) or after a `-u <user>` (`mongosh -u admin -p …`), `-a
+//!   <password>` on a `redis-cli` line (a port, a name of lowercase words, is no
+//!   password);
 //! * `value="…"` of a tag whose `key`, `name` or `id` attribute is a sensitive key (.NET
-//!   `<add key="ApiKey" value="…"/>`, `<input name="password" value="…">`).
+//!   `<add key="ApiKey" value="…"/>`, `<input name="password" value="…">`), and the same
+//!   pair in YAML and JSON (`- name: DB_PASSWORD` / `  value: …`, `{"name": "API_TOKEN",
+//!   "value": "…"}`).
 //!
 //! Never a secret: placeholders and references (`$VAR`, `${…}`, `%VAR%`, `{{…}}`, `<…>`,
 //! `[…]`, mask runs such as `***`, `env:NAME`-style references, file paths, `true`,
-//! `none`, scheme names such as `oauth2`), code (`Foo::new(…)`), short numbers, and,
+//! `none`, scheme names such as `oauth2`), code (`Foo::new(…)`, `os.environ["…"]`,
+//! `settings.TOKEN`), short numbers, and,
 //! except after a password key, names made of lowercase words (`my-app-secret-name`).
 //! [`redact_secrets`] replaces only the secret spans with `[redacted]`, so the key stays
 //! readable (`password=[redacted]`).
@@ -156,8 +174,10 @@
 //! them a holdout the rules were not written for) in 30 contexts and a benign corpus of
 //! what agents print.
 //!
-//! The scan is linear in the text: a value is read at most 4 KiB far, a key's adjacent
-//! words at most 1 KiB, a tag at most 512 bytes back.
+//! The scan is linear in the text (up to a binary search per word among the certificate
+//! and `data:` ranges): a value is read at most 4 KiB far, a key's adjacent words at most
+//! 1 KiB, a tag at most 512 bytes back, a name/value pair's sibling at most 256 bytes
+//! either way, a PEM header to its first `-----`.
 
 use serde_json::Value;
 
@@ -327,7 +347,17 @@ fn words(key: &str) -> Vec<String> {
     if !cur.is_empty() {
         out.push(cur);
     }
-    out
+    // `passWord`, `PassPhrase`, `PassCode`: one word written in camelCase.
+    let mut merged: Vec<String> = Vec::with_capacity(out.len());
+    for w in out {
+        match merged.last_mut() {
+            Some(prev) if prev == "pass" && matches!(w.as_str(), "word" | "phrase" | "code") => {
+                prev.push_str(&w);
+            }
+            _ => merged.push(w),
+        }
+    }
+    merged
 }
 
 /// `true` when a metadata or profile key names secret material (see the module docs).
@@ -709,14 +739,21 @@ fn words_with_offsets(s: &str) -> Vec<(usize, &str)> {
 }
 
 /// PEM private-key blocks, from `-----BEGIN` to the end of the matching `-----END …-----`
-/// line (or the end of the text).
+/// line (or the end of the text). The header is the text between `-----BEGIN` and the
+/// first `-----` or newline after it, so finding it reads no further than the next
+/// `-----` (the scan stays linear) and a later "PRIVATE KEY" on the line of a
+/// certificate does not make it a private key.
 fn pem_spans(s: &str, out: &mut Vec<SecretSpan>) {
     let mut from = 0;
     while let Some(pos) = s.get(from..).and_then(|r| find(r, "-----BEGIN")) {
         let begin = from.saturating_add(pos);
         let rest = s.get(begin..).unwrap_or_default();
-        let header_end = rest.find('\n').unwrap_or(rest.len());
-        let header = rest.get(..header_end).unwrap_or_default();
+        let after_begin = rest.get(10..).unwrap_or_default();
+        let dashes = find(after_begin, "-----").unwrap_or(after_begin.len());
+        let line = after_begin.get(..dashes).unwrap_or_default();
+        let header = line
+            .get(..memchr::memchr(b'\n', line.as_bytes()).unwrap_or(line.len()))
+            .unwrap_or_default();
         let end = match rest.find("-----END") {
             Some(e) => {
                 let after = rest.get(e.saturating_add(8)..).unwrap_or_default();
@@ -951,6 +988,13 @@ pub fn is_sensitive_text_key(key: &str) -> bool {
             || w.windows(2)
                 .any(|p| matches!(p, [a, b] if a == "access" && b == "key")))
     {
+        return true;
+    }
+    // `AUTH_HEADER`, `authorization_header`: the header's value (see `value_after`),
+    // although `header` otherwise names something about a secret.
+    let auth_header = matches!(w.as_slice(), [.., a, h]
+        if (a == "auth" || a == "authorization") && (h == "header" || h == "headers"));
+    if auth_header {
         return true;
     }
     if w.last().is_some_and(|l| {
@@ -1283,6 +1327,17 @@ const MESSAGE_WORDS: &[&str] = &[
     "strong",
     "strength",
     "policy",
+    "in",
+    "on",
+    "by",
+    "via",
+    "from",
+    "see",
+    "use",
+    "using",
+    "stored",
+    "sent",
+    "set",
 ];
 
 /// A quoted text after a password key that reads as a passphrase: 2–8 words, at most 128
@@ -1374,10 +1429,7 @@ fn context_spans(s: &str, blobs: &[SecretSpan], out: &mut Vec<SecretSpan>) {
         let prev = b.get(i.wrapping_sub(1)).copied();
         let base64_piece = prev == Some(b'+')
             || (prev == Some(b'/') && has_digit(raw) && has_upper(raw) && has_lower(raw));
-        if !may_name_secret(raw)
-            || base64_piece
-            || looks_like_junk_key(raw)
-            || blobs.iter().any(|r| r.start <= i && j <= r.end)
+        if !may_name_secret(raw) || base64_piece || looks_like_junk_key(raw) || in_blob(blobs, i, j)
         {
             i = j;
             continue;
@@ -1466,6 +1518,152 @@ fn quoted_end(b: &[u8], p: usize, q: u8) -> usize {
     e.min(b.len())
 }
 
+/// `true` when the text before `at` on its line is blank or a word that introduces an
+/// assignment or an item (`export`, `ENV`, `set`, `setenv`, `-`): `DB_PASSWORD=…` in a
+/// `.env` file, `export API_TOKEN=…`, a YAML `password: …` line. Looks at most 64 bytes
+/// back.
+fn at_line_start(s: &str, at: usize) -> bool {
+    let b = s.as_bytes();
+    let from = at.saturating_sub(64);
+    let before = b.get(from..at).unwrap_or_default();
+    let line = match memchr::memrchr(b'\n', before) {
+        Some(nl) => before.get(nl.saturating_add(1)..).unwrap_or_default(),
+        None if from == 0 => before,
+        None => return false,
+    };
+    let t = line.trim_ascii();
+    t.is_empty() || [&b"export"[..], b"ENV", b"set", b"setenv", b"-"].contains(&t)
+}
+
+/// `true` when a `key=` starts at `at` (letters, digits, `_`, `-`, `.` starting with a
+/// letter or `_`, then `=`), or the text ends there or a blank follows: a `;`, `&` or `,`
+/// before `at` ends the value before it.
+fn separator_ends_value(b: &[u8], at: usize) -> bool {
+    let Some(first) = b.get(at).copied() else {
+        return true;
+    };
+    if first.is_ascii_whitespace() {
+        return true;
+    }
+    if !(first.is_ascii_alphabetic() || first == b'_') {
+        return false;
+    }
+    let mut e = at;
+    while b.get(e).copied().is_some_and(is_key_byte) {
+        e = e.saturating_add(1);
+    }
+    b.get(e) == Some(&b'=')
+}
+
+/// `true` when a quote before `at` closes an enclosing string: the text ends, or a blank,
+/// another quote or one of `,;)]}>` follows.
+fn quote_closes(b: &[u8], at: usize) -> bool {
+    b.get(at).is_none_or(|c| {
+        c.is_ascii_whitespace()
+            || matches!(
+                c,
+                b',' | b';' | b')' | b']' | b'}' | b'>' | b'"' | b'\'' | b'`'
+            )
+    })
+}
+
+/// The end of a value opened by an escaped quote (`\"v\"`): the next `\"`, a newline or
+/// the end of `b`.
+fn escaped_quote_end(b: &[u8], p: usize) -> usize {
+    let mut e = p;
+    while let Some(c) = b.get(e).copied() {
+        if c == b'\n' || (c == b'\\' && b.get(e.saturating_add(1)) == Some(&b'"')) {
+            break;
+        }
+        e = e.saturating_add(1);
+    }
+    e.min(b.len())
+}
+
+/// `true` when `w` could be an HTTP authorization scheme: 2–32 letters, digits, `-` or
+/// `_`, starting with a letter (`Splunk`, `SSWS`, `Key`, `GenieKey`, `AWS4-HMAC-SHA256`).
+fn is_scheme_word(w: &str) -> bool {
+    (2..=32).contains(&w.len())
+        && w.starts_with(|c: char| c.is_ascii_alphabetic())
+        && w.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+}
+
+/// A token of 8 or more characters that looks like a value rather than a word: a digit,
+/// an uppercase letter after the first character, or one of `_-+/=.~`.
+fn is_valueish_token(t: &str) -> bool {
+    t.len() >= 8
+        && (has_digit(t)
+            || t.get(1..).is_some_and(has_upper)
+            || t.bytes()
+                .any(|c| matches!(c, b'_' | b'-' | b'+' | b'/' | b'=' | b'.' | b'~')))
+}
+
+/// Roots of code expressions that read a secret from somewhere (`os.environ[…]`,
+/// `settings.TOKEN`, `process.env.API_KEY`, `self.password`).
+const CODE_ROOTS: &[&str] = &[
+    "os",
+    "sys",
+    "settings",
+    "config",
+    "conf",
+    "cfg",
+    "env",
+    "environ",
+    "process",
+    "self",
+    "this",
+    "cls",
+    "request",
+    "req",
+    "args",
+    "opts",
+    "options",
+    "params",
+    "props",
+    "secrets",
+    "vars",
+    "context",
+    "ctx",
+    "app",
+    "window",
+    "credentials",
+    "creds",
+    "values",
+    "inputs",
+    "import",
+];
+
+/// `true` when an unquoted value is code that refers to a secret, not the secret: a
+/// dotted identifier chain followed by a subscript (`os.environ["OPENAI_API_KEY"]`, read
+/// up to the quote), or a dotted chain whose root is a [code root](CODE_ROOTS) or whose
+/// last piece is written like an environment variable or is a sensitive key
+/// (`settings.TOKEN`, `config.api_key`).
+fn is_code_reference(v: &str) -> bool {
+    let ident = |p: &str| {
+        p.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && p.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+    };
+    let chain = |c: &str| c.split('.').all(ident);
+    if let Some((head, rest)) = v.split_once('[') {
+        return (head.contains('.') || rest.is_empty()) && chain(head);
+    }
+    let pieces: Vec<&str> = v.split('.').collect();
+    pieces.len() >= 2
+        && pieces.iter().all(|p| ident(p))
+        && (pieces.first().is_some_and(|f| CODE_ROOTS.contains(f))
+            || pieces
+                .last()
+                .is_some_and(|l| is_env_name(l) || is_sensitive_text_key(l)))
+}
+
+/// `true` when `key`'s last word is `header` or `headers` (`AUTH_HEADER`).
+fn header_suffix(key: &str) -> bool {
+    words(key)
+        .last()
+        .is_some_and(|l| l == "header" || l == "headers")
+}
+
 fn value_after(
     s: &str,
     key: &str,
@@ -1503,9 +1701,11 @@ fn value_after(
             .then(|| start..start.saturating_add(value.len()));
     }
     let mut p = key_end;
-    let key_quoted = matches!(b.get(p), Some(b'"' | b'\''));
+    // `\"k\": \"v\"`: JSON embedded in a string (a request body in an error text).
+    let escaped = b.get(p) == Some(&b'\\') && b.get(p.saturating_add(1)) == Some(&b'"');
+    let key_quoted = escaped || matches!(b.get(p), Some(b'"' | b'\''));
     if key_quoted {
-        p = p.saturating_add(1);
+        p = p.saturating_add(if escaped { 2 } else { 1 });
     }
     let after_key = p;
     p = skip_blanks(b, p);
@@ -1560,6 +1760,10 @@ fn value_after(
         }
         e
     };
+    let open_escaped = b.get(p) == Some(&b'\\') && b.get(p.saturating_add(1)) == Some(&b'"');
+    if open_escaped {
+        p = p.saturating_add(1);
+    }
     let open = b.get(p).copied();
     let quoted = matches!(open, Some(b'"' | b'\'' | b'`'));
     if quoted {
@@ -1568,7 +1772,7 @@ fn value_after(
     let w_end = word_end(p);
     let first = s.get(p..w_end).unwrap_or_default();
     let mut schemed = false;
-    if [
+    let known_scheme = [
         "bearer",
         "basic",
         "token",
@@ -1580,21 +1784,42 @@ fn value_after(
         "sso-key",
     ]
     .iter()
-    .any(|w| w.eq_ignore_ascii_case(first))
-        && b.get(w_end) == Some(&b' ')
+    .any(|w| w.eq_ignore_ascii_case(first));
+    // In an `Authorization:` / `Proxy-Authorization:` header the word after any one
+    // scheme-like word is the credential (`Splunk <uuid>`, `SSWS <token>`, `Key <k>`,
+    // `GenieKey <uuid>`), when it looks like a value.
+    let next_word = {
+        let v = skip_blanks(b, w_end);
+        s.get(v..word_end(v)).unwrap_or_default()
+    };
+    let other_scheme = !known_scheme
         && (found == Sep::Colon || quoted)
+        && words(key).iter().any(|w| w == "authorization")
+        && is_scheme_word(first)
+        && (is_valueish_token(next_word) || is_uuid(next_word));
+    // After a scheme word the value is the token (`Authorization: Bearer …`,
+    // `AUTH_HEADER=Token …`).
+    if (known_scheme || other_scheme)
+        && b.get(w_end) == Some(&b' ')
         && !matches!(b.get(skip_blanks(b, w_end)), Some(b'-'))
     {
         p = skip_blanks(b, w_end);
         schemed = true;
     }
-    if matches!(b.get(p), Some(b'{' | b'[' | b'(')) {
+    if matches!(b.get(p), Some(b'{' | b'[' | b'(')) || (!quoted && b.get(p) == Some(&b'<')) {
         return None;
     }
     let limit = p.saturating_add(MAX_VALUE_BYTES).min(b.len());
     let b = b.get(..limit).unwrap_or(b);
     let cookie = key.to_ascii_lowercase().contains("cookie");
-    let end = if quoted {
+    // After an environment variable at the start of a line (`DB_PASSWORD=…`, `export
+    // …`) or after a `--flag`, the value is the whole word: `&`, `;`, `,`, `<`, `)` …
+    // end it only where a shell or a query would (`;`/`&`/`,` before the next `key=`, a
+    // quote that closes an enclosing string).
+    let whole_word = !quoted && (flag || (found == Sep::Env && at_line_start(s, key_start)));
+    let mut end = if quoted && open_escaped {
+        escaped_quote_end(b, p)
+    } else if quoted {
         quoted_end(b, p, open.unwrap_or(b'"'))
     } else if header && found == Sep::Colon && cookie {
         let line = b.get(p..).unwrap_or_default();
@@ -1605,24 +1830,34 @@ fn value_after(
         )
     } else {
         let mut e = p;
-        while b.get(e).is_some_and(|c| {
-            !c.is_ascii_whitespace()
-                && !matches!(
-                    c,
-                    b'"' | b'\''
-                        | b'`'
-                        | b','
-                        | b';'
-                        | b'&'
-                        | b'<'
-                        | b'>'
-                        | b')'
-                        | b']'
-                        | b'}'
-                        | b'|'
-                )
-        }) {
-            e = e.saturating_add(1);
+        // Brackets opened inside a whole word: a closing one with none open ends the
+        // value (`(tool login --db-password=S3cret)`).
+        let mut depth: usize = 0;
+        while let Some(c) = b.get(e).copied() {
+            let next = e.saturating_add(1);
+            let stop = match c {
+                b'(' | b'[' | b'{' if whole_word => {
+                    depth = depth.saturating_add(1);
+                    false
+                }
+                b')' | b']' | b'}' if whole_word && depth > 0 => {
+                    depth = depth.saturating_sub(1);
+                    false
+                }
+                _ if c.is_ascii_whitespace() => true,
+                // A query's or a connection string's next key (`a=1&password=x&b=2`,
+                // `Server=x;Password=y;Db=z`), or a separator at the end of the value.
+                b';' | b'&' => separator_ends_value(b, next),
+                b',' => !whole_word || separator_ends_value(b, next),
+                b'"' | b'\'' | b'`' => !whole_word || quote_closes(b, next),
+                b')' | b']' | b'}' => true,
+                b'<' | b'>' | b'|' => !whole_word,
+                _ => false,
+            };
+            if stop {
+                break;
+            }
+            e = next;
         }
         // A sentence's full stop or colon is not part of the value.
         while e > p && matches!(b.get(e.saturating_sub(1)), Some(b'.' | b':')) {
@@ -1630,14 +1865,50 @@ fn value_after(
         }
         e
     };
+    // `password: correct horse battery staple` on a YAML-like line: the rest of the line
+    // is the value when it reads as a passphrase.
+    let mut multiword = false;
+    if !quoted
+        && !schemed
+        && found == Sep::Colon
+        && mode == KeyMode::Sensitive
+        && is_password_key(key)
+        && at_line_start(s, key_start)
+    {
+        let line = b.get(p..).unwrap_or_default();
+        let nl = line
+            .iter()
+            .position(|c| *c == b'\n' || *c == b'\r')
+            .unwrap_or(line.len());
+        let text = s
+            .get(p..p.saturating_add(nl))
+            .unwrap_or_default()
+            .trim_end();
+        let first_word = text.split_whitespace().next().unwrap_or_default();
+        if text.contains(char::is_whitespace)
+            && is_passphrase(text)
+            && !is_placeholder(first_word)
+            && !first_word.contains(['(', ')', '['])
+        {
+            end = p.saturating_add(text.len());
+            multiword = true;
+        }
+    }
     if quoted && found == Sep::Colon {
         sep = Some(Sep::Assign);
     }
     let value = s.get(p..end).unwrap_or_default();
-    let is_secret = if cookie && found == Sep::Colon && !quoted {
+    let is_secret = if multiword {
+        true
+    } else if cookie && found == Sep::Colon && !quoted {
         value.len() >= 8 && value.contains('=')
     } else if schemed {
         value.len() >= 8 && !value.chars().any(char::is_whitespace) && !is_placeholder(value)
+    } else if !quoted && is_code_reference(value) {
+        false
+    } else if header_suffix(key) && !has_digit(value) {
+        // `AUTH_HEADER: X-Api-Key` names a header; its value has digits.
+        false
     } else {
         decide(value, sep.unwrap_or(Sep::Colon), quoted)
     };
@@ -1646,7 +1917,6 @@ fn value_after(
     }
     // A secret longer than the read bound is redacted whole: run on to its end.
     let full = s.as_bytes();
-    let mut end = end;
     if end == limit {
         while full
             .get(end)
@@ -1656,6 +1926,16 @@ fn value_after(
         }
     }
     Some(p..end)
+}
+
+/// A word that reads as a value rather than prose: a digit, an uppercase letter after the
+/// first character, or punctuation other than `-` and `'` (`hunter2hunter2`, `Tr0ub4dor`,
+/// `n7&Qz!x2Lp`; not `stored`, `case-sensitive`).
+fn is_value_word(w: &str) -> bool {
+    has_digit(w)
+        || w.get(1..).is_some_and(has_upper)
+        || w.bytes()
+            .any(|c| c.is_ascii_punctuation() && c != b'-' && c != b'\'')
 }
 
 /// Bytes after a key searched for an adjacent high-entropy word.
@@ -1710,7 +1990,7 @@ fn adjacent_entropy(s: &str, key: &str, from: usize) -> Option<SecretSpan> {
         .get(..line.find(['\n', '\r']).unwrap_or(line.len()))
         .unwrap_or_default();
     let mut pos: usize = 0;
-    let mut copula = false;
+    let mut copula: Option<&str> = None;
     let password = is_password_key(key);
     for (n, word) in line.split([' ', '\t']).enumerate() {
         let start = pos;
@@ -1740,11 +2020,23 @@ fn adjacent_entropy(s: &str, key: &str, from: usize) -> Option<SecretSpan> {
             && words(key).len() == 1
             && !core.contains(['=', ':'])
             && is_passwordish(core);
-        if entropy || first_password || (copula && value_is_secret(key, core, Sep::Colon, false)) {
+        // After `is`/`was` only a word that looks like a value (`the password is
+        // hunter2hunter2`), not prose (`the password is stored in the vault`).
+        let after_copula = match copula {
+            Some("is" | "was") => {
+                value_is_secret(key, core, Sep::Colon, false) && is_value_word(core)
+            }
+            Some(_) => value_is_secret(key, core, Sep::Colon, false),
+            None => false,
+        };
+        if entropy || first_password || after_copula {
             let st = from.saturating_add(start).saturating_add(lead);
             return Some(st..st.saturating_add(core.len()));
         }
-        copula = ["is", "was", "=", "of"].contains(&word);
+        copula = ["is", "was", "=", "of"]
+            .iter()
+            .copied()
+            .find(|c| *c == word);
     }
     None
 }
@@ -2089,7 +2381,7 @@ fn prefixed_base64_spans(s: &str, blobs: &[SecretSpan], out: &mut Vec<SecretSpan
             || ID_PREFIXES.iter().any(|p| p.eq_ignore_ascii_case(prefix))
             || body.len() < 36
             || !body.bytes().all(b64)
-            || blobs.iter().any(|r| r.start <= start && i <= r.end)
+            || in_blob(blobs, start, i)
         {
             continue;
         }
@@ -2100,8 +2392,20 @@ fn prefixed_base64_spans(s: &str, blobs: &[SecretSpan], out: &mut Vec<SecretSpan
     }
 }
 
+/// `true` when `start..end` lies inside one of `blobs` (sorted by start and merged, as
+/// [`benign_blobs`] returns them): a binary search, so that checking every word of a text
+/// full of blobs stays `O(n log n)`.
+fn in_blob(blobs: &[SecretSpan], start: usize, end: usize) -> bool {
+    let after = blobs.partition_point(|r| r.start <= start);
+    after
+        .checked_sub(1)
+        .and_then(|i| blobs.get(i))
+        .is_some_and(|r| end <= r.end)
+}
+
 /// Ranges of the text the generic rules leave alone: PEM blocks that are not private
-/// keys (certificates, public keys: base64 that looks random) and `data:` URIs.
+/// keys (certificates, public keys: base64 that looks random) and `data:` URIs; sorted
+/// by start, overlapping ranges merged (see [`in_blob`]).
 fn benign_blobs(s: &str) -> Vec<SecretSpan> {
     let mut out = Vec::new();
     let mut from = 0;
@@ -2124,7 +2428,15 @@ fn benign_blobs(s: &str) -> Vec<SecretSpan> {
         out.push(start..start.saturating_add(len));
         from = start.saturating_add(len).max(start.saturating_add(8));
     }
-    out
+    out.sort_by_key(|r| (r.start, r.end));
+    let mut merged: Vec<SecretSpan> = Vec::with_capacity(out.len());
+    for r in out {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
 }
 
 /// After an AWS access key id at `end`: the 40-character secret access key that follows
@@ -2193,7 +2505,12 @@ fn flag_spans(s: &str, out: &mut Vec<SecretSpan>) {
         }
         let lower_has = |w: &[u8]| contains_ci(line.as_bytes(), w);
         let mysql = lower_has(b"mysql") || lower_has(b"mariadb");
-        let login = lower_has(b"login") || lower_has(b"sshpass");
+        // `login` / `sshpass` as a word of the command (`docker login`), not inside a
+        // path (`mkdir -p src/login`, `cp -p login.html dist/`).
+        let login_at = command_word_at(line, &["login", "sshpass"]);
+        let redis = command_word_at(line, &["redis-cli"]).is_some();
+        // A `-u <user>` / `-u<user>` / `--username` seen earlier on the line.
+        let mut user_seen = false;
         let lb = line.as_bytes();
         let mut i = 0;
         while let Some(off) = lb.get(i..).and_then(|r| r.iter().position(|c| *c == b'-')) {
@@ -2214,6 +2531,16 @@ fn flag_spans(s: &str, out: &mut Vec<SecretSpan>) {
                         && matches!(rest.as_bytes().get(f.len()), Some(b' ' | b'\t' | b'='))
                 })
                 .map(|f| f.len());
+            if flag_len.is_some()
+                || rest.starts_with("--username")
+                || (rest.starts_with("-u")
+                    && rest
+                        .as_bytes()
+                        .get(2)
+                        .is_some_and(u8::is_ascii_alphanumeric))
+            {
+                user_seen = true;
+            }
             if let Some(n) = flag_len {
                 let v = skip_blanks(
                     lb,
@@ -2232,11 +2559,30 @@ fn flag_spans(s: &str, out: &mut Vec<SecretSpan>) {
                 }
                 continue;
             }
-            if !rest.starts_with("-p") {
+            // `redis-cli -a <password>`.
+            let redis_auth = redis && rest.starts_with("-a");
+            if !rest.starts_with("-p") && !redis_auth {
                 continue;
             }
+            let login = login_at.is_some_and(|l| l < at);
             let after = at.saturating_add(2);
             match lb.get(after) {
+                Some(b' ' | b'\t') if !login && (redis_auth || user_seen) => {
+                    // `mongosh -u admin -p <password>`, `redis-cli -a <password>`.
+                    let v = skip_blanks(lb, after);
+                    let e = token_end(lb, v, MAX_VALUE_BYTES);
+                    let value = line.get(v..e).unwrap_or_default();
+                    let port = value.len() <= 5 && value.bytes().all(|c| c.is_ascii_digit());
+                    if value.len() >= 4
+                        && !port
+                        && !value.starts_with('-')
+                        && !is_wordy(value)
+                        && !is_flag_placeholder(value)
+                    {
+                        out.push(base.saturating_add(v)..base.saturating_add(e));
+                    }
+                }
+                _ if redis_auth => {}
                 Some(c) if mysql && !c.is_ascii_whitespace() => {
                     let e = token_end(lb, after, MAX_VALUE_BYTES);
                     let value = line.get(after..e).unwrap_or_default();
@@ -2264,6 +2610,31 @@ fn flag_spans(s: &str, out: &mut Vec<SecretSpan>) {
             }
         }
     }
+}
+
+/// The position of the first whitespace-separated word of `line` that is one of `names`
+/// (ASCII case-insensitively).
+fn command_word_at(line: &str, names: &[&str]) -> Option<usize> {
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i = i.saturating_add(1);
+            continue;
+        }
+        let start = i;
+        while b.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
+            i = i.saturating_add(1);
+        }
+        let word = b.get(start..i).unwrap_or_default();
+        if names
+            .iter()
+            .any(|n| word.eq_ignore_ascii_case(n.as_bytes()))
+        {
+            return Some(start);
+        }
+    }
+    None
 }
 
 /// How far back an attribute scan looks for the tag's naming attribute, in bytes.
@@ -2338,6 +2709,173 @@ fn attribute_spans(s: &str, out: &mut Vec<SecretSpan>) {
     }
 }
 
+/// How far a name/value scan looks for the sibling `name` or `key`, in bytes each way.
+const MAX_SIBLING_BYTES: usize = 256;
+
+/// The value of the first `name` or `key` field in `region` (`name: DB_PASSWORD`,
+/// `"key": "api_key"`, quotes and escaped quotes around key and value allowed).
+fn sibling_name(region: &str) -> Option<&str> {
+    let b = region.as_bytes();
+    for field in [&b"name"[..], b"key"] {
+        let mut from = 0;
+        while let Some(at) = find_ci(b, field, from) {
+            from = at.saturating_add(field.len());
+            if at > 0
+                && b.get(at.saturating_sub(1))
+                    .copied()
+                    .is_some_and(is_key_byte)
+            {
+                continue;
+            }
+            let mut p = from;
+            while matches!(b.get(p), Some(b'"' | b'\'' | b'\\')) {
+                p = p.saturating_add(1);
+            }
+            p = skip_blanks(b, p);
+            if b.get(p) != Some(&b':') {
+                continue;
+            }
+            p = skip_blanks(b, p.saturating_add(1));
+            while matches!(b.get(p), Some(b'"' | b'\'' | b'\\')) {
+                p = p.saturating_add(1);
+            }
+            let mut e = p;
+            while b.get(e).copied().is_some_and(is_key_byte) {
+                e = e.saturating_add(1);
+            }
+            if e > p {
+                return region.get(p..e);
+            }
+        }
+    }
+    None
+}
+
+/// Name/value pairs in YAML and JSON, the forms of the markup pairs of
+/// [`attribute_spans`]: a Kubernetes `env` entry (`- name: DB_PASSWORD` / `  value: …`),
+/// a JSON `{"name": "API_TOKEN", "value": "…"}` or `{"key": "api_key", "value": "…"}`
+/// (escaped quotes too). The `value` is a secret when its sibling `name` or `key` — in
+/// the same JSON object, or on the item's lines in YAML, at most [`MAX_SIBLING_BYTES`]
+/// away — is a [sensitive text key](is_sensitive_text_key) and the value looks like one.
+fn name_value_spans(s: &str, out: &mut Vec<SecretSpan>) {
+    let b = s.as_bytes();
+    let mut from = 0;
+    while let Some(at) = find_ci(b, b"value", from) {
+        from = at.saturating_add(5);
+        let prev = at.checked_sub(1).and_then(|i| b.get(i)).copied();
+        if prev.is_some_and(is_key_byte) {
+            continue;
+        }
+        // The key, quoted (JSON) or not (YAML).
+        let json = matches!(prev, Some(b'"' | b'\''));
+        let mut p = from;
+        if json {
+            while matches!(b.get(p), Some(b'"' | b'\'' | b'\\')) {
+                p = p.saturating_add(1);
+            }
+        } else if b.get(p).copied().is_some_and(is_key_byte) {
+            continue;
+        }
+        p = skip_blanks(b, p);
+        if b.get(p) != Some(&b':') {
+            continue;
+        }
+        p = skip_blanks(b, p.saturating_add(1));
+        // The value.
+        let escaped = b.get(p) == Some(&b'\\') && b.get(p.saturating_add(1)) == Some(&b'"');
+        if escaped {
+            p = p.saturating_add(1);
+        }
+        let quote = b.get(p).copied().filter(|c| matches!(c, b'"' | b'\''));
+        if quote.is_some() {
+            p = p.saturating_add(1);
+        }
+        let limit = p.saturating_add(MAX_VALUE_BYTES).min(b.len());
+        let window = b.get(..limit).unwrap_or(b);
+        let end = match quote {
+            Some(_) if escaped => escaped_quote_end(window, p),
+            Some(q) => quoted_end(window, p, q),
+            None => {
+                let mut e = p;
+                while window
+                    .get(e)
+                    .is_some_and(|c| !c.is_ascii_whitespace() && !matches!(c, b',' | b'}' | b']'))
+                {
+                    e = e.saturating_add(1);
+                }
+                e
+            }
+        };
+        let Some(value) = s.get(p..end) else {
+            continue;
+        };
+        if value.is_empty() || is_placeholder(value) {
+            continue;
+        }
+        // The sibling fields: the enclosing JSON object, or the YAML item's lines.
+        let back_from = at.saturating_sub(MAX_SIBLING_BYTES);
+        let before = b.get(back_from..at).unwrap_or_default();
+        let fwd_to = end.saturating_add(MAX_SIBLING_BYTES).min(b.len());
+        let after = b.get(end..fwd_to).unwrap_or_default();
+        let (back, fwd) = if json {
+            let back = before
+                .iter()
+                .rposition(|c| matches!(c, b'{' | b'}'))
+                .map_or(back_from, |i| back_from.saturating_add(i).saturating_add(1));
+            let fwd = after
+                .iter()
+                .position(|c| matches!(c, b'{' | b'}'))
+                .map_or(fwd_to, |i| end.saturating_add(i));
+            (back, fwd)
+        } else {
+            // This line up to the key and, unless this line starts the item (`- value:`),
+            // the line before; the line after, unless it starts another item.
+            let line_start = before
+                .iter()
+                .rposition(|c| *c == b'\n')
+                .map_or(back_from, |i| back_from.saturating_add(i).saturating_add(1));
+            let item_line = b
+                .get(line_start..at)
+                .is_some_and(|l| l.trim_ascii_start().starts_with(b"-"));
+            let back = if item_line {
+                line_start
+            } else {
+                b.get(back_from..line_start.saturating_sub(1))
+                    .and_then(|r| r.iter().rposition(|c| *c == b'\n'))
+                    .map_or(back_from, |i| back_from.saturating_add(i).saturating_add(1))
+            };
+            let next_start = after
+                .iter()
+                .position(|c| *c == b'\n')
+                .map(|i| end.saturating_add(i).saturating_add(1));
+            let fwd = match next_start {
+                Some(n) if item_line => {
+                    let next = b.get(n..fwd_to).unwrap_or_default();
+                    if next.trim_ascii_start().starts_with(b"-") {
+                        n
+                    } else {
+                        n.saturating_add(
+                            next.iter().position(|c| *c == b'\n').unwrap_or(next.len()),
+                        )
+                    }
+                }
+                Some(n) => n,
+                None => fwd_to,
+            };
+            (back, fwd)
+        };
+        let name = [s.get(back..at), s.get(end..fwd)]
+            .into_iter()
+            .flatten()
+            .find_map(sibling_name);
+        if let Some(name) = name {
+            if is_sensitive_text_key(name) && value_is_secret(name, value, Sep::Assign, true) {
+                out.push(p..end);
+            }
+        }
+    }
+}
+
 /// Every span of `s` that holds secret material, sorted and merged: PEM private-key
 /// blocks, URL passwords and webhook paths, `Bearer`/`Basic` tokens, well-known secret
 /// prefixes and token shapes (with the token characters that follow them), and values
@@ -2365,11 +2903,11 @@ pub fn find_secrets(s: &str) -> Vec<SecretSpan> {
             // random-looking and public; a prefixed token is a token anywhere.
             let in_base64 = matches!(b.get(start.wrapping_sub(1)), Some(b'/' | b'+' | b'='))
                 || matches!(b.get(end), Some(b'/' | b'+' | b'='));
-            let in_blob = || blobs.iter().any(|r| r.start <= start && end <= r.end);
+            let inside_blob = || in_blob(&blobs, start, end);
             let secret = match generic {
                 Generic::No => false,
-                Generic::Prefixed => !in_blob(),
-                Generic::Random => !in_base64 && !in_blob(),
+                Generic::Prefixed => !inside_blob(),
+                Generic::Random => !in_base64 && !inside_blob(),
             };
             if secret {
                 out.push(extend_token(b, start, end));
@@ -2380,6 +2918,7 @@ pub fn find_secrets(s: &str) -> Vec<SecretSpan> {
     context_spans(s, &blobs, &mut out);
     flag_spans(s, &mut out);
     attribute_spans(s, &mut out);
+    name_value_spans(s, &mut out);
     out.sort_by_key(|r| (r.start, r.end));
     let mut merged: Vec<SecretSpan> = Vec::with_capacity(out.len());
     for r in out {
