@@ -2161,6 +2161,12 @@ fn pathological_inputs() {
         assert_eq!(n, 0, "{unit}");
         assert_eq!(out, text);
     }
+    // Keys without a blank between them: the scheme word before each value was read to
+    // the end of the text.
+    for unit in ["password=a&", "DB_PASSWORD=(((("] {
+        let text = unit.repeat((1 << 20) / unit.len());
+        assert!(safety::find_secrets(&text).is_empty(), "{unit}");
+    }
     // A certificate's header ends at its `-----`: "PRIVATE KEY" later on the line does
     // not make it a private key.
     let cert = "-----BEGIN CERTIFICATE-----MIIBszCCAVmgAwIBAgIU-----END CERTIFICATE----- (the PRIVATE KEY stays in the vault)";

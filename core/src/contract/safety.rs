@@ -1498,6 +1498,10 @@ fn skip_blanks(b: &[u8], mut p: usize) -> usize {
 /// or redacted up to this bound).
 const MAX_VALUE_BYTES: usize = 4096;
 
+/// Farthest a scheme word (`Bearer`, `Splunk`) or the token after it is read when
+/// deciding whether a value starts with a scheme, in bytes.
+const MAX_SCHEME_WORD_BYTES: usize = 128;
+
 /// `true` when `key` is written like an environment variable (`API_SECRET`, `DB_PASS`).
 fn is_env_name(key: &str) -> bool {
     key.bytes()
@@ -1750,11 +1754,15 @@ fn value_after(
         .iter()
         .any(|w| ["authorization", "cookie", "auth", "authentication"].contains(&w.as_str()));
     // An auth scheme word (`Bearer`, `Basic`, `token`, …) before the value is skipped.
+    // A scheme word and the token after it are short: reading at most
+    // MAX_SCHEME_WORD_BYTES keeps the scan linear in a text of keys without blanks
+    // (`password=a&password=a&…` once read to the end of the text at every key).
     let word_end = |from: usize| {
         let mut e = from;
-        while b
-            .get(e)
-            .is_some_and(|c| !c.is_ascii_whitespace() && !matches!(c, b'"' | b'\'' | b',' | b';'))
+        while e.saturating_sub(from) < MAX_SCHEME_WORD_BYTES
+            && b.get(e).is_some_and(|c| {
+                !c.is_ascii_whitespace() && !matches!(c, b'"' | b'\'' | b',' | b';')
+            })
         {
             e = e.saturating_add(1);
         }
