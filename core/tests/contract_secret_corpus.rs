@@ -1,6 +1,6 @@
 //! Secret redaction against a corpus of real-world secret formats (issue 17).
 //!
-//! **Secret corpus.** 97 token formats modelled on the public facts of secret-scanner
+//! **Secret corpus.** 98 token formats modelled on the public facts of secret-scanner
 //! rule sets (prefixes, lengths and alphabets of GitHub, GitLab, Slack, OpenAI,
 //! Anthropic, AWS, Google, Stripe, … tokens; PEM blocks, JWTs, connection strings and
 //! unprefixed values that are secret only by context). Every value is generated here from
