@@ -2660,9 +2660,7 @@ fn attribute<'a>(tag: &'a str, attr: &str) -> Option<(&'a str, SecretSpan)> {
             || b.get(i.saturating_sub(1))
                 .is_some_and(u8::is_ascii_whitespace);
         if boundary && name.eq_ignore_ascii_case(attr.as_bytes()) {
-            let p = skip_blanks(b, i.saturating_add(n));
-            if b.get(p) == Some(&b'=') {
-                let p = skip_blanks(b, p.saturating_add(1));
+            if let Some(p) = past_separator(b, i.saturating_add(n), b'=', false) {
                 if let Some(q) = b.get(p).copied().filter(|c| matches!(c, b'"' | b'\'')) {
                     let start = p.saturating_add(1);
                     let end = start.saturating_add(b.get(start..)?.iter().position(|c| *c == q)?);
@@ -2717,6 +2715,19 @@ fn attribute_spans(s: &str, out: &mut Vec<SecretSpan>) {
     }
 }
 
+/// Past a key's closing quotes (`"`, `'`, `\` of an escaped quote; only when `quotes`),
+/// blanks, `sep` and blanks again: where the value starts, or `None` when `sep` does not
+/// follow the key.
+fn past_separator(b: &[u8], mut p: usize, sep: u8, quotes: bool) -> Option<usize> {
+    if quotes {
+        while matches!(b.get(p), Some(b'"' | b'\'' | b'\\')) {
+            p = p.saturating_add(1);
+        }
+    }
+    p = skip_blanks(b, p);
+    (b.get(p) == Some(&sep)).then(|| skip_blanks(b, p.saturating_add(1)))
+}
+
 /// How far a name/value scan looks for the sibling `name` or `key`, in bytes each way.
 const MAX_SIBLING_BYTES: usize = 256;
 
@@ -2735,15 +2746,9 @@ fn sibling_name(region: &str) -> Option<&str> {
             {
                 continue;
             }
-            let mut p = from;
-            while matches!(b.get(p), Some(b'"' | b'\'' | b'\\')) {
-                p = p.saturating_add(1);
-            }
-            p = skip_blanks(b, p);
-            if b.get(p) != Some(&b':') {
+            let Some(mut p) = past_separator(b, from, b':', true) else {
                 continue;
-            }
-            p = skip_blanks(b, p.saturating_add(1));
+            };
             while matches!(b.get(p), Some(b'"' | b'\'' | b'\\')) {
                 p = p.saturating_add(1);
             }
@@ -2776,19 +2781,12 @@ fn name_value_spans(s: &str, out: &mut Vec<SecretSpan>) {
         }
         // The key, quoted (JSON) or not (YAML).
         let json = matches!(prev, Some(b'"' | b'\''));
-        let mut p = from;
-        if json {
-            while matches!(b.get(p), Some(b'"' | b'\'' | b'\\')) {
-                p = p.saturating_add(1);
-            }
-        } else if b.get(p).copied().is_some_and(is_key_byte) {
+        if !json && b.get(from).copied().is_some_and(is_key_byte) {
             continue;
         }
-        p = skip_blanks(b, p);
-        if b.get(p) != Some(&b':') {
+        let Some(mut p) = past_separator(b, from, b':', json) else {
             continue;
-        }
-        p = skip_blanks(b, p.saturating_add(1));
+        };
         // The value.
         let escaped = b.get(p) == Some(&b'\\') && b.get(p.saturating_add(1)) == Some(&b'"');
         if escaped {
