@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use stapel_runner::testhub::{HubLog, TestHub};
+use stapel_runner_protocol::sequencing::ConnectionState;
 use stapel_runner_protocol::session::SessionConfig;
 
 const TOKEN: &str = "test-token-7f3a";
@@ -434,18 +435,13 @@ fn refusals_busy_and_cancel_are_answered_with_reports() {
     runner.assert_nothing_left("after cancel, busy and refusal");
 }
 
-/// The task ids with live streams in the session snapshot saved under `state`
-/// (`runner-state.json` holds the snapshot as a string: a magic line, then the JSON body),
-/// or `None` while the file is absent or unreadable.
+/// The task ids with live streams in the session snapshot saved under `state` (read back
+/// with the core's `ConnectionState::restore`), or `None` while the file is absent or
+/// unreadable.
 fn live_session_tasks(state: &Path) -> Option<BTreeSet<String>> {
     let file: Value = serde_json::from_str(&std::fs::read_to_string(state).ok()?).ok()?;
-    let snapshot = file["snapshot"].as_str()?;
-    let body: Value = serde_json::from_str(snapshot.split_once('\n')?.1).ok()?;
-    body["tasks"]
-        .as_array()?
-        .iter()
-        .map(|t| t["task_id"].as_str().map(str::to_owned))
-        .collect()
+    let saved = ConnectionState::restore(file["snapshot"].as_str()?.as_bytes()).ok()?;
+    Some(saved.tasks().map(|(task, _)| task.to_owned()).collect())
 }
 
 #[test]
