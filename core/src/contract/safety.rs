@@ -1571,12 +1571,17 @@ fn quote_closes(b: &[u8], at: usize) -> bool {
     })
 }
 
+/// `true` when an escaped quote (`\"`, JSON inside a string) starts at `p`.
+fn escaped_quote_at(b: &[u8], p: usize) -> bool {
+    b.get(p) == Some(&b'\\') && b.get(p.saturating_add(1)) == Some(&b'"')
+}
+
 /// The end of a value opened by an escaped quote (`\"v\"`): the next `\"`, a newline or
 /// the end of `b`.
 fn escaped_quote_end(b: &[u8], p: usize) -> usize {
     let mut e = p;
     while let Some(c) = b.get(e).copied() {
-        if c == b'\n' || (c == b'\\' && b.get(e.saturating_add(1)) == Some(&b'"')) {
+        if c == b'\n' || escaped_quote_at(b, e) {
             break;
         }
         e = e.saturating_add(1);
@@ -1706,7 +1711,7 @@ fn value_after(
     }
     let mut p = key_end;
     // `\"k\": \"v\"`: JSON embedded in a string (a request body in an error text).
-    let escaped = b.get(p) == Some(&b'\\') && b.get(p.saturating_add(1)) == Some(&b'"');
+    let escaped = escaped_quote_at(b, p);
     let key_quoted = escaped || matches!(b.get(p), Some(b'"' | b'\''));
     if key_quoted {
         p = p.saturating_add(if escaped { 2 } else { 1 });
@@ -1768,7 +1773,7 @@ fn value_after(
         }
         e
     };
-    let open_escaped = b.get(p) == Some(&b'\\') && b.get(p.saturating_add(1)) == Some(&b'"');
+    let open_escaped = escaped_quote_at(b, p);
     if open_escaped {
         p = p.saturating_add(1);
     }
@@ -2788,7 +2793,7 @@ fn name_value_spans(s: &str, out: &mut Vec<SecretSpan>) {
             continue;
         };
         // The value.
-        let escaped = b.get(p) == Some(&b'\\') && b.get(p.saturating_add(1)) == Some(&b'"');
+        let escaped = escaped_quote_at(b, p);
         if escaped {
             p = p.saturating_add(1);
         }
