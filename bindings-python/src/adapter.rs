@@ -515,6 +515,16 @@ impl PySubprocessTurnMachine {
         Ok(list)
     }
 
+    /// The `result` line that ended the most recent turn, as the dict the child wrote
+    /// (every key), or `None` before the first result: the core's `result_line`.
+    #[getter]
+    fn result_line<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self.inner.result_line() {
+            Some(line) => Ok(Some(map_to_py(py, line)?.into_any())),
+            None => Ok(None),
+        }
+    }
+
     /// `True` while a turn waits for its result.
     #[getter]
     fn in_turn(&self) -> bool {

@@ -248,6 +248,21 @@ def test_subprocess_adapter_drives_an_injected_child() -> None:
         session.turn("again")
 
 
+def test_subprocess_turn_result_raw_is_the_result_line() -> None:
+    line = {"type": "result", "text": "done", "usage": {"output": 5},
+            "session_id": "s-1", "cost_usd": 0.25}
+    child = FakeChild([{"type": "progress", "step": 1}, line,
+                       {"type": "result", "text": "again", "usage": {"output": 1}}])
+    session = SubprocessAdapter(spawn=lambda role: child).open_session(RoleSpec())
+    result = session.turn("p")
+    # As 0.1.1 code reads it: the raw answer is the whole result line.
+    assert result.raw == line and result.raw["session_id"] == "s-1"
+    second = session.turn("q")
+    assert second.raw == {"type": "result", "text": "again", "usage": {"output": 1}}
+    assert result.raw == line  # the first result keeps its own line
+    session.close()
+
+
 def test_subprocess_child_that_exits_on_stdin_close_is_not_terminated() -> None:
     child = FakeChild([])
     child.returncode = 0  # already exited: poll() reports it

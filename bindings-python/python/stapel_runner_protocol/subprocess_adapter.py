@@ -176,6 +176,8 @@ class SubprocessSession(Session):
                     if self._on_progress is not None:
                         self._on_progress(value)
                 elif isinstance(value, TurnResult):
+                    # The raw answer, as 0.1.1 gave it: the result line's JSON object.
+                    value.raw = self._machine.result_line
                     result = value
                 elif isinstance(value, AdapterError) and error is None:
                     error = value

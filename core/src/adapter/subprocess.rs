@@ -503,6 +503,7 @@ pub struct SubprocessSession {
     state: State,
     line_number: u64,
     pending: VecDeque<SubprocessOutput>,
+    result_line: Option<Map<String, Value>>,
 }
 
 impl SubprocessSession {
@@ -517,6 +518,7 @@ impl SubprocessSession {
             state: State::New,
             line_number: 0,
             pending: VecDeque::new(),
+            result_line: None,
         }
     }
 
@@ -535,6 +537,15 @@ impl SubprocessSession {
     /// `true` while a turn waits for its result.
     pub fn in_turn(&self) -> bool {
         matches!(self.state, State::InTurn(_))
+    }
+
+    /// The `result` line that ended the most recent turn with a
+    /// [`SubprocessOutput::TurnResult`], as the JSON object the child wrote (every key,
+    /// not only `text` and `usage`): what a host hands its caller as the raw answer.
+    /// `None` before the first result; replaced by the next one. Bounded by the line
+    /// bound ([`SubprocessConfig::max_line_bytes`]).
+    pub fn result_line(&self) -> Option<&Map<String, Value>> {
+        self.result_line.as_ref()
     }
 
     /// `true` once no turn can start any more: the session is closing or closed.
@@ -818,6 +829,7 @@ impl SubprocessSession {
             "result" => {
                 let r = Self::result(&obj).map_err(|e| e.with_line(n))?;
                 self.state = State::Idle(child);
+                self.result_line = Some(obj);
                 self.pending.push_back(SubprocessOutput::TurnResult(r));
             }
             "error" => {
