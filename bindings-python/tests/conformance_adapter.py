@@ -188,3 +188,5 @@ def run_adapter(vector: Dict[str, Any]) -> None:
             _eq(f"step {i} lifecycle", machine.state, expect["lifecycle"])
         if "timeout" in expect:
             _eq(f"step {i} timeout", machine.poll_timeout(), expect["timeout"])
+        if "result_line" in expect:
+            _eq(f"step {i} result_line", machine.result_line, expect["result_line"])

@@ -680,4 +680,11 @@ impl SubprocessTurnMachine {
     pub fn lifecycle(&self) -> String {
         locked(&self.inner).state().as_str().to_owned()
     }
+
+    /// The `result` line that ended the latest turn, as JSON object text (every key the
+    /// child wrote: the raw answer), or `null` before the first result (the core's
+    /// `result_line`).
+    pub fn result_line(&self) -> Option<String> {
+        locked(&self.inner).result_line().map(serde_object_text)
+    }
 }

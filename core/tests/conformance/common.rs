@@ -80,6 +80,7 @@ pub fn expect_keys(area: &str) -> Option<&'static [&'static str]> {
             "error",
             "lifecycle",
             "outputs",
+            "result_line",
             "state",
             "system_prompt",
             "timeout",

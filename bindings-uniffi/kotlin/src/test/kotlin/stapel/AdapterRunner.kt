@@ -180,6 +180,7 @@ object AdapterRunner {
             check(i, "state", Json.of(got), it)
         }
         expect.get("lifecycle")?.let { check(i, "lifecycle", Json.of(session.lifecycle()), it) }
+        expect.get("result_line")?.let { check(i, "result_line", session.resultLine()?.let { t -> Json.parse(t) } ?: NullNode.instance, it) }
         expect.get("timeout")?.let { check(i, "timeout", session.pollTimeout()?.let { t -> Json.of(t.toLong()) } ?: NullNode.instance, it) }
     }
 }

@@ -32,7 +32,7 @@ class ConformanceTest {
          * Rust runner's.
          */
         val EXPECT_KEYS: Map<String, Set<String>> = mapOf(
-            "adapter" to setOf("error", "lifecycle", "outputs", "state", "system_prompt", "timeout", "total_tokens", "value"),
+            "adapter" to setOf("error", "lifecycle", "outputs", "result_line", "state", "system_prompt", "timeout", "total_tokens", "value"),
             "contract" to setOf("error", "finished", "outputs", "refusal", "resolved", "stage", "tool_calls", "usage", "value"),
             "framing" to setOf("accepted", "buffered_bytes", "error", "output", "ready"),
             "host" to setOf("config", "config_error", "error", "outputs", "pending", "runners", "state", "timeout", "value"),
