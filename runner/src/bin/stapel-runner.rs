@@ -1,9 +1,16 @@
-//! `stapel-runner`: the local runner of seed 002.
+//! `stapel-runner`: the local runner of seed 002 (`run`, `serve`) and the connected
+//! runner of seed 000 (`connect`).
 //!
 //! ```text
-//! stapel-runner run   [--script NAME|PATH] [--pretty|--jsonl] …   # built-in controller, one whole run
-//! stapel-runner serve [--script NAME|PATH] …                      # controller on stdin/stdout JSONL
+//! stapel-runner run     [--script NAME|PATH] [--pretty|--jsonl] …   # built-in controller, one whole run
+//! stapel-runner serve   [--script NAME|PATH] …                      # controller on stdin/stdout JSONL
+//! stapel-runner connect --url WS_URL --state-dir DIR [--token-file F] …  # tasks from a hub
 //! ```
+//!
+//! `connect` keeps an outbound WebSocket to a hub and runs the tasks it assigns (see the
+//! library's `connect` module). Every harness, of all three, starts through the hidden
+//! `harness-exec` wrapper (`harness-init` is its PID namespace's init), so that it dies
+//! with the runner.
 //!
 //! `serve` speaks the controller protocol: `paperclip.prp.command.v1` lines on stdin,
 //! `paperclip.runner.stream.v1` lines on stdout. `run` drives itself with a built-in
@@ -23,7 +30,7 @@ use stapel_runner_protocol::local::LocalConfig;
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "The Stapel local runner (seed 002): supervises a harness and streams canonical events"
+    about = "The Stapel runner: run/serve supervise one local harness run and stream canonical events (seed 002); connect runs a hub's tasks over an outbound WebSocket (seed 000)"
 )]
 struct Cli {
     #[command(subcommand)]
