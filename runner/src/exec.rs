@@ -1,6 +1,7 @@
-//! `stapel-runner harness-exec`: the wrapper a connected runner starts every harness
-//! through, so that the harness — and everything it starts — dies with its task and with
-//! the runner.
+//! `stapel-runner harness-exec`: the wrapper every harness of `stapel-runner` (`run`,
+//! `serve` and `connect`) is started through, so that the harness — and everything it
+//! starts — dies with its run or task and with the runner, also a runner killed with
+//! SIGKILL.
 //!
 //! The wrapper (pid *W*, the leader of the task's process group, the runner's child):
 //!

@@ -17,6 +17,9 @@
 //!   cannot be driven any more).
 //! * However the run ends, the harness group is killed and every process this subreaper
 //!   adopted is killed and reaped.
+//! * A runner killed with SIGKILL cannot do any of that: the harness is started through
+//!   [`HostOptions::wrapper`] (`stapel-runner harness-exec`, see [`crate::exec`]) so that
+//!   the kernel ends it with the runner (`run`, `serve` and `connect` all do).
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -78,6 +81,10 @@ pub struct HostOptions {
     /// A controller that accepts no stdout line for this long counts as closed. Default
     /// 10 s.
     pub controller_stall: Duration,
+    /// Program and leading arguments the harness command is appended to (after `--`),
+    /// e.g. `stapel-runner harness-exec --parent PID` (see [`crate::exec`]), which makes
+    /// the harness die with the runner; empty: start the harness directly.
+    pub wrapper: Vec<String>,
     /// Run as one task of a connected runner (`stapel-runner connect`) instead of as the
     /// whole process: see [`TaskLink`]. `None` for `run` and `serve`.
     pub task: Option<TaskLink>,
@@ -85,17 +92,13 @@ pub struct HostOptions {
 
 /// How a local run is wired into a connected runner: the stream goes to a channel
 /// instead of stdout, the runner's signals are left to the connect loop, a cancel arrives
-/// on a channel, and the harness is started through a wrapper (e.g. `stapel-runner
-/// harness-exec`, which makes it die with the runner).
+/// on a channel, and the harness runs in the task's directory.
 #[derive(Debug)]
 pub struct TaskLink {
     /// Every `paperclip.runner.stream.v1` line, in order (the JSONL view).
     pub lines: mpsc::Sender<String>,
     /// A cancel: the built-in controller sends `run.cancel` with this reason.
     pub cancel: mpsc::Receiver<String>,
-    /// Program and leading arguments the harness command is appended to (after `--`);
-    /// empty: start the harness directly.
-    pub wrapper: Vec<String>,
     /// The harness's working directory (`None`: the runner's).
     pub cwd: Option<String>,
 }
@@ -197,11 +200,12 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
         view,
         drain_after_exit,
         controller_stall,
+        wrapper,
         task,
     } = opts;
-    let (task_lines, mut task_cancel, wrapper, cwd) = match task {
-        Some(t) => (Some(t.lines), Some(t.cancel), t.wrapper, t.cwd),
-        None => (None, None, Vec::new(), None),
+    let (task_lines, mut task_cancel, cwd) = match task {
+        Some(t) => (Some(t.lines), Some(t.cancel), t.cwd),
+        None => (None, None, None),
     };
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as u64;

@@ -281,10 +281,10 @@ async fn run_local(
         view: View::Jsonl,
         drain_after_exit: Duration::from_millis(250),
         controller_stall: Duration::from_secs(10),
+        wrapper: harnesses.wrapper.clone(),
         task: Some(TaskLink {
             lines: lines_tx,
             cancel: cancel_rx,
-            wrapper: harnesses.wrapper.clone(),
             cwd: Some(plan.working_directory.clone()),
         }),
     };

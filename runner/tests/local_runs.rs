@@ -5,10 +5,72 @@
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const RUNNER: &str = env!("CARGO_BIN_EXE_stapel-runner");
 const FAKE: &str = env!("CARGO_BIN_EXE_fake-harness");
+/// The variable that marks one runner's harness processes (passed with `--allow-env`).
+const MARK_VAR: &str = "STAPEL_TEST_MARK";
+
+/// The two ways a harness is started: in its own user + PID namespace (where the machine
+/// allows it) and through the wrapper's fallback (`--no-pid-namespace`).
+const NAMESPACE_MODES: [&[&str]; 2] = [&[], &["--no-pid-namespace"]];
+
+static MARKS: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh `STAPEL_TEST_MARK` value: `(value, "NAME=value")`.
+fn new_mark() -> (String, String) {
+    let v = format!(
+        "local-{}-{}",
+        std::process::id(),
+        MARKS.fetch_add(1, Ordering::SeqCst)
+    );
+    let needle = format!("{MARK_VAR}={v}");
+    (v, needle)
+}
+
+/// Every live process (zombies excluded) whose environment holds `needle`, with its
+/// command line — a scan of the whole machine, so it also sees processes in other PID
+/// namespaces and escapees that left the runner's tree (pids a harness prints from inside
+/// its own PID namespace would not name host processes).
+fn marked(needle: &str) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) || !alive(pid) {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .unwrap_or_default();
+        out.push((pid, cmd));
+    }
+    out
+}
+
+/// `marked(needle)` waited for up to `secs` to become empty; what is left (then killed).
+fn left_behind(needle: &str, secs: u64) -> Vec<(i32, String)> {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left = marked(needle);
+        if left.is_empty() || Instant::now() >= until {
+            for (p, _) in &left {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(*p),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
 
 struct Run {
     lines: Vec<Value>,
@@ -66,6 +128,11 @@ fn parse(stdout: &str) -> Vec<Value> {
 
 /// `stapel-runner run --jsonl` with the fake harness.
 fn run_script(script: &str, extra: &[&str]) -> Run {
+    run_script_env(script, extra, &[])
+}
+
+/// [`run_script`] with these variables in the runner's environment.
+fn run_script_env(script: &str, extra: &[&str], env: &[(&str, &str)]) -> Run {
     let out = Command::new(RUNNER)
         .args([
             "run",
@@ -78,6 +145,7 @@ fn run_script(script: &str, extra: &[&str]) -> Run {
             "300",
         ])
         .args(extra)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     Run {
@@ -266,22 +334,24 @@ fn duplicate_terminal() {
             && e["payload"]["code"] == "duplicate_terminal_ignored"));
 }
 
+/// The script's lingering worker is gone after the run, in both namespace modes (found by
+/// its marker: the `workerPid` it reports is its pid inside the harness's namespace).
 #[test]
 fn linger_worker_is_gone_after_the_run() {
-    let run = run_script("linger", &[]);
-    terminal(&run);
-    let logs = run.first("harness.exited")["payload"]["logs"]["lines"].to_string();
-    let pid: i32 = logs
-        .split("workerPid")
-        .nth(1)
-        .and_then(|s| {
-            s.trim_start_matches(|c: char| !c.is_ascii_digit())
-                .split(|c: char| !c.is_ascii_digit())
-                .next()
-        })
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no workerPid in {logs}"));
-    assert!(!alive(pid), "worker {pid} outlived the run");
+    for mode in NAMESPACE_MODES {
+        let (mark, needle) = new_mark();
+        let mut args = vec!["--allow-env", MARK_VAR];
+        args.extend(mode);
+        let run = run_script_env("linger", &args, &[(MARK_VAR, &mark)]);
+        terminal(&run);
+        let logs = run.first("harness.exited")["payload"]["logs"]["lines"].to_string();
+        assert!(
+            logs.contains("workerPid"),
+            "{mode:?}: no worker started: {logs}"
+        );
+        let left = left_behind(&needle, 3);
+        assert!(left.is_empty(), "{mode:?}: outlived the run: {left:?}");
+    }
 }
 
 #[test]
@@ -363,41 +433,121 @@ fn controller_eof_mid_turn_terms_then_kills_the_group() {
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
+/// A `setsid` escapee is killed at teardown, in both namespace modes: with a namespace it
+/// dies with the namespace's init, without one the wrapper (a subreaper) kills it.
 #[test]
 fn setsid_escaped_grandchild_is_killed_at_teardown() {
-    let args =
-        sh_harness("setsid sleep 1000 & echo \"escapee=$!\" >&2; while :; do sleep 0.05; done");
-    let args: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .chain(["--grace-ms", "100"])
-        .collect();
-    // Close after `ready` plus time for the harness to start its escapee.
-    let run = serve(
-        &args,
-        &command(1, "run.prepare", "{}"),
-        "\"harness.ready\"",
-        Duration::from_millis(300),
-        &[],
-    );
-    let logs = run.first("harness.exited")["payload"]["logs"]["lines"].to_string();
-    let pid: i32 = logs
-        .split("escapee=")
-        .nth(1)
-        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no escapee pid in {logs}"));
-    terminal(&run);
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
+    for mode in NAMESPACE_MODES {
+        let (mark, needle) = new_mark();
+        let args =
+            sh_harness("setsid sleep 1000 & echo \"escapee=$!\" >&2; while :; do sleep 0.05; done");
+        let args: Vec<&str> = args
+            .iter()
+            .map(String::as_str)
+            .chain(["--grace-ms", "100", "--allow-env", MARK_VAR])
+            .chain(mode.iter().copied())
+            .collect();
+        // Close after `ready` plus time for the harness to start its escapee.
+        let run = serve(
+            &args,
+            &command(1, "run.prepare", "{}"),
+            "\"harness.ready\"",
+            Duration::from_millis(300),
+            &[(MARK_VAR, &mark)],
+        );
+        let logs = run.first("harness.exited")["payload"]["logs"]["lines"].to_string();
+        assert!(
+            logs.contains("escapee="),
+            "{mode:?}: no escapee started: {logs}"
+        );
+        terminal(&run);
+        let left = left_behind(&needle, 3);
+        assert!(left.is_empty(), "{mode:?}: survived the runner: {left:?}");
     }
-    assert!(!alive(pid), "setsid escapee {pid} survived the runner");
+}
+
+/// A harness that never writes, with a `setsid` escapee, and a `stapel-runner run` killed
+/// with SIGKILL (no teardown at all): the harness dies with the runner in both namespace
+/// modes (the wrapper's death signals); its escapee too where the harness has its own PID
+/// namespace (without one it survives: documented in the README, printed here).
+#[test]
+fn a_silent_harness_dies_with_a_sigkilled_run() {
+    let namespaces = Command::new(RUNNER)
+        .args(["harness-exec", "--probe", "--parent", "0", "--", "true"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "pid-namespace: yes")
+        .unwrap_or(false);
+    for mode in NAMESPACE_MODES {
+        let (mark, needle) = new_mark();
+        let mut child = Command::new(RUNNER)
+            .args([
+                "run",
+                "--jsonl",
+                "--harness",
+                "/bin/sh",
+                "--harness-arg",
+                "-c",
+            ])
+            .args([
+                "--harness-arg",
+                "setsid sleep 601 </dev/null >/dev/null 2>&1 & exec sleep 600",
+            ])
+            .args(["--ready-timeout-ms", "600000", "--allow-env", MARK_VAR])
+            .args(mode)
+            .env(MARK_VAR, &mark)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let runner = child.id() as i32;
+        let until = Instant::now() + Duration::from_secs(10);
+        let sleeping = |procs: &[(i32, String)], what: &str| {
+            procs.iter().filter(|(_, c)| c.starts_with(what)).count()
+        };
+        let mut procs = Vec::new();
+        while Instant::now() < until {
+            procs = marked(&needle);
+            procs.retain(|(p, _)| *p != runner);
+            if sleeping(&procs, "sleep 600") == 1 && sleeping(&procs, "sleep 601") == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(
+            (sleeping(&procs, "sleep 600"), sleeping(&procs, "sleep 601")),
+            (1, 1),
+            "{mode:?}: the harness and its escapee should run: {procs:?}"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let left = left_behind(&needle, 5);
+        let harness_left: Vec<_> = left
+            .iter()
+            .filter(|(_, c)| c.starts_with("sleep 600"))
+            .collect();
+        assert!(
+            harness_left.is_empty(),
+            "{mode:?}: the harness outlived the SIGKILLed runner: {left:?}"
+        );
+        if mode.is_empty() && namespaces {
+            assert!(
+                left.is_empty(),
+                "{mode:?}: survived the SIGKILLed runner: {left:?}"
+            );
+        } else {
+            eprintln!(
+                "{mode:?} without a PID namespace: {} escapee process(es) survived the SIGKILLed runner (documented)",
+                left.len()
+            );
+        }
+    }
 }
 
 #[test]
 fn credentials_in_the_runner_environment_do_not_reach_the_harness() {
-    let args = sh_harness("tr '\\0' ' ' < /proc/$$/environ >&2; echo >&2; exit 0");
+    // `/proc/self`, not `/proc/$$`: inside the harness's PID namespace `$$` is not its
+    // pid in the host's `/proc`.
+    let args = sh_harness("tr '\\0' ' ' < /proc/self/environ >&2; echo >&2; exit 0");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let secrets = [
         ("OPENAI_API_KEY", "sk-test-openai"),

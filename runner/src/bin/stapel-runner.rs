@@ -1,9 +1,16 @@
-//! `stapel-runner`: the local runner of seed 002.
+//! `stapel-runner`: the local runner of seed 002 (`run`, `serve`) and the connected
+//! runner of seed 000 (`connect`).
 //!
 //! ```text
-//! stapel-runner run   [--script NAME|PATH] [--pretty|--jsonl] …   # built-in controller, one whole run
-//! stapel-runner serve [--script NAME|PATH] …                      # controller on stdin/stdout JSONL
+//! stapel-runner run     [--script NAME|PATH] [--pretty|--jsonl] …   # built-in controller, one whole run
+//! stapel-runner serve   [--script NAME|PATH] …                      # controller on stdin/stdout JSONL
+//! stapel-runner connect --url WS_URL --state-dir DIR [--token-file F] …  # tasks from a hub
 //! ```
+//!
+//! `connect` keeps an outbound WebSocket to a hub and runs the tasks it assigns (see the
+//! library's `connect` module). Every harness, of all three, starts through the hidden
+//! `harness-exec` wrapper (`harness-init` is its PID namespace's init), so that it dies
+//! with the runner.
 //!
 //! `serve` speaks the controller protocol: `paperclip.prp.command.v1` lines on stdin,
 //! `paperclip.runner.stream.v1` lines on stdout. `run` drives itself with a built-in
@@ -23,7 +30,7 @@ use stapel_runner_protocol::local::LocalConfig;
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "The Stapel local runner (seed 002): supervises a harness and streams canonical events"
+    about = "The Stapel runner: run/serve supervise one local harness run and stream canonical events (seed 002); connect runs a hub's tasks over an outbound WebSocket (seed 000)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -62,8 +69,8 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
-    /// Start a harness so that it dies with its task and with the runner (used by
-    /// `connect`; see the `exec` module).
+    /// Start a harness so that it dies with its task and with the runner (every harness
+    /// of `run`, `serve` and `connect` starts through it; see the `exec` module).
     #[command(hide = true)]
     HarnessExec {
         /// The runner's pid.
@@ -133,10 +140,6 @@ struct ConnectArgs {
     /// After a cancel, how long a harness may take to reach its next boundary, ms.
     #[arg(long)]
     cancel_boundary_ms: Option<u64>,
-    /// Do not run harnesses in their own PID namespace (escapees of a SIGKILLed runner
-    /// can then survive it).
-    #[arg(long)]
-    no_pid_namespace: bool,
     /// Harness profiles and reins (a contract Catalog JSON file). Default: profiles
     /// `fake` (local-run) and `subprocess` (JSONL).
     #[arg(long)]
@@ -193,6 +196,10 @@ struct Common {
     /// Harness ready deadline, ms.
     #[arg(long)]
     ready_timeout_ms: Option<u64>,
+    /// Do not run the harness in its own user + PID namespace (it still dies with a
+    /// SIGKILLed runner, but its escapees can survive it).
+    #[arg(long)]
+    no_pid_namespace: bool,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ! {
@@ -354,18 +361,42 @@ async fn async_main(cli: Cli, token: Option<stapel_runner::ws::TokenSource>) -> 
     if let Err(e) = supervisor::become_subreaper() {
         eprintln!("stapel-runner: cannot become a child subreaper ({e}); escaped grandchildren may survive");
     }
+    let common = match &cli.command {
+        Command::Run { common, .. } | Command::Serve { common } => common,
+        _ => return 2,
+    };
+    let wrapper = harness_wrapper(common.no_pid_namespace, "stapel-runner", false);
     let opts = HostOptions {
         config,
         controller,
         view,
         drain_after_exit: Duration::from_millis(250),
         controller_stall: Duration::from_secs(10),
+        wrapper,
         task: None,
     };
     match host::run(opts).await {
         Ok(code) => code,
         Err(e) => fail(e),
     }
+}
+
+/// The `harness-exec` prefix every harness of this runner starts through (`run`, `serve`
+/// and `connect` alike), after saying on stderr whether harnesses get their own PID
+/// namespace here (`tell_yes`: also when they do; otherwise only when they do not).
+fn harness_wrapper(no_pid_namespace: bool, who: &str, tell_yes: bool) -> Vec<String> {
+    let wrapper = stapel_runner::exec::wrapper(no_pid_namespace)
+        .unwrap_or_else(|e| fail(format!("cannot locate this executable: {e}")));
+    if !no_pid_namespace {
+        match stapel_runner::exec::probe_pid_namespace() {
+            Ok(()) if tell_yes => eprintln!("{who}: harnesses run in their own PID namespace"),
+            Ok(()) => {}
+            Err(why) => eprintln!(
+                "{who}: no PID namespace for harnesses ({why}): an escapee of a SIGKILLed runner can survive it"
+            ),
+        }
+    }
+    wrapper
 }
 
 async fn run_connect(
@@ -415,16 +446,7 @@ async fn run_connect(
     if let Some(v) = a.cancel_boundary_ms {
         config.task.cancel_boundary_ms = v;
     }
-    let wrapper = stapel_runner::exec::wrapper(a.no_pid_namespace)
-        .unwrap_or_else(|e| fail(format!("cannot locate this executable: {e}")));
-    if !a.no_pid_namespace {
-        match stapel_runner::exec::probe_pid_namespace() {
-            Ok(()) => eprintln!("stapel-runner connect: harnesses run in their own PID namespace"),
-            Err(why) => eprintln!(
-                "stapel-runner connect: no PID namespace for harnesses ({why}): an escapee of a SIGKILLed runner can survive it"
-            ),
-        }
-    }
+    let wrapper = harness_wrapper(common.no_pid_namespace, "stapel-runner connect", true);
     let local = build_config(common);
     let jsonl_env: Vec<(String, String)> = common
         .allow_env
