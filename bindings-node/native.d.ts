@@ -418,6 +418,12 @@ export declare function runnerIsIdle(activityJson: string): boolean
 export declare function runnerTaskCall(call: string): string
 
 /**
+ * The schema file name of message type `type_name` (the core's manifest); an unknown
+ * type throws the core's `unknown_type` decode error.
+ */
+export declare function schemaFile(typeName: string): string
+
+/**
  * The scratch `Float64Array` of this thread's environment ([`SCRATCH_LEN`] numbers),
  * created on the first call and the same array on every later one. The fast paths
  * write their numbers into it; the TypeScript layer reads them right after each call.
