@@ -1,6 +1,8 @@
-// The ws transport on 127.0.0.1: a link that drops the connection mid-task several times
+// The ws transport on 127.0.0.1: a link that drops the connection mid-task five times
 // (every progress frame reaches the hub exactly once and in order, every command reaches
-// the runner exactly once), the token check before the upgrade (wrong, missing, an async
+// the runner exactly once), the reconnect schedule of the core's counter (a hub that
+// accepts and drops every connection before saying anything gets growing delays; one
+// that says something first does not), the token check before the upgrade (wrong, missing, an async
 // authenticator answering per connection), one session per runner (a newer socket
 // replaces the older one), and the bounded queues.
 import { test } from 'node:test';
@@ -117,6 +119,66 @@ test('progress and commands survive a link that drops mid-task, each exactly onc
     client.close();
     await server.close();
     await link.close();
+  }
+});
+
+/** A bare `ws` server: on each connection, `onConnection(ws)`; counts the connections. */
+async function bareServer(onConnection) {
+  const { WebSocketServer } = await import('ws');
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+  await new Promise((resolve) => wss.on('listening', resolve));
+  const state = { connections: 0, port: wss.address().port };
+  wss.on('connection', (ws) => {
+    state.connections += 1;
+    ws.on('error', () => {});
+    onConnection(ws);
+  });
+  state.close = () => new Promise((resolve) => wss.close(resolve));
+  return state;
+}
+
+test('a hub that accepts the upgrade and drops every connection at once gets growing delays (the core\'s counter)', async () => {
+  const server = await bareServer((ws) => ws.close());
+  const scheduled = [];
+  const client = new RunnerClient(`ws://127.0.0.1:${server.port}/`, {
+    hello: HELLO,
+    backoff: { initial_ms: 20, max_ms: 100_000 },
+    random: () => 0, // no jitter: each delay is half the core's capped delay
+    onReconnect: (delayMs, failures) => scheduled.push([delayMs, failures]),
+  });
+  try {
+    await client.connect();
+    await until('five reconnects', () => scheduled.length >= 5);
+    client.close();
+    assert.deepEqual(scheduled.slice(0, 5), [[10, 1], [20, 2], [40, 3], [80, 4], [160, 5]]);
+    assert.ok(server.connections >= 5, `every attempt was upgraded (${server.connections})`);
+    assert.ok(client.failures >= 5);
+  } finally {
+    client.close();
+    await server.close();
+  }
+});
+
+test('a connection that delivered a frame before it was lost starts the core\'s count again', async () => {
+  const server = await bareServer((ws) => {
+    ws.send(JSON.stringify({ type: 'ping', nonce: 'n' }));
+    ws.close();
+  });
+  const scheduled = [];
+  const client = new RunnerClient(`ws://127.0.0.1:${server.port}/`, {
+    hello: HELLO,
+    backoff: { initial_ms: 20, max_ms: 100_000 },
+    random: () => 0,
+    onReconnect: (delayMs, failures) => scheduled.push([delayMs, failures]),
+  });
+  try {
+    await client.connect();
+    await until('four reconnects', () => scheduled.length >= 4);
+    client.close();
+    assert.deepEqual(scheduled.slice(0, 4), [[10, 1], [10, 1], [10, 1], [10, 1]]);
+  } finally {
+    client.close();
+    await server.close();
   }
 });
 
