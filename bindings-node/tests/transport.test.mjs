@@ -2,13 +2,14 @@
 // (every progress frame reaches the hub exactly once and in order, every command reaches
 // the runner exactly once), the reconnect schedule of the core's counter (a hub that
 // accepts and drops every connection before saying anything gets growing delays; one
-// that says something first does not), the token check before the upgrade (wrong, missing, an async
+// that says something first does not), the backlog bound (the core's max_backlog_bytes),
+// the token check before the upgrade (wrong, missing, an async
 // authenticator answering per connection), one session per runner (a newer socket
 // replaces the older one), and the bounded queues.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { HOST_CONSTANTS } from 'stapel-runner-protocol';
+import { HOST_CONSTANTS, encode } from 'stapel-runner-protocol';
 import { HubServer, RunnerClient, TransportError } from 'stapel-runner-protocol/transport-ws';
 
 const HELLO = { type: 'hello', project_id: 'p-1', runner_version: '0.1.0' };
@@ -295,6 +296,57 @@ test('a full event queue pauses the socket; nothing is lost, nothing queued beyo
   } finally {
     client.close();
     await server.close();
+  }
+});
+
+test('a backlog beyond the core\'s max_backlog_bytes fails the socket; within the bound it waits', async () => {
+  const { WebSocket } = await import('ws');
+  const quiet = { ...FAST, ping_interval_ms: 0 };
+  const TOTAL = 100;
+  // A bare runner that writes its hello and TOTAL progress frames in one TCP write: the hub
+  // reads them in one go, far more than its 8-event queue holds while nobody reads it.
+  const burst = async (port) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/`, { headers: { Authorization: 'Bearer t' } });
+    const state = { ws, closed: false };
+    ws.on('close', () => (state.closed = true));
+    ws.on('error', () => {});
+    await new Promise((resolve) => ws.on('open', resolve));
+    ws._socket.cork();
+    ws.send(encode(HELLO));
+    for (let i = 1; i <= TOTAL; i += 1) ws.send(encode({ type: 'task.progress', task_id: 'T', seq: i, attempt: 1, kind: 'log', payload: { i } }));
+    ws._socket.uncork();
+    return state;
+  };
+  for (const maxBacklogBytes of [2000, undefined]) {
+    const options = { tokens: { t: 'r-1' }, config: quiet, maxQueuedEvents: 8 };
+    if (maxBacklogBytes !== undefined) options.maxBacklogBytes = maxBacklogBytes;
+    const server = new HubServer(options);
+    const port = await server.listen(0);
+    try {
+      const peer = await burst(port);
+      const runner = await server.accept();
+      if (maxBacklogBytes !== undefined) {
+        // The frames beyond the queue overflow 2000 bytes of backlog: the socket fails
+        // (aborted); the backlog_full news finds the queue full and is counted as dropped.
+        await until('the overflowing socket is aborted', () => peer.closed);
+        assert.equal(runner.connected, false);
+        assert.ok(runner.droppedEvents >= 1, `dropped ${runner.droppedEvents}`);
+      } else {
+        // Within the core's default bound (1 MiB) every frame waits and reaches the session.
+        const seen = [];
+        while (seen.length < TOTAL) {
+          const e = await runner.recv();
+          if (e.kind === 'received') seen.push(e.message.payload.i);
+        }
+        assert.deepEqual(seen, Array.from({ length: TOTAL }, (_, k) => k + 1));
+        assert.equal(peer.closed, false);
+        assert.equal(runner.connected, true);
+        assert.equal(runner.droppedEvents, 0);
+      }
+      peer.ws.terminate();
+    } finally {
+      await server.close();
+    }
   }
 });
 
