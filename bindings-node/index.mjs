@@ -24,6 +24,7 @@ export const OutboxLog = cjs.OutboxLog;
 export const PROTOCOL_VERSION = cjs.PROTOCOL_VERSION;
 export const PanicError = cjs.PanicError;
 export const ProtocolStateError = cjs.ProtocolStateError;
+export const Reconnect = cjs.Reconnect;
 export const ReducerError = cjs.ReducerError;
 export const ReinSession = cjs.ReinSession;
 export const ResolutionRefused = cjs.ResolutionRefused;

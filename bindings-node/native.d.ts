@@ -151,6 +151,28 @@ export declare class NativeOutboxLog {
   view(): string
 }
 
+/**
+ * The core's reconnect counter (`runner_task::Reconnect`) over a backoff: consecutive
+ * failures since the last connection that delivered a frame, and the delay before each
+ * next attempt.
+ */
+export declare class NativeReconnect {
+  /** A counter at 0 failures; absent bounds take the core's `Backoff` defaults. */
+  constructor(initialMs?: number | undefined | null, maxMs?: number | undefined | null)
+  /**
+   * A connect failed (refused, timed out, the upgrade rejected): the delay before the
+   * next attempt, ms (`random`: a random non-negative integer from the host).
+   */
+  connectFailed(random: number): number
+  /**
+   * A connection was lost; `received_frame`: it handed at least one frame to the
+   * session (then the count starts again). The delay before the next attempt, ms.
+   */
+  connectionLost(receivedFrame: boolean, random: number): number
+  /** Consecutive failures counted so far. */
+  failures(): number
+}
+
 /** One rein session: tool-call prompts, turn usage, the execution summary. */
 export declare class NativeReinSession {
   /** A session for a harness profile (JSON text), started at `now_ms`. */
@@ -335,8 +357,9 @@ export declare function hostConfig(config?: string | undefined | null): string
 
 /**
  * The host constants an I/O shell needs: `{replaced_reason, close_normal,
- * close_timeout_ms, max_idle_runners, max_queued_events, max_pending_connections,
- * close_policy_violation, status_unauthorized, peer_timeout}` as JSON text.
+ * close_timeout_ms, max_idle_runners, max_queued_events, max_backlog_bytes,
+ * max_pending_connections, close_policy_violation, status_unauthorized, peer_timeout}`
+ * as JSON text.
  */
 export declare function hostConstants(): string
 
@@ -416,6 +439,12 @@ export declare function runnerIsIdle(activityJson: string): boolean
  * malformed call throws `ProtocolStateError` (code `invalid_call`).
  */
 export declare function runnerTaskCall(call: string): string
+
+/**
+ * The schema file name of message type `type_name` (the core's manifest); an unknown
+ * type throws the core's `unknown_type` decode error.
+ */
+export declare function schemaFile(typeName: string): string
 
 /**
  * The scratch `Float64Array` of this thread's environment ([`SCRATCH_LEN`] numbers),

@@ -157,8 +157,9 @@ pub fn runner_is_idle(activity_json: String) -> napi::Result<bool> {
 }
 
 /// The host constants an I/O shell needs: `{replaced_reason, close_normal,
-/// close_timeout_ms, max_idle_runners, max_queued_events, max_pending_connections,
-/// close_policy_violation, status_unauthorized, peer_timeout}` as JSON text.
+/// close_timeout_ms, max_idle_runners, max_queued_events, max_backlog_bytes,
+/// max_pending_connections, close_policy_violation, status_unauthorized, peer_timeout}`
+/// as JSON text.
 #[napi]
 pub fn host_constants() -> napi::Result<String> {
     guard(|| {
@@ -168,6 +169,7 @@ pub fn host_constants() -> napi::Result<String> {
             "close_timeout_ms": host::DEFAULT_CLOSE_TIMEOUT_MS,
             "max_idle_runners": host::DEFAULT_MAX_IDLE_RUNNERS,
             "max_queued_events": host::DEFAULT_MAX_QUEUED_EVENTS,
+            "max_backlog_bytes": host::DEFAULT_MAX_BACKLOG_BYTES,
             "max_pending_connections": host::DEFAULT_MAX_PENDING_CONNECTIONS,
             "close_policy_violation": host::CLOSE_POLICY_VIOLATION,
             "status_unauthorized": host::STATUS_UNAUTHORIZED,

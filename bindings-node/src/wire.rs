@@ -289,6 +289,22 @@ pub fn version() -> napi::Result<String> {
     guard(|| Ok(env!("CARGO_PKG_VERSION").to_owned()))
 }
 
+/// The schema file name of message type `type_name` (the core's manifest); an unknown
+/// type throws the core's `unknown_type` decode error.
+#[napi]
+pub fn schema_file(type_name: String) -> napi::Result<String> {
+    guard(|| {
+        MessageType::from_wire(&type_name)
+            .and_then(|mt| SCHEMA_FILES.iter().find(|(t, _)| *t == mt))
+            .map(|(_, f)| (*f).to_owned())
+            .ok_or_else(|| {
+                decode_error(&DecodeError::UnknownType {
+                    type_name: Some(type_name.clone()),
+                })
+            })
+    })
+}
+
 /// Whether the message named `name` belongs to a per-task sequence.
 #[napi]
 pub fn is_sequenced(name: String) -> napi::Result<bool> {

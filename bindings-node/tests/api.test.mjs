@@ -322,6 +322,32 @@ test('runnerTaskCall returns the typed policy results; the reconnect delay is th
   assert.throws(() => srp.runnerTaskCall({ nope: {} }), (e) => e instanceof srp.ProtocolStateError && e.code === 'invalid_call');
 });
 
+test('Reconnect is the core\'s counter: a lost connection that delivered a frame starts the count again', () => {
+  // The events of conformance/vectors/runner_task/reconnect_counter.json, through the class.
+  const r = new srp.Reconnect({ initial_ms: 100, max_ms: 1000 });
+  const got = [
+    r.connectFailed(0),
+    r.connectFailed(0),
+    r.connectFailed(0),
+    r.connectionLost(false, 0),
+    r.connectionLost(true, 0),
+    r.connectFailed(1000),
+    r.connectionLost(false, 0),
+  ];
+  assert.deepEqual(got, [50, 100, 200, 400, 50, 191, 200]);
+  assert.equal(r.failures, 3);
+  const d = new srp.Reconnect();
+  assert.equal(d.failures, 0);
+  const first = d.connectionLost(false);
+  assert.ok(first >= 125 && first <= 250, `the core's default backoff: ${first}`);
+  assert.throws(() => d.connectFailed(-1), (e) => e instanceof srp.RunnerProtocolError && e.code === 'invalid_argument');
+  // The backlog bound of the transports is the core's host config key.
+  assert.equal(srp.HOST_CONSTANTS.max_backlog_bytes, 1024 * 1024);
+  assert.equal(srp.hostConfig().max_backlog_bytes, srp.HOST_CONSTANTS.max_backlog_bytes);
+  assert.equal(srp.hostConfig({ max_backlog_bytes: 7 }).max_backlog_bytes, 7);
+  assert.throws(() => srp.hostConfig({ max_backlog_bytes: 0 }), (e) => e instanceof srp.ConfigError && e.code === 'out_of_range' && e.key === 'max_backlog_bytes');
+});
+
 test('internal helpers are not exported', () => {
   for (const name of ['__native', 'call', 'checkedText', 'translate', 'native', 'SCRATCH', 'messageText', 'fromDecoded']) {
     assert.ok(!(name in srp), `${name} is exported`);

@@ -1,12 +1,15 @@
-// The ws transport on 127.0.0.1: a link that drops the connection mid-task several times
+// The ws transport on 127.0.0.1: a link that drops the connection mid-task five times
 // (every progress frame reaches the hub exactly once and in order, every command reaches
-// the runner exactly once), the token check before the upgrade (wrong, missing, an async
+// the runner exactly once), the reconnect schedule of the core's counter (a hub that
+// accepts and drops every connection before saying anything gets growing delays; one
+// that says something first does not), the backlog bound (the core's max_backlog_bytes),
+// the token check before the upgrade (wrong, missing, an async
 // authenticator answering per connection), one session per runner (a newer socket
 // replaces the older one), and the bounded queues.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { HOST_CONSTANTS } from 'stapel-runner-protocol';
+import { HOST_CONSTANTS, encode } from 'stapel-runner-protocol';
 import { HubServer, RunnerClient, TransportError } from 'stapel-runner-protocol/transport-ws';
 
 const HELLO = { type: 'hello', project_id: 'p-1', runner_version: '0.1.0' };
@@ -90,23 +93,31 @@ test('progress and commands survive a link that drops mid-task, each exactly onc
         if (e.kind === 'received') commands.push(e.message);
       }
     })();
-    const TOTAL = 300;
-    const COMMANDS = 12;
+    const TOTAL = 360;
+    const COMMANDS = 14;
+    const CUTS = 5;
+    let cuts = 0;
     for (let i = 1; i <= TOTAL; i += 1) {
       client.send({ type: 'task.progress', task_id: 'T-1', attempt: 1, kind: 'log', payload: { i } });
       if (i % 25 === 0) {
         runner.send({ type: 'task.cancel', task_id: `C-${i / 25}`, reason: `r${i / 25}` });
       }
-      if (i % 60 === 0) link.cut(); // five drops mid-task
+      if (i % 60 === 0 && cuts < CUTS) {
+        // A drop mid-task (frames sent before it and after it), then the runner's reconnect.
+        link.cut();
+        cuts += 1;
+        await until(`reconnect ${cuts}`, () => hubConnects === cuts + 1);
+      }
       if (i % 10 === 0) await sleep(2);
     }
+    assert.equal(cuts, CUTS);
     await until('every progress frame and command', () => received.length >= TOTAL && commands.length >= COMMANDS);
     await sleep(100); // anything duplicated would arrive now
     assert.equal(received.length, TOTAL, 'each progress frame applied exactly once');
     assert.deepEqual(received.map((m) => m.payload.i), Array.from({ length: TOTAL }, (_, k) => k + 1));
     assert.deepEqual(received.map((m) => m.seq), Array.from({ length: TOTAL }, (_, k) => k + 1));
     assert.deepEqual(commands.map((m) => m.task_id), Array.from({ length: COMMANDS }, (_, k) => `C-${k + 1}`));
-    assert.ok(hubConnects >= 3, `the link dropped and the runner came back (${hubConnects} hellos)`);
+    assert.equal(hubConnects, CUTS + 1, `the link dropped ${CUTS} times and the runner came back after each`);
     stop = true;
     runner.send({ type: 'task.cancel', task_id: 'wake', reason: 'x' });
     client.send({ type: 'task.progress', task_id: 'wake', kind: 'log', payload: {} });
@@ -117,6 +128,66 @@ test('progress and commands survive a link that drops mid-task, each exactly onc
     client.close();
     await server.close();
     await link.close();
+  }
+});
+
+/** A bare `ws` server: on each connection, `onConnection(ws)`; counts the connections. */
+async function bareServer(onConnection) {
+  const { WebSocketServer } = await import('ws');
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+  await new Promise((resolve) => wss.on('listening', resolve));
+  const state = { connections: 0, port: wss.address().port };
+  wss.on('connection', (ws) => {
+    state.connections += 1;
+    ws.on('error', () => {});
+    onConnection(ws);
+  });
+  state.close = () => new Promise((resolve) => wss.close(resolve));
+  return state;
+}
+
+test('a hub that accepts the upgrade and drops every connection at once gets growing delays (the core\'s counter)', async () => {
+  const server = await bareServer((ws) => ws.close());
+  const scheduled = [];
+  const client = new RunnerClient(`ws://127.0.0.1:${server.port}/`, {
+    hello: HELLO,
+    backoff: { initial_ms: 20, max_ms: 100_000 },
+    random: () => 0, // no jitter: each delay is half the core's capped delay
+    onReconnect: (delayMs, failures) => scheduled.push([delayMs, failures]),
+  });
+  try {
+    await client.connect();
+    await until('five reconnects', () => scheduled.length >= 5);
+    client.close();
+    assert.deepEqual(scheduled.slice(0, 5), [[10, 1], [20, 2], [40, 3], [80, 4], [160, 5]]);
+    assert.ok(server.connections >= 5, `every attempt was upgraded (${server.connections})`);
+    assert.ok(client.failures >= 5);
+  } finally {
+    client.close();
+    await server.close();
+  }
+});
+
+test('a connection that delivered a frame before it was lost starts the core\'s count again', async () => {
+  const server = await bareServer((ws) => {
+    ws.send(JSON.stringify({ type: 'ping', nonce: 'n' }));
+    ws.close();
+  });
+  const scheduled = [];
+  const client = new RunnerClient(`ws://127.0.0.1:${server.port}/`, {
+    hello: HELLO,
+    backoff: { initial_ms: 20, max_ms: 100_000 },
+    random: () => 0,
+    onReconnect: (delayMs, failures) => scheduled.push([delayMs, failures]),
+  });
+  try {
+    await client.connect();
+    await until('four reconnects', () => scheduled.length >= 4);
+    client.close();
+    assert.deepEqual(scheduled.slice(0, 4), [[10, 1], [10, 1], [10, 1], [10, 1]]);
+  } finally {
+    client.close();
+    await server.close();
   }
 });
 
@@ -225,6 +296,57 @@ test('a full event queue pauses the socket; nothing is lost, nothing queued beyo
   } finally {
     client.close();
     await server.close();
+  }
+});
+
+test('a backlog beyond the core\'s max_backlog_bytes fails the socket; within the bound it waits', async () => {
+  const { WebSocket } = await import('ws');
+  const quiet = { ...FAST, ping_interval_ms: 0 };
+  const TOTAL = 100;
+  // A bare runner that writes its hello and TOTAL progress frames in one TCP write: the hub
+  // reads them in one go, far more than its 8-event queue holds while nobody reads it.
+  const burst = async (port) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/`, { headers: { Authorization: 'Bearer t' } });
+    const state = { ws, closed: false };
+    ws.on('close', () => (state.closed = true));
+    ws.on('error', () => {});
+    await new Promise((resolve) => ws.on('open', resolve));
+    ws._socket.cork();
+    ws.send(encode(HELLO));
+    for (let i = 1; i <= TOTAL; i += 1) ws.send(encode({ type: 'task.progress', task_id: 'T', seq: i, attempt: 1, kind: 'log', payload: { i } }));
+    ws._socket.uncork();
+    return state;
+  };
+  for (const maxBacklogBytes of [2000, undefined]) {
+    const options = { tokens: { t: 'r-1' }, config: quiet, maxQueuedEvents: 8 };
+    if (maxBacklogBytes !== undefined) options.maxBacklogBytes = maxBacklogBytes;
+    const server = new HubServer(options);
+    const port = await server.listen(0);
+    try {
+      const peer = await burst(port);
+      const runner = await server.accept();
+      if (maxBacklogBytes !== undefined) {
+        // The frames beyond the queue overflow 2000 bytes of backlog: the socket fails
+        // (aborted); the backlog_full news finds the queue full and is counted as dropped.
+        await until('the overflowing socket is aborted', () => peer.closed);
+        assert.equal(runner.connected, false);
+        assert.ok(runner.droppedEvents >= 1, `dropped ${runner.droppedEvents}`);
+      } else {
+        // Within the core's default bound (1 MiB) every frame waits and reaches the session.
+        const seen = [];
+        while (seen.length < TOTAL) {
+          const e = await runner.recv();
+          if (e.kind === 'received') seen.push(e.message.payload.i);
+        }
+        assert.deepEqual(seen, Array.from({ length: TOTAL }, (_, k) => k + 1));
+        assert.equal(peer.closed, false);
+        assert.equal(runner.connected, true);
+        assert.equal(runner.droppedEvents, 0);
+      }
+      peer.ws.terminate();
+    } finally {
+      await server.close();
+    }
   }
 });
 

@@ -1,3 +1,4 @@
+import type { NativeReconnect } from '../native';
 import { call, jsonText, parsed } from './internal';
 import { native } from './native';
 import type { RoleSpec, UsageSplit } from './adapter';
@@ -66,11 +67,47 @@ export function runnerTaskCall<K extends keyof RunnerTaskCalls>(request: RunnerT
  * `initial_ms` up to `max_ms` and jittered into the upper half by `random` (a random
  * integer the host draws; default `Math.random`).
  */
-export function reconnectDelay(failures: number, policy?: BackoffPolicy, random: number = Math.floor(Math.random() * 2 ** 32)): number {
+export function reconnectDelay(failures: number, policy?: BackoffPolicy, random: number = jitter()): number {
   const arg: BackoffPolicy & { failures: number; random: number } = { failures, random };
   if (policy?.initial_ms !== undefined) arg.initial_ms = policy.initial_ms;
   if (policy?.max_ms !== undefined) arg.max_ms = policy.max_ms;
   return runnerTaskCall({ backoff: arg }).delay_ms;
+}
+
+/** A random non-negative integer for the backoff's jitter (the host's randomness). */
+function jitter(): number {
+  return Math.floor(Math.random() * 2 ** 32);
+}
+
+/**
+ * The core's reconnect counter (`runner_task::Reconnect`) over a backoff: consecutive
+ * failures since the last connection that delivered a frame. A failed connect counts one
+ * more failure; so does a lost connection, unless it handed at least one frame to the
+ * session, when the count starts again at 0 — so a hub that accepts the upgrade and drops
+ * every connection before saying anything still gets exponential backoff. Each call
+ * returns the delay before the next attempt, ms.
+ */
+export class Reconnect {
+  readonly #inner: NativeReconnect;
+
+  constructor(policy?: BackoffPolicy) {
+    this.#inner = call(() => new native.NativeReconnect(policy?.initial_ms, policy?.max_ms));
+  }
+
+  /** A connect failed (refused, timed out, the upgrade rejected): the next delay. */
+  connectFailed(random: number = jitter()): number {
+    return call(() => this.#inner.connectFailed(random));
+  }
+
+  /** A connection was lost; `receivedFrame`: it delivered a frame. The next delay. */
+  connectionLost(receivedFrame: boolean, random: number = jitter()): number {
+    return call(() => this.#inner.connectionLost(receivedFrame, random));
+  }
+
+  /** Consecutive failures counted so far. */
+  get failures(): number {
+    return call(() => this.#inner.failures());
+  }
 }
 
 /** The `harness_profile_ref` a role spec's invocation names (the core's rule). */

@@ -4,7 +4,9 @@
  * connection by a {@link HubSession} / {@link RunnerSession} (hello, resume, replay,
  * acks, keepalive), the hub's upgrades by a {@link HubHost} (bearer token before the
  * upgrade, one session per runner, eviction of idle runners), and the runner's reconnect
- * delays by the core's backoff ({@link reconnectDelay}). This module moves bytes, arms
+ * delays by the core's reconnect counter ({@link Reconnect}: a failed connect, or a lost
+ * connection that handed no frame to the session, backs off one step further; a lost
+ * connection that delivered a frame starts the count again). This module moves bytes, arms
  * timers and queues events.
  *
  * Bounds (each a documented default of the core, {@link HOST_CONSTANTS}):
@@ -13,8 +15,8 @@
  *   for its whole life. While it is full, the socket is paused: no frame is handed to the
  *   session (so nothing is acknowledged that the application has not been able to take),
  *   frames `ws` had already read (the rest of the socket read that filled the queue) wait
- *   in a backlog of at most {@link MAX_BACKLOG_BYTES} bytes, and a socket that overflows
- *   the backlog fails with a {@link TransportError} `backlog_full` (it is aborted; the
+ *   in a backlog of at most `max_backlog_bytes` UTF-8 bytes, and a socket whose backlog
+ *   grows beyond it fails with a {@link TransportError} `backlog_full` (it is aborted; the
  *   session resumes on the next connection). Session events are never dropped; transport news
  *   (`connected`, `disconnected`, `error`) finding the queue full is dropped and counted
  *   in `droppedEvents`;
@@ -27,18 +29,24 @@
 import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { RunnerProtocolError } from './errors';
-import { HubHost, SocketHost, HOST_CONSTANTS, bearerAuthorization, bearerToken, type HostConfig, type HubOutput, type RunnerActivity } from './host';
-import { reconnectDelay, type BackoffPolicy } from './runner-task';
+import { HubHost, SocketHost, HOST_CONSTANTS, bearerAuthorization, bearerToken, hostConfig, type HostConfig, type HubOutput, type RunnerActivity } from './host';
+import { Reconnect, type BackoffPolicy } from './runner-task';
 import { HubSession, RunnerSession, type SessionConfig, type SessionOutput } from './session';
 import type { Hello, SequencedMessage } from './wire';
 
 /**
- * Bytes of frames a paused socket may still hand over (what `ws` had already read from the
- * socket when the event queue filled up): 1 MiB, many socket reads.
+ * The core's default bound of a paused socket's backlog (`max_backlog_bytes`, 1 MiB): UTF-8
+ * bytes of frames a paused socket may still hand over (what `ws` had already read from the
+ * socket when the event queue filled up). Set another with the `maxBacklogBytes` option.
  */
-export const MAX_BACKLOG_BYTES = 1024 * 1024;
+export const MAX_BACKLOG_BYTES: number = HOST_CONSTANTS.max_backlog_bytes;
 
-/** A failure of this transport itself (not of the protocol): `code` says which. */
+/**
+ * A failure of this transport's own I/O (not of the protocol): `code` is `upgrade_refused`
+ * (the hub answered the upgrade request with an HTTP status), `connect_failed` (the socket
+ * could not be opened) or `backlog_full` (the peer kept sending while the event queue was
+ * full).
+ */
 export class TransportError extends RunnerProtocolError {}
 
 /** What a connection hands the application: the session's events, plus transport news. */
@@ -149,18 +157,23 @@ class Driver {
   readonly #socket: Socket;
   readonly #events: EventQueue;
   readonly #backlog: string[] = [];
+  readonly #maxBacklogBytes: number;
   #backlogBytes = 0;
   #sessionTimer: NodeJS.Timeout | null = null;
   #hostTimer: NodeJS.Timeout | null = null;
   #paused = false;
   gone = false;
+  /** Whether this connection handed at least one frame to the session. */
+  receivedFrame = false;
   onGone: (() => void) | null = null;
 
-  constructor(session: Session, socket: Socket, events: EventQueue, config: HostConfig) {
+  /** `maxBacklogBytes`: the core's `max_backlog_bytes` of `config`, resolved. */
+  constructor(session: Session, socket: Socket, events: EventQueue, config: HostConfig, maxBacklogBytes: number) {
     this.host = new SocketHost(config);
     this.#session = session;
     this.#socket = socket;
     this.#events = events;
+    this.#maxBacklogBytes = maxBacklogBytes;
   }
 
   start(): void {
@@ -207,6 +220,7 @@ class Driver {
 
   /** Hand one frame to the session (the queue has room). */
   #deliver(text: string): void {
+    this.receivedFrame = true;
     this.#session.handleInput(now(), { type: 'frame', frame: text });
     this.#relay();
   }
@@ -215,7 +229,7 @@ class Driver {
   #drainBacklog(): void {
     while (!this.gone && this.#backlog.length > 0 && !this.#events.full) {
       const text = this.#backlog.shift() as string;
-      this.#backlogBytes -= text.length;
+      this.#backlogBytes -= Buffer.byteLength(text);
       this.#deliver(text);
     }
     if (this.#backlog.length === 0 && !this.#events.full && this.#paused && !this.gone) {
@@ -247,12 +261,12 @@ class Driver {
         case 'deliver':
           if (this.#events.full || this.#backlog.length > 0) {
             this.#backlog.push(out.text);
-            this.#backlogBytes += out.text.length;
+            this.#backlogBytes += Buffer.byteLength(out.text);
             if (!this.#paused) {
               this.#paused = true;
               this.#socket.pause();
             }
-            if (this.#backlogBytes > MAX_BACKLOG_BYTES) {
+            if (this.#backlogBytes > this.#maxBacklogBytes) {
               this.#events.offer({ kind: 'error', error: new TransportError('backlog_full', 'the peer kept sending while the event queue was full') });
               this.#backlog.length = 0;
               this.#backlogBytes = 0;
@@ -336,34 +350,56 @@ export interface RunnerClientOptions {
   snapshot?: Uint8Array;
   /** Reconnect delay bounds (default: the core's, 250 ms doubling to 30 s, jittered). */
   backoff?: BackoffPolicy;
+  /** The host's random source for the backoff's jitter: a non-negative integer (default: `Math.random`). */
+  random?: () => number;
+  /** Told each reconnect the core schedules: its delay (ms) and the failures counted after it. */
+  onReconnect?: (delayMs: number, failures: number) => void;
   /** Bound of the event queue (default: the core's `max_queued_events`). */
   maxQueuedEvents?: number;
+  /** Bound of a paused socket's backlog, UTF-8 bytes (default: the core's `max_backlog_bytes`). */
+  maxBacklogBytes?: number;
   /** Bound of a close handshake (default: the core's `close_timeout_ms`). */
   closeTimeoutMs?: number;
 }
 
-function hostConfigOf(maxQueuedEvents: number | undefined, closeTimeoutMs: number | undefined): HostConfig {
+/** The per-socket bounds of the options, as the core's host config keys. */
+interface SocketBounds {
+  maxQueuedEvents?: number;
+  maxBacklogBytes?: number;
+  closeTimeoutMs?: number;
+}
+
+function hostConfigOf(options: SocketBounds): HostConfig {
   const c: HostConfig = {};
-  if (maxQueuedEvents !== undefined) c.max_queued_events = maxQueuedEvents;
-  if (closeTimeoutMs !== undefined) c.close_timeout_ms = closeTimeoutMs;
+  if (options.maxQueuedEvents !== undefined) c.max_queued_events = options.maxQueuedEvents;
+  if (options.maxBacklogBytes !== undefined) c.max_backlog_bytes = options.maxBacklogBytes;
+  if (options.closeTimeoutMs !== undefined) c.close_timeout_ms = options.closeTimeoutMs;
   return c;
+}
+
+/** The backlog bound the core reads from `config` (its default when absent). */
+function backlogBound(config: HostConfig): number {
+  return hostConfig(config).max_backlog_bytes as number;
 }
 
 /**
  * The runner's outbound connection: connects, sends `hello` (with the session's resume),
- * replays, and reconnects after the core's backoff whenever the link drops, until
- * {@link close}.
+ * replays, and reconnects whenever the link drops, until {@link close}, after the delay
+ * the core's {@link Reconnect} counter gives: told of every failed connect and every lost
+ * connection (and whether that connection handed a frame to the session).
  */
 export class RunnerClient {
   readonly session: RunnerSession;
   readonly #url: string;
   readonly #headers: Record<string, string> = {};
   readonly #events: EventQueue;
-  readonly #backoff: BackoffPolicy;
+  readonly #reconnect: Reconnect;
+  readonly #random: (() => number) | undefined;
+  readonly #onReconnect: ((delayMs: number, failures: number) => void) | undefined;
   readonly #host: HostConfig;
+  readonly #maxBacklogBytes: number;
   #driver: Driver | null = null;
   #closed = false;
-  #failures = 0;
   #retry: NodeJS.Timeout | null = null;
 
   constructor(url: string, options: RunnerClientOptions) {
@@ -372,8 +408,11 @@ export class RunnerClient {
     const auth = options.token === undefined ? null : bearerAuthorization(options.token);
     if (auth !== null) this.#headers.Authorization = auth;
     this.#events = new EventQueue(options.maxQueuedEvents ?? HOST_CONSTANTS.max_queued_events);
-    this.#backoff = options.backoff ?? {};
-    this.#host = hostConfigOf(options.maxQueuedEvents, options.closeTimeoutMs);
+    this.#reconnect = new Reconnect(options.backoff);
+    this.#random = options.random;
+    this.#onReconnect = options.onReconnect;
+    this.#host = hostConfigOf(options);
+    this.#maxBacklogBytes = backlogBound(this.#host);
   }
 
   /** Start connecting (and keep reconnecting); resolves once the first socket is open. */
@@ -394,11 +433,10 @@ export class RunnerClient {
         return;
       }
       opened = true;
-      this.#failures = 0;
-      const driver = new Driver(this.session, socket, this.#events, this.#host);
+      const driver = new Driver(this.session, socket, this.#events, this.#host, this.#maxBacklogBytes);
       driver.onGone = () => {
         if (this.#driver === driver) this.#driver = null;
-        this.#schedule(onOpen);
+        this.#schedule(driver.receivedFrame, onOpen);
       };
       this.#driver = driver;
       driver.start();
@@ -416,14 +454,19 @@ export class RunnerClient {
       if (!opened) this.#events.offer({ kind: 'error', error: new TransportError('connect_failed', error.message) });
     });
     socket.on('close', () => {
-      if (!opened) this.#schedule(onOpen);
+      if (!opened) this.#schedule(null, onOpen);
     });
   }
 
-  #schedule(onOpen?: () => void): void {
+  /**
+   * Tell the core's counter what ended (`lost`: `null` for a failed connect, else whether
+   * the lost connection delivered a frame) and wait the delay it gives before the next try.
+   */
+  #schedule(lost: boolean | null, onOpen?: () => void): void {
     if (this.#closed || this.#retry !== null) return;
-    const delay = reconnectDelay(this.#failures, this.#backoff);
-    this.#failures += 1;
+    const random = this.#random?.();
+    const delay = lost === null ? this.#reconnect.connectFailed(random) : this.#reconnect.connectionLost(lost, random);
+    this.#onReconnect?.(delay, this.#reconnect.failures);
     this.#retry = setTimeout(() => {
       this.#retry = null;
       this.#open(onOpen);
@@ -451,9 +494,12 @@ export class RunnerClient {
     return this.#events.dropped;
   }
 
-  /** Failed connection attempts since the last open socket. */
+  /**
+   * Consecutive failures the core's reconnect counter holds: failed connects and lost
+   * connections since the last connection that delivered a frame.
+   */
   get failures(): number {
-    return this.#failures;
+    return this.#reconnect.failures;
   }
 
   /** The next event. */
@@ -480,16 +526,18 @@ export class HubRunner {
   readonly session: HubSession;
   readonly #events: EventQueue;
   readonly #host: HostConfig;
+  readonly #maxBacklogBytes: number;
   /** @internal */
   announced = false;
   #driver: Driver | null = null;
 
   /** @internal */
-  constructor(runnerId: string, session: HubSession, maxQueuedEvents: number, host: HostConfig) {
+  constructor(runnerId: string, session: HubSession, maxQueuedEvents: number, host: HostConfig, maxBacklogBytes: number) {
     this.runnerId = runnerId;
     this.session = session;
     this.#events = new EventQueue(maxQueuedEvents);
     this.#host = host;
+    this.#maxBacklogBytes = maxBacklogBytes;
   }
 
   /** Send a command (`task.assign` / `task.cancel`), connected or not; kept for replay. */
@@ -539,7 +587,7 @@ export class HubRunner {
     const old = this.#driver;
     this.#driver = null;
     old?.stop(HOST_CONSTANTS.replaced_reason);
-    const driver = new Driver(this.session, socket, this.#events, this.#host);
+    const driver = new Driver(this.session, socket, this.#events, this.#host, this.#maxBacklogBytes);
     driver.onGone = () => {
       if (this.#driver === driver) this.#driver = null;
     };
@@ -566,6 +614,8 @@ export interface HubServerOptions {
   config?: SessionConfig;
   /** Bound of each runner's event queue (default: the core's `max_queued_events`). */
   maxQueuedEvents?: number;
+  /** Bound of a paused socket's backlog, UTF-8 bytes (default: the core's `max_backlog_bytes`). */
+  maxBacklogBytes?: number;
   /** Disconnected, idle runners kept (default: the core's `max_idle_runners`). */
   maxIdleRunners?: number;
   /** Upgrade requests awaiting their verdict (default: the core's `max_pending_connections`). */
@@ -593,6 +643,7 @@ export class HubServer {
   readonly #config: SessionConfig | undefined;
   readonly #maxQueued: number;
   readonly #socketConfig: HostConfig;
+  readonly #maxBacklogBytes: number;
   readonly #runners = new Map<string, HubRunner>();
   readonly #arrivals = new Set<HubRunner>();
   readonly #acceptors: ((r: HubRunner) => void)[] = [];
@@ -606,7 +657,7 @@ export class HubServer {
     if ((options.tokens === undefined) === (options.authenticate === undefined)) {
       throw new TypeError('HubServer needs exactly one of tokens and authenticate');
     }
-    const config: HostConfig = { ...hostConfigOf(options.maxQueuedEvents, options.closeTimeoutMs) };
+    const config: HostConfig = { ...hostConfigOf(options) };
     if (options.tokens !== undefined) config.tokens = options.tokens;
     if (options.maxIdleRunners !== undefined) config.max_idle_runners = options.maxIdleRunners;
     if (options.maxPendingConnections !== undefined) config.max_pending_connections = options.maxPendingConnections;
@@ -614,7 +665,8 @@ export class HubServer {
     this.#authenticate = options.authenticate;
     this.#config = options.config;
     this.#maxQueued = options.maxQueuedEvents ?? HOST_CONSTANTS.max_queued_events;
-    this.#socketConfig = hostConfigOf(options.maxQueuedEvents, options.closeTimeoutMs);
+    this.#socketConfig = hostConfigOf(options);
+    this.#maxBacklogBytes = backlogBound(this.#socketConfig);
   }
 
   /** Listen on `host:port` (port 0: any); resolves with the bound port. */
@@ -646,7 +698,7 @@ export class HubServer {
   runner(runnerId: string): HubRunner {
     let runner = this.#runners.get(runnerId);
     if (runner === undefined) {
-      runner = new HubRunner(runnerId, new HubSession({ config: this.#config }), this.#maxQueued, this.#socketConfig);
+      runner = new HubRunner(runnerId, new HubSession({ config: this.#config }), this.#maxQueued, this.#socketConfig, this.#maxBacklogBytes);
       this.#runners.set(runnerId, runner);
       this.#host.handleInput(now(), {
         type: 'runner_added',

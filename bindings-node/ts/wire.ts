@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { UnknownMessageError } from './errors';
 import { call, jsonText, parsed, translate } from './internal';
 import { native, SCRATCH } from './native';
 
@@ -132,7 +131,7 @@ export class DecodedProgress implements TaskProgress {
   #kept: KeptPayload | undefined;
 
   private constructor(taskId: string, seq: number, kind: string, attempt: number, text: string, exact: boolean) {
-    this.schema_version = 1;
+    this.schema_version = SCHEMA_VERSION;
     this.type = 'task.progress';
     this.task_id = taskId;
     this.seq = seq;
@@ -220,8 +219,10 @@ function fastMessage(frame: string, lazy: boolean, validate: boolean): Message {
     // Numbers a JS number cannot carry back: the full decode keeps the frame with them.
     return fromDecoded(call(() => native.decodeText(frame, validate, false)) as string);
   }
+  // The attempt the core decoded (the frame's, or the core's default when it has none).
+  const attempt = SCRATCH[1] as number;
   const message = JSON.parse(frame) as TaskProgress;
-  if (message.attempt === undefined) message.attempt = 0;
+  message.attempt = attempt;
   return message;
 }
 
@@ -390,15 +391,13 @@ const SCHEMAS = new Map<string, Record<string, unknown>>();
 /**
  * The JSON Schema (draft 2020-12) of message type `type`, parsed (and cached): the files
  * the core's rules correspond to, shipped in the package. An unknown type throws
- * {@link UnknownMessageError} (`unknown_type`).
+ * `UnknownMessageError` (`unknown_type`, the core's error).
  */
 export function loadSchema(type: string): Record<string, unknown> {
   const cached = SCHEMAS.get(type);
   if (cached !== undefined) return cached;
-  const file = (SCHEMA_FILES as Record<string, string | undefined>)[type];
-  if (file === undefined) {
-    throw new UnknownMessageError('unknown_type', `unknown message type ${JSON.stringify(type)}; known: ${messageTypes().join(', ')}`);
-  }
+  // An unknown type throws the core's `unknown_type` error.
+  const file = call(() => native.schemaFile(type));
   const schema = JSON.parse(readFileSync(join(__dirname, '..', 'schemas', file), 'utf8')) as Record<string, unknown>;
   SCHEMAS.set(type, schema);
   return schema;

@@ -11,6 +11,8 @@ export interface HostConfig {
     max_pending_connections?: number;
     /** Bound of each connection's application event queue (at least 1). */
     max_queued_events?: number;
+    /** Bound of a paused socket's backlog, UTF-8 bytes (at least 1); beyond it the socket fails. */
+    max_backlog_bytes?: number;
     /** Accepted bearer tokens → runner ids; absent: the hub asks the host (`authenticate`). */
     tokens?: Record<string, string>;
 }
@@ -182,6 +184,8 @@ export interface HostConstants {
     max_idle_runners: number;
     /** Default bound of a connection's application event queue. */
     max_queued_events: number;
+    /** Default bound of a paused socket's backlog, UTF-8 bytes (1 MiB). */
+    max_backlog_bytes: number;
     /** Default number of upgrade requests remembered between the token check and the socket. */
     max_pending_connections: number;
     /** Close code of an upgraded socket whose token is refused (1008). */

@@ -116,5 +116,23 @@ export declare function runnerTaskCall<K extends keyof RunnerTaskCalls>(request:
  * integer the host draws; default `Math.random`).
  */
 export declare function reconnectDelay(failures: number, policy?: BackoffPolicy, random?: number): number;
+/**
+ * The core's reconnect counter (`runner_task::Reconnect`) over a backoff: consecutive
+ * failures since the last connection that delivered a frame. A failed connect counts one
+ * more failure; so does a lost connection, unless it handed at least one frame to the
+ * session, when the count starts again at 0 — so a hub that accepts the upgrade and drops
+ * every connection before saying anything still gets exponential backoff. Each call
+ * returns the delay before the next attempt, ms.
+ */
+export declare class Reconnect {
+    #private;
+    constructor(policy?: BackoffPolicy);
+    /** A connect failed (refused, timed out, the upgrade rejected): the next delay. */
+    connectFailed(random?: number): number;
+    /** A connection was lost; `receivedFrame`: it delivered a frame. The next delay. */
+    connectionLost(receivedFrame: boolean, random?: number): number;
+    /** Consecutive failures counted so far. */
+    get failures(): number;
+}
 /** The `harness_profile_ref` a role spec's invocation names (the core's rule). */
 export declare function profileRef(invocation: Record<string, unknown>, role?: RoleSpec['role']): string;

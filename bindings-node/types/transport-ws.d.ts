@@ -3,11 +3,17 @@ import { type BackoffPolicy } from './runner-task';
 import { HubSession, RunnerSession, type SessionConfig, type SessionOutput } from './session';
 import type { Hello, SequencedMessage } from './wire';
 /**
- * Bytes of frames a paused socket may still hand over (what `ws` had already read from the
- * socket when the event queue filled up): 1 MiB, many socket reads.
+ * The core's default bound of a paused socket's backlog (`max_backlog_bytes`, 1 MiB): UTF-8
+ * bytes of frames a paused socket may still hand over (what `ws` had already read from the
+ * socket when the event queue filled up). Set another with the `maxBacklogBytes` option.
  */
 export declare const MAX_BACKLOG_BYTES: number;
-/** A failure of this transport itself (not of the protocol): `code` says which. */
+/**
+ * A failure of this transport's own I/O (not of the protocol): `code` is `upgrade_refused`
+ * (the hub answered the upgrade request with an HTTP status), `connect_failed` (the socket
+ * could not be opened) or `backlog_full` (the peer kept sending while the event queue was
+ * full).
+ */
 export declare class TransportError extends RunnerProtocolError {
 }
 /** What a connection hands the application: the session's events, plus transport news. */
@@ -35,15 +41,22 @@ export interface RunnerClientOptions {
     snapshot?: Uint8Array;
     /** Reconnect delay bounds (default: the core's, 250 ms doubling to 30 s, jittered). */
     backoff?: BackoffPolicy;
+    /** The host's random source for the backoff's jitter: a non-negative integer (default: `Math.random`). */
+    random?: () => number;
+    /** Told each reconnect the core schedules: its delay (ms) and the failures counted after it. */
+    onReconnect?: (delayMs: number, failures: number) => void;
     /** Bound of the event queue (default: the core's `max_queued_events`). */
     maxQueuedEvents?: number;
+    /** Bound of a paused socket's backlog, UTF-8 bytes (default: the core's `max_backlog_bytes`). */
+    maxBacklogBytes?: number;
     /** Bound of a close handshake (default: the core's `close_timeout_ms`). */
     closeTimeoutMs?: number;
 }
 /**
  * The runner's outbound connection: connects, sends `hello` (with the session's resume),
- * replays, and reconnects after the core's backoff whenever the link drops, until
- * {@link close}.
+ * replays, and reconnects whenever the link drops, until {@link close}, after the delay
+ * the core's {@link Reconnect} counter gives: told of every failed connect and every lost
+ * connection (and whether that connection handed a frame to the session).
  */
 export declare class RunnerClient {
     #private;
@@ -59,7 +72,10 @@ export declare class RunnerClient {
     get queuedEvents(): number;
     /** Transport news dropped because the queue was full. */
     get droppedEvents(): number;
-    /** Failed connection attempts since the last open socket. */
+    /**
+     * Consecutive failures the core's reconnect counter holds: failed connects and lost
+     * connections since the last connection that delivered a frame.
+     */
     get failures(): number;
     /** The next event. */
     recv(): Promise<TransportEvent>;
@@ -96,6 +112,8 @@ export interface HubServerOptions {
     config?: SessionConfig;
     /** Bound of each runner's event queue (default: the core's `max_queued_events`). */
     maxQueuedEvents?: number;
+    /** Bound of a paused socket's backlog, UTF-8 bytes (default: the core's `max_backlog_bytes`). */
+    maxBacklogBytes?: number;
     /** Disconnected, idle runners kept (default: the core's `max_idle_runners`). */
     maxIdleRunners?: number;
     /** Upgrade requests awaiting their verdict (default: the core's `max_pending_connections`). */

@@ -180,7 +180,7 @@ export declare function isSequenced(type: string): boolean;
 /**
  * The JSON Schema (draft 2020-12) of message type `type`, parsed (and cached): the files
  * the core's rules correspond to, shipped in the package. An unknown type throws
- * {@link UnknownMessageError} (`unknown_type`).
+ * `UnknownMessageError` (`unknown_type`, the core's error).
  */
 export declare function loadSchema(type: string): Record<string, unknown>;
 /** One message type: its name, whether it is sequenced, and builders of its messages. */

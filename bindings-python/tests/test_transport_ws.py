@@ -741,4 +741,4 @@ def test_host_config_follows_the_one_config_policy() -> None:
     assert host_config({"tokens": {"a": "R", "b": "R"}})["tokens"] == 2
     assert host_config() == {"close_timeout_ms": 2000, "max_idle_runners": 1024,
                              "max_pending_connections": 1024, "max_queued_events": 1024,
-                             "tokens": None}
+                             "max_backlog_bytes": 1048576, "tokens": None}

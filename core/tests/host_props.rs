@@ -276,11 +276,12 @@ fn cfg_value() -> impl Strategy<Value = CfgValue> {
 fn model_config(
     entries: &[(String, CfgValue)],
 ) -> Result<serde_json::Value, Vec<(&'static str, String)>> {
-    const KEYS: [&str; 5] = [
+    const KEYS: [&str; 6] = [
         "close_timeout_ms",
         "max_idle_runners",
         "max_pending_connections",
         "max_queued_events",
+        "max_backlog_bytes",
         "tokens",
     ];
     if let Some((k, _)) = entries.iter().find(|(k, _)| !KEYS.contains(&k.as_str())) {
@@ -288,11 +289,12 @@ fn model_config(
     }
     let mut out = serde_json::json!({
         "close_timeout_ms": 2000, "max_idle_runners": 1024,
-        "max_pending_connections": 1024, "max_queued_events": 1024, "tokens": null,
+        "max_pending_connections": 1024, "max_queued_events": 1024,
+        "max_backlog_bytes": 1_048_576, "tokens": null,
     });
     let mut bad = Vec::new();
     for (k, v) in entries {
-        let min = if k.starts_with("max_p") || k.starts_with("max_q") {
+        let min = if k.starts_with("max_p") || k.starts_with("max_q") || k.starts_with("max_b") {
             1
         } else {
             0
@@ -326,6 +328,7 @@ proptest! {
                 Just("max_idle_runners".to_owned()),
                 Just("max_pending_connections".to_owned()),
                 Just("max_queued_events".to_owned()),
+                Just("max_backlog_bytes".to_owned()),
                 Just("tokens".to_owned()),
                 Just("close_timeout".to_owned()),
                 Just("machine".to_owned()),

@@ -47,6 +47,14 @@ pub const DEFAULT_MAX_PENDING_CONNECTIONS: usize = 1024;
 /// (its reader stops reading frames while the queue is full: backpressure down to TCP);
 /// the bound and its default are the core's.
 pub const DEFAULT_MAX_QUEUED_EVENTS: usize = 1024;
+/// Default bound of a paused socket's backlog: 1 MiB. While a connection's event queue
+/// is full its reader stops reading, but frames the WebSocket library had already read
+/// (the rest of the read that filled the queue) still arrive; the host keeps them, in
+/// order, in a backlog of at most this many bytes (the UTF-8 bytes of the frames' text)
+/// and hands them to the session as the queue drains. A socket whose backlog grows
+/// beyond the bound fails (the host feeds [`SocketInput::Failed`]: the socket is aborted
+/// and the session resumes on the next connection).
+pub const DEFAULT_MAX_BACKLOG_BYTES: usize = 1024 * 1024;
 /// Close code of a normal closure (RFC 6455 §7.4.1).
 pub const CLOSE_NORMAL: u16 = 1000;
 /// Close code of a policy violation: an upgraded socket whose token is refused.
@@ -133,6 +141,10 @@ pub struct HostConfig {
     /// Bound of each connection's application event queue (at least 1). Default
     /// [`DEFAULT_MAX_QUEUED_EVENTS`]. Key `max_queued_events`.
     pub max_queued_events: usize,
+    /// Bound of a paused socket's backlog, bytes (at least 1): frames that arrive while
+    /// the event queue is full wait in it; a socket whose backlog exceeds it fails. Default
+    /// [`DEFAULT_MAX_BACKLOG_BYTES`]. Key `max_backlog_bytes`.
+    pub max_backlog_bytes: usize,
     /// Accepted bearer tokens and their runner ids; `None` (the default): the hub asks
     /// the host's authenticator ([`HubOutput::Authenticate`]). Key `tokens` (an object
     /// token → runner id).
@@ -146,6 +158,7 @@ impl std::fmt::Debug for HostConfig {
             .field("max_idle_runners", &self.max_idle_runners)
             .field("max_pending_connections", &self.max_pending_connections)
             .field("max_queued_events", &self.max_queued_events)
+            .field("max_backlog_bytes", &self.max_backlog_bytes)
             .field("tokens", &self.tokens)
             .finish()
     }
@@ -158,6 +171,7 @@ impl Default for HostConfig {
             max_idle_runners: DEFAULT_MAX_IDLE_RUNNERS,
             max_pending_connections: DEFAULT_MAX_PENDING_CONNECTIONS,
             max_queued_events: DEFAULT_MAX_QUEUED_EVENTS,
+            max_backlog_bytes: DEFAULT_MAX_BACKLOG_BYTES,
             tokens: None,
         }
     }
@@ -165,11 +179,12 @@ impl Default for HostConfig {
 
 impl HostConfig {
     /// The keys [`from_value`](Self::from_value) reads.
-    pub const KEYS: [&'static str; 5] = [
+    pub const KEYS: [&'static str; 6] = [
         "close_timeout_ms",
         "max_idle_runners",
         "max_pending_connections",
         "max_queued_events",
+        "max_backlog_bytes",
         "tokens",
     ];
 
@@ -179,7 +194,8 @@ impl HostConfig {
     /// wrong JSON type `wrong_type` (`tokens` must be `null` or an object whose values
     /// are runner id strings; the error names the key `tokens`, never a token), a
     /// number the field cannot hold `out_of_range` (negative; `0` for
-    /// `max_pending_connections` and `max_queued_events`, which are at least 1).
+    /// `max_pending_connections`, `max_queued_events` and `max_backlog_bytes`, which are
+    /// at least 1).
     ///
     /// # Errors
     /// [`ConfigError`].
@@ -192,6 +208,7 @@ impl HostConfig {
             max_pending_connections: positive(&r, "max_pending_connections")?
                 .unwrap_or(d.max_pending_connections),
             max_queued_events: positive(&r, "max_queued_events")?.unwrap_or(d.max_queued_events),
+            max_backlog_bytes: positive(&r, "max_backlog_bytes")?.unwrap_or(d.max_backlog_bytes),
             tokens: match r.get("tokens") {
                 None | Some(Value::Null) => d.tokens,
                 Some(Value::Object(map)) => Some(token_table(&r, map)?),
@@ -209,6 +226,7 @@ impl HostConfig {
             "max_idle_runners": self.max_idle_runners,
             "max_pending_connections": self.max_pending_connections,
             "max_queued_events": self.max_queued_events,
+            "max_backlog_bytes": self.max_backlog_bytes,
             "tokens": self.tokens.as_ref().map(TokenTable::len),
         })
     }
@@ -284,6 +302,16 @@ mod tests {
         assert_eq!(
             err(json!({"max_queued_events": 0})),
             ("out_of_range", "max_queued_events".into())
+        );
+        assert_eq!(
+            err(json!({"max_backlog_bytes": 0})),
+            ("out_of_range", "max_backlog_bytes".into())
+        );
+        assert_eq!(
+            HostConfig::from_value(&json!({"max_backlog_bytes": 7}))
+                .unwrap()
+                .max_backlog_bytes,
+            7
         );
         assert_eq!(
             err(json!({"close_timeout_ms": -1})),
