@@ -248,6 +248,11 @@ export declare class NativeSubprocessSession {
   isClosed(): boolean
   /** The lifecycle state's name. */
   lifecycle(): string
+  /**
+   * The `result` line that ended the latest turn, as JSON object text (every key the
+   * child wrote), or `null` before the first result.
+   */
+  resultLine(): string | null
 }
 
 /** The adapter defaults: `{role, session, grace_ms, turn_max_line_bytes}` as JSON text. */

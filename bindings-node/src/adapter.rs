@@ -338,4 +338,16 @@ impl NativeSubprocessSession {
     pub fn lifecycle(&self) -> napi::Result<String> {
         guard(|| Ok(self.session.state().as_str().to_owned()))
     }
+
+    /// The `result` line that ended the latest turn, as JSON object text (every key the
+    /// child wrote), or `null` before the first result.
+    #[napi]
+    pub fn result_line(&self) -> napi::Result<Option<String>> {
+        guard(|| {
+            Ok(self
+                .session
+                .result_line()
+                .map(|m| Value::Object(m.clone()).to_string()))
+        })
+    }
 }

@@ -293,4 +293,14 @@ export class SubprocessTurnMachine {
   get lifecycle(): SubprocessLifecycle {
     return call(() => this.#inner.lifecycle()) as SubprocessLifecycle;
   }
+
+  /**
+   * The `result` line that ended the latest turn, as the object the child wrote (every
+   * key: the raw answer), or `null` before the first result. A harness error leaves it;
+   * the next result replaces it.
+   */
+  get resultLine(): Record<string, unknown> | null {
+    const text = call(() => this.#inner.resultLine());
+    return text === null ? null : parsed<Record<string, unknown>>(text);
+  }
 }

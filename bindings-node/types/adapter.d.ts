@@ -198,4 +198,10 @@ export declare class SubprocessTurnMachine {
     get isClosed(): boolean;
     /** The lifecycle state's name. */
     get lifecycle(): SubprocessLifecycle;
+    /**
+     * The `result` line that ended the latest turn, as the object the child wrote (every
+     * key: the raw answer), or `null` before the first result. A harness error leaves it;
+     * the next result replaces it.
+     */
+    get resultLine(): Record<string, unknown> | null;
 }

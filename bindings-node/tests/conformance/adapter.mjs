@@ -126,6 +126,7 @@ export function run(vector) {
         same(i, 'state', session.isClosed ? 'closed' : session.inTurn ? 'in_turn' : 'idle', expect.state);
       }
       if (expect.lifecycle !== undefined) same(i, 'lifecycle', session.lifecycle, expect.lifecycle);
+      if (expect.result_line !== undefined) same(i, 'result_line', session.resultLine, expect.result_line);
       if (expect.timeout !== undefined) same(i, 'timeout', session.pollTimeout(), expect.timeout);
     }
   }

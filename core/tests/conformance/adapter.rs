@@ -287,7 +287,10 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 same(i, "timeout", &json!(session.poll_timeout()), t)?;
             }
             if let Some(r) = expect.get("result_line") {
-                let got = session.result_line().cloned().map_or(Value::Null, Value::Object);
+                let got = session
+                    .result_line()
+                    .cloned()
+                    .map_or(Value::Null, Value::Object);
                 same(i, "result_line", &got, r)?;
             }
         }
