@@ -42,6 +42,12 @@ export interface RunnerTaskCalls {
   report: { arg: { task_id: string; outcome: TaskOutcome; usage?: UsageSplit }; result: Record<string, unknown> };
   /** The outcome of a local run's `run.terminal` payload. */
   local_terminal: { arg: Record<string, unknown>; result: TaskOutcome };
+  /** The outcome of a local run's `run.terminal` payload and the violation that ended it. */
+  local_end: { arg: { payload: Record<string, unknown>; violation?: string | null }; result: TaskOutcome };
+  /** The harness-violation code of a local-run stream message, or `null`. */
+  local_violation: { arg: Record<string, unknown>; result: string | null };
+  /** The `hello.capabilities` of a runner: the catalog's reins it can drive. */
+  capabilities: { arg: { catalog?: Record<string, unknown>; drivable: string[] }; result: string[] };
   /** The harness profile reference of an invocation. */
   profile_ref: { arg: { invocation: Record<string, unknown>; role?: string }; result: string };
   /** The outcome of a gateway result (and the harness's own outcome). */

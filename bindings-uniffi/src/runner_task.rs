@@ -7,8 +7,10 @@ use crate::errors::{state, ProtocolError};
 use crate::jsontext::parse_serde;
 
 /// One call of the core's runner task policy (`runner_task::call`): `call_json` is an
-/// object with exactly one key (`backoff`, `admit`, `local_event`, `harness_event`,
-/// `report`, `local_terminal`, `profile_ref`, `gateway_outcome`); the result is JSON text.
+/// object with exactly one key (the calls of `runner_task::call`: `backoff`, `admit`,
+/// `local_event`, `harness_event`, `report`, `local_terminal`, `local_end`,
+/// `local_violation`, `capabilities`, `profile_ref`, `gateway_outcome`, `task_run`, …);
+/// the result is JSON text.
 ///
 /// # Errors
 /// `ProtocolError::Decode` for text that is not JSON; `ProtocolError::State` with code

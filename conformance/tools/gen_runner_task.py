@@ -111,6 +111,48 @@ V = {
     step({"local_terminal": {"runTerminalState": "cancelled", "reportedWorkDisposition": "done"}}, {"type": "failed", "failure_type": "run_cancelled"}),
     step({"local_terminal": {"runTerminalState": "failed"}}, {"type": "failed", "failure_type": "harness_failed"}),
     step({"local_terminal": {}}, {"type": "failed", "failure_type": "harness_failed"}),
+    step({"local_terminal": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_process_failed"}}}, {"type": "failed", "failure_type": "harness_process_failed"}),
+    step({"local_terminal": {"runTerminalState": "failed", "reconciliation": {"reason": "semantic_result_missing"}}}, {"type": "failed", "failure_type": "semantic_result_missing"}),
+    step({"local_terminal": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_protocol_violation"}}}, {"type": "failed", "failure_type": "harness_protocol_violation"}),
+    step({"local_terminal": {"runTerminalState": "failed", "reconciliation": {"reason": "request_expired"}}}, {"type": "failed", "failure_type": "request_expired"}),
+    # A reason that is not a failed run's reason is not copied into the report.
+    step({"local_terminal": {"runTerminalState": "failed", "reconciliation": {"reason": "made_up_reason"}}}, {"type": "failed", "failure_type": "harness_failed"}),
+    step({"local_terminal": {"runTerminalState": "failed", "reconciliation": {"reason": 7}}}, {"type": "failed", "failure_type": "harness_failed"}),
+ ]),
+ "local_end_names_the_violation": ("A failed local run with a harness violation names the violation; a success, a cancel or an unknown code does not change the outcome", [
+    step({"local_end": {"payload": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_protocol_violation"}}, "violation": "harness_ready_timeout"}}, {"type": "failed", "failure_type": "harness_ready_timeout"}),
+    step({"local_end": {"payload": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_protocol_violation"}}, "violation": "harness_exited_before_ready"}}, {"type": "failed", "failure_type": "harness_exited_before_ready"}),
+    step({"local_end": {"payload": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_protocol_violation"}}, "violation": "no_such_violation"}}, {"type": "failed", "failure_type": "harness_protocol_violation"}),
+    step({"local_end": {"payload": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_protocol_violation"}}, "violation": None}}, {"type": "failed", "failure_type": "harness_protocol_violation"}),
+    step({"local_end": {"payload": {"runTerminalState": "cancelled"}, "violation": "stdout_frame_too_long"}}, {"type": "failed", "failure_type": "run_cancelled"}),
+    step({"local_end": {"payload": {"runTerminalState": "succeeded", "reportedWorkDisposition": "done"}, "violation": "stdout_frame_too_long"}}, {"type": "done"}),
+    step({"local_end": {"payload": {"runTerminalState": "failed"}, "violation": 3}}, None, "invalid_call"),
+    step({"local_end": {"violation": "harness_ready_timeout"}}, None, "invalid_call"),
+ ]),
+ "local_violation_codes": ("A local run's violation is a runner.diagnostic event at level error with a known violation code; anything else is not one", [
+    *[step({"local_violation": ev("runner.diagnostic", {"level": "error", "code": c, "message": "m"})}, c) for c in [
+        "stdout_frame_too_long", "stdout_invalid_utf8", "invalid_harness_message", "message_before_ready",
+        "reserved_event_type", "invalid_runtime_request", "invalid_run_result", "too_many_pending_requests",
+        "harness_ready_timeout", "harness_exited_before_ready"]],
+    step({"local_violation": ev("runner.diagnostic", {"level": "warning", "code": "harness_ready_timeout"})}, None),
+    step({"local_violation": ev("runner.diagnostic", {"level": "error", "code": "something_else"})}, None),
+    step({"local_violation": ev("harness.diagnostic", {"level": "error", "code": "harness_ready_timeout"})}, None),
+    step({"local_violation": {"kind": "receipt", "event": {"eventType": "runner.diagnostic", "payload": {"level": "error", "code": "harness_ready_timeout"}}}}, None),
+    step({"local_violation": ev("runner.diagnostic", {"level": "error"})}, None),
+ ]),
+ "capabilities_from_catalog": ("hello.capabilities: the reins of the catalog's profiles the host can drive, each once, in catalog order", [
+    step({"capabilities": {"drivable": ["local-run", "subprocess"]}}, ["local-run", "subprocess"]),
+    step({"capabilities": {"drivable": ["local-run"]}}, ["local-run"]),
+    step({"capabilities": {"drivable": []}}, []),
+    step({"capabilities": {"drivable": ["subprocess", "local-run"], "catalog": {"profiles": [
+        {"contract_version": "1.0", "profile_id": "a", "rein": "subprocess", "model": "m", "sandbox_profile": "s", "tool_policy": {"allowed_tools": ["run_task"]}},
+        {"contract_version": "1.0", "profile_id": "b", "rein": "agent-sdk", "model": "m", "sandbox_profile": "s", "tool_policy": {"allowed_tools": ["run_task"]}},
+        {"contract_version": "1.0", "profile_id": "c", "rein": "subprocess", "model": "m", "sandbox_profile": "s", "tool_policy": {"allowed_tools": ["run_task"]}},
+        {"contract_version": "1.0", "profile_id": "d", "rein": "local-run", "model": "m", "sandbox_profile": "s", "tool_policy": {"allowed_tools": ["run_task"]}}]}}},
+        ["subprocess", "local-run"]),
+    step({"capabilities": {"drivable": ["agent-sdk"]}}, None, "invalid_call"),
+    step({"capabilities": {}}, None, "invalid_call"),
+    step({"capabilities": {"drivable": ["local-run"], "catalog": {"profiles": "x"}}}, None, "invalid_call"),
  ]),
  "profile_ref_choice": ("The harness profile is the invocation's harness_profile_ref, else its backend, else empty (refused as unknown)", [
     step({"profile_ref": {"invocation": {"backend": "fake", "harness_profile_ref": "coder-default"}}}, "coder-default"),
@@ -272,7 +314,7 @@ V.update({
                    run_evidence("failed", "execution", "rein_reported_failure", [], "fake", "local-run", N, "ended", "destroyed", BAD_COUNTS, ["run_task"], 5))]),
     ]),
  ]),
- "task_run_harness_failures": ("Harness ends that are failures: a turn error keeps its code, a lost stream is harness_lost, a host error is host_error_<kind> (a failed dispatch)", [
+ "task_run_harness_failures": ("Harness ends that are failures: a turn error keeps its code, a lost stream is harness_lost, a local run's violation names itself, a host error is host_error_<kind> (a failed dispatch)", [
     step(tr(assign(backend="subprocess"), [CREATED, at(2, {"type": "harness_ended", "end": {"type": "turn_error", "code": "unexpected_eof"}}), DESTROYED(3)]), [
         o([create()]), o([harness("subprocess", "subprocess")]), o([destroy()]),
         o([rep_out(with_stage(report("T-1", "failed", "the harness run failed (unexpected_eof)", "unexpected_eof"), "execution"), {"type": "failed", "failure_type": "unexpected_eof"},
@@ -281,6 +323,11 @@ V.update({
     step(tr(assign(backend="fake"), [CREATED, at(2, {"type": "harness_ended", "end": {"type": "lost"}}), DESTROYED(3)]), [
         o([create()]), o([harness()]), o([destroy()]),
         o([rep_out(with_stage(report("T-1", "failed", "the harness run failed (harness_lost)", "harness_lost"), "execution"), {"type": "failed", "failure_type": "harness_lost"},
+                   run_evidence("failed", "execution", "rein_reported_failure", [], "fake", "local-run", N, "ended", "destroyed", BAD_COUNTS, ["run_task"], 3))]),
+    ]),
+    step(tr(assign(backend="fake"), [CREATED, at(2, {"type": "harness_ended", "end": {"type": "local_terminal", "violation": "harness_ready_timeout", "payload": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_protocol_violation"}}}}), DESTROYED(3)]), [
+        o([create()]), o([harness()]), o([destroy()]),
+        o([rep_out(with_stage(report("T-1", "failed", "the harness run failed (harness_ready_timeout)", "harness_ready_timeout"), "execution"), {"type": "failed", "failure_type": "harness_ready_timeout"},
                    run_evidence("failed", "execution", "rein_reported_failure", [], "fake", "local-run", N, "ended", "destroyed", BAD_COUNTS, ["run_task"], 3))]),
     ]),
     step(tr(assign(backend="fake"), [CREATED, at(2, {"type": "harness_ended", "end": {"type": "host_error", "kind": "broken_pipe"}}), DESTROYED(3)]), [

@@ -34,8 +34,9 @@ use stapel_runner_protocol::contract::Catalog;
 use stapel_runner_protocol::json::Object;
 use stapel_runner_protocol::local::LocalConfig;
 use stapel_runner_protocol::runner_task::{
-    progress_from_harness_event, progress_from_local_event, HarnessEnd, HarnessPlan, ProgressItem,
-    Rein, TaskOutcome, TaskRun, TaskRunConfig, TaskRunInput, TaskRunOutput,
+    local_violation, progress_from_harness_event, progress_from_local_event, HarnessEnd,
+    HarnessPlan, ProgressItem, Rein, TaskOutcome, TaskRun, TaskRunConfig, TaskRunInput,
+    TaskRunOutput,
 };
 use stapel_runner_protocol::wire::TaskAssign;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -290,6 +291,7 @@ async fn run_local(
     };
     let mut host = Box::pin(host::run(opts));
     let mut terminal: Option<JsonValue> = None;
+    let mut violation: Option<String> = None;
     let mut host_error: Option<String> = None;
     let mut host_done = false;
     let mut lines_open = true;
@@ -302,7 +304,12 @@ async fn run_local(
                     let message = &v["message"];
                     if message["event"]["eventType"] == "run.terminal" {
                         terminal.get_or_insert_with(|| message["event"]["payload"].clone());
-                    } else if let Some(item) = progress_from_local_event(message) {
+                        continue;
+                    }
+                    if let Some(code) = local_violation(message) {
+                        violation.get_or_insert_with(|| code.to_owned());
+                    }
+                    if let Some(item) = progress_from_local_event(message) {
                         if events.send(progress(item)).await.is_err() {
                             // The connect loop is gone: stop now.
                             cancel_tx = None;
@@ -330,7 +337,7 @@ async fn run_local(
         }
     }
     match (terminal, host_error) {
-        (Some(payload), _) => HarnessEnd::LocalTerminal(payload),
+        (Some(payload), _) => HarnessEnd::LocalTerminal { payload, violation },
         (None, Some(kind)) => HarnessEnd::HostError { kind },
         (None, None) => HarnessEnd::Lost,
     }

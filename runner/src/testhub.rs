@@ -26,7 +26,7 @@ use futures_util::{SinkExt, StreamExt};
 use stapel_runner_protocol::json::Object;
 use stapel_runner_protocol::sequencing::ConnectionState;
 use stapel_runner_protocol::session::{Event, HubSession, Input, Machine, Output, SessionConfig};
-use stapel_runner_protocol::wire::{Message, TaskAssign, TaskCancel};
+use stapel_runner_protocol::wire::{Hello, Message, TaskAssign, TaskCancel};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -51,6 +51,10 @@ pub struct HubLog {
     pub accepted: u64,
     /// `hello`s received.
     pub hellos: u64,
+    /// The first `hello` received (not persisted).
+    pub first_hello: Option<Hello>,
+    /// The latest `hello` received (not persisted).
+    pub last_hello: Option<Hello>,
     /// Gaps the hub was told about (`InboundGap`): frames lost for good.
     pub gaps: u64,
     /// Restarts from the persisted state (a durable hub; the count is persisted too).
@@ -421,7 +425,14 @@ async fn serve(
             match out {
                 Output::Transmit(f) => frames.push(f),
                 Output::Close(_) => close = true,
-                Output::Event(Event::Hello(_)) => log.lock().expect("log").hellos += 1,
+                Output::Event(Event::Hello(h)) => {
+                    let mut l = log.lock().expect("log");
+                    l.hellos += 1;
+                    if l.first_hello.is_none() {
+                        l.first_hello = Some(h.clone());
+                    }
+                    l.last_hello = Some(h);
+                }
                 Output::Event(Event::InboundGap(_)) => log.lock().expect("log").gaps += 1,
                 Output::Event(Event::Received(Message::TaskProgress(p))) => {
                     let mut l = log.lock().expect("log");

@@ -378,6 +378,13 @@ fn a_task_runs_through_the_fake_harness_and_reports_done() {
         "{kinds:?}"
     );
     assert!(!err.contains(TOKEN), "the token leaked into the log");
+    // The hello: the defaults, the crate's version, the reins this runner drives (no
+    // --jsonl-harness: local-run only), nothing to resume.
+    let hello = log.first_hello.as_ref().expect("a hello");
+    assert_eq!(hello.project_id, "local-project");
+    assert_eq!(hello.runner_version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(hello.capabilities, ["local-run"]);
+    assert!(hello.resume.is_empty(), "{:?}", hello.resume);
     runner.assert_nothing_left("after a done task");
     // The per-task working directory is removed with the task.
     let work: Vec<_> = std::fs::read_dir(dir.join("state/work")).unwrap().collect();
@@ -831,6 +838,65 @@ fn subprocess_jsonl_harnesses_finish_crash_flood_and_hang() {
     }
 }
 
+/// The hello carries the given project id, the derived and the given capabilities, and
+/// after a cut connection the resume map of the task streams the hub wrote.
+#[test]
+fn the_hello_names_the_project_the_capabilities_and_what_to_resume() {
+    let dir = tmpdir("hello");
+    let multi = script(&dir, "multi", MULTI);
+    let hub = TestHub::start(TOKEN, fast_session());
+    let mut runner = Runner::start(
+        &hub.url(),
+        &dir,
+        &[
+            "--project-id",
+            "proj-7",
+            "--capability",
+            "gpu",
+            "--capability",
+            "subprocess",
+            "--jsonl-harness",
+            &multi,
+            "--grace-ms",
+            "200",
+            "--cancel-boundary-ms",
+            "300",
+        ],
+    );
+    hub.assign_goal("T-h", 1, json!({"backend": "subprocess"}), "hang 0");
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| {
+        l.progress.contains_key(&("T-h".into(), 1))
+    });
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    let first = log.first_hello.clone().expect("a hello");
+    assert_eq!(first.project_id, "proj-7");
+    assert_eq!(first.runner_version, env!("CARGO_PKG_VERSION"));
+    // Derived from the default catalog and --jsonl-harness, then the given ones, once.
+    assert_eq!(first.capabilities, ["local-run", "subprocess", "gpu"]);
+    assert!(first.resume.is_empty(), "{:?}", first.resume);
+    hub.drop_connection();
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| l.hellos >= 2);
+    assert!(ok, "no second hello: {log:?}\n{}", runner.stderr());
+    let again = log.last_hello.clone().expect("a hello");
+    assert_eq!(again.capabilities, first.capabilities);
+    // The hub wrote one frame on T-h's stream (the assignment): resume from it.
+    assert_eq!(
+        again
+            .resume
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect::<Vec<_>>(),
+        [("T-h", 1)]
+    );
+    hub.cancel("T-h", "stop");
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| reported(l, &["T-h".into()]));
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    runner.stop();
+    let (_, r) = check_task(&log, "T-h", 1).unwrap();
+    assert_eq!(failure_type(&r), "cancelled", "{r}");
+    runner.assert_nothing_left("after the hello test");
+}
+
 /// The runner's shutdown stops a running task and says so.
 #[test]
 fn a_runner_shutdown_reports_its_running_task_as_runner_shutdown() {
@@ -1084,14 +1150,19 @@ fn wss_with_a_given_ca_file() {
 
 /// Local-protocol harnesses that fail before a result: one never says ready (the ready
 /// deadline ends it) and one exits at once. Each task ends in exactly one failed report
-/// and no process is left behind.
+/// naming the violation, and no process is left behind.
 #[test]
 fn local_harnesses_that_hang_before_ready_or_exit_early_are_reported_failed() {
     let cases = [
-        ("never-ready", "sleep 600", "1000"),
-        ("exits-early", "exit 0", "5000"),
+        ("never-ready", "sleep 600", "1000", "harness_ready_timeout"),
+        (
+            "exits-early",
+            "exit 0",
+            "5000",
+            "harness_exited_before_ready",
+        ),
     ];
-    for (name, body, ready_ms) in cases {
+    for (name, body, ready_ms, why) in cases {
         let hub = TestHub::start(TOKEN, fast_session());
         let dir = tmpdir(&format!("local-{name}"));
         let mut runner = Runner::start(
@@ -1117,7 +1188,8 @@ fn local_harnesses_that_hang_before_ready_or_exit_early_are_reported_failed() {
         runner.stop();
         let (_, r) = check_task(&log, "T-l", 1).unwrap();
         assert_eq!(r["status"], "failed", "{name}");
-        assert_eq!(r["failure_type"], "harness_failed", "{name}: {r}");
+        // The report names the violation that ended the run.
+        assert_eq!(r["failure_type"], why, "{name}: {r}");
         assert!(left.is_empty(), "{name}: processes left: {left:?}");
     }
 }

@@ -148,8 +148,24 @@ pub(crate) enum HarnessViolation {
     ExitedBeforeReady,
 }
 
+/// The stable codes of the harness protocol violations a local run reports (each in a
+/// `runner.diagnostic{level: "error", code}` event before the run ends as a protocol
+/// violation).
+pub const HARNESS_VIOLATION_CODES: [&str; 10] = [
+    "stdout_frame_too_long",
+    "stdout_invalid_utf8",
+    "invalid_harness_message",
+    "message_before_ready",
+    "reserved_event_type",
+    "invalid_runtime_request",
+    "invalid_run_result",
+    "too_many_pending_requests",
+    "harness_ready_timeout",
+    "harness_exited_before_ready",
+];
+
 impl HarnessViolation {
-    /// Stable snake_case code of this violation.
+    /// Stable snake_case code of this violation (one of [`HARNESS_VIOLATION_CODES`]).
     pub(crate) fn code(&self) -> &'static str {
         match self {
             HarnessViolation::StdoutFrameTooLong { .. } => "stdout_frame_too_long",
@@ -232,5 +248,36 @@ impl From<crate::fields::FieldError<'_>> for ModelError {
             field: e.path,
             message,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_violation_code_is_listed_once() {
+        let all = [
+            HarnessViolation::StdoutFrameTooLong { max_line_bytes: 1 },
+            HarnessViolation::StdoutInvalidUtf8,
+            HarnessViolation::InvalidMessage(ModelError::NotObject),
+            HarnessViolation::MessageBeforeReady {
+                message_type: "event".into(),
+            },
+            HarnessViolation::ReservedEventType {
+                event_type: "run.terminal".into(),
+            },
+            HarnessViolation::InvalidRequest(ModelError::NotObject),
+            HarnessViolation::InvalidResult(ModelError::NotObject),
+            HarnessViolation::TooManyPendingRequests {
+                max_pending_requests: 1,
+            },
+            HarnessViolation::ReadyTimeout {
+                ready_timeout_ms: 1,
+            },
+            HarnessViolation::ExitedBeforeReady,
+        ];
+        let codes: Vec<&str> = all.iter().map(HarnessViolation::code).collect();
+        assert_eq!(codes, HARNESS_VIOLATION_CODES);
     }
 }

@@ -91,7 +91,7 @@ mod player;
 mod reconcile;
 
 pub use canonical::canonical_json;
-pub use error::{LocalError, ModelError};
+pub use error::{LocalError, ModelError, HARNESS_VIOLATION_CODES};
 pub use events::{CanonicalEvent, EventClock, EventFactory};
 pub use ledger::CommandLedger;
 pub use logtail::LogTail;

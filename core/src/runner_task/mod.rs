@@ -16,8 +16,11 @@
 //!   text);
 //! * [`TaskOutcome`] and [`report_object`] — the end of a task as one TaskReport
 //!   (`status` `done`, `blocked` or `failed`, a `failure_type` naming why, strict
-//!   five-component usage), with [`outcome_from_local_terminal`] for a local-run
-//!   `run.terminal` payload;
+//!   five-component usage), with [`outcome_from_local_terminal`] / [`local_outcome`]
+//!   for a local-run `run.terminal` payload (and [`local_violation`], the violation that
+//!   ended it);
+//! * [`capabilities`] — the `hello.capabilities` a runner advertises: the reins of its
+//!   catalog it can drive;
 //! * [`TaskRun`] — one task from its assignment to its report: the gateway lifecycle,
 //!   the per-task sandbox, the cancel rule, the failure codes (module [`run`]);
 //! * [`default_catalog`] — the profiles a runner offers without `--profiles`;
@@ -406,12 +409,54 @@ pub fn report_object(task_id: &str, outcome: &TaskOutcome, usage: &UsageSplit) -
     o
 }
 
+/// The `reconciliation.reason`s of a failed local run (seed 002) that a report names as
+/// its `failure_type`.
+pub const LOCAL_FAILURE_REASONS: [&str; 4] = [
+    "harness_protocol_violation",
+    "harness_process_failed",
+    "semantic_result_missing",
+    "request_expired",
+];
+
 /// The outcome of a local run from its `run.terminal` payload (`runTerminalState`,
-/// `reportedWorkDisposition`): `succeeded` with `done` or `needs_review` → done;
-/// `succeeded` with `blocked` or `yielded` → blocked; `cancelled` → failed
-/// `cancelled`-like (`failure_type` `run_cancelled`); `failed` or anything else → failed
-/// (`harness_failed`).
+/// `reportedWorkDisposition`, `reconciliation.reason`): `succeeded` with `done` or
+/// `needs_review` → done; `succeeded` with `blocked` or `yielded` → blocked; `cancelled`
+/// → failed `run_cancelled`; `failed` or anything else → failed, the `failure_type`
+/// being the reconciliation's reason when it is one of [`LOCAL_FAILURE_REASONS`], else
+/// `harness_failed`.
 pub fn outcome_from_local_terminal(payload: &JsonValue) -> TaskOutcome {
+    local_outcome(payload, None)
+}
+
+/// The harness-violation code a local run's stream message carries, if it is one: a
+/// `runner.diagnostic` event at level `error` whose `code` is one of
+/// [`HARNESS_VIOLATION_CODES`](crate::local::HARNESS_VIOLATION_CODES) (`harness_ready_timeout`,
+/// `harness_exited_before_ready`, …). A host keeps the first one it sees and passes it
+/// with the terminal ([`HarnessEnd::LocalTerminal`]), so the report says exactly why.
+pub fn local_violation(message: &JsonValue) -> Option<&'static str> {
+    if message.get("kind").and_then(JsonValue::as_str) != Some("event") {
+        return None;
+    }
+    let event = message.get("event")?;
+    if event.get("eventType").and_then(JsonValue::as_str) != Some("runner.diagnostic") {
+        return None;
+    }
+    let payload = event.get("payload")?;
+    if payload.get("level").and_then(JsonValue::as_str) != Some("error") {
+        return None;
+    }
+    let code = payload.get("code").and_then(JsonValue::as_str)?;
+    crate::local::HARNESS_VIOLATION_CODES
+        .iter()
+        .copied()
+        .find(|c| *c == code)
+}
+
+/// [`outcome_from_local_terminal`], with the run's harness violation (see
+/// [`local_violation`]): a failed run with a violation names the violation as its
+/// `failure_type` (a violation code that is not one of
+/// [`HARNESS_VIOLATION_CODES`](crate::local::HARNESS_VIOLATION_CODES) is ignored).
+pub fn local_outcome(payload: &JsonValue, violation: Option<&str>) -> TaskOutcome {
     let run = payload.get("runTerminalState").and_then(JsonValue::as_str);
     let disposition = payload
         .get("reportedWorkDisposition")
@@ -422,10 +467,34 @@ pub fn outcome_from_local_terminal(payload: &JsonValue) -> TaskOutcome {
         (Some("cancelled"), _) => TaskOutcome::Failed {
             failure_type: "run_cancelled".into(),
         },
-        _ => TaskOutcome::Failed {
-            failure_type: "harness_failed".into(),
-        },
+        _ => {
+            let known = |list: &[&str], code: &str| list.contains(&code);
+            let violation = violation.filter(|v| known(&crate::local::HARNESS_VIOLATION_CODES, v));
+            let reason = payload
+                .get("reconciliation")
+                .and_then(|r| r.get("reason"))
+                .and_then(JsonValue::as_str)
+                .filter(|r| known(&LOCAL_FAILURE_REASONS, r));
+            TaskOutcome::Failed {
+                failure_type: violation.or(reason).unwrap_or("harness_failed").into(),
+            }
+        }
     }
+}
+
+/// The `hello.capabilities` of a connected runner: the rein ids of the catalog's
+/// profiles that this host can drive (`drivable`), each once, in the catalog's order.
+/// A profile whose rein the host cannot drive is not advertised (a task for it would
+/// fail `unsupported_rein`).
+pub fn capabilities(catalog: &crate::contract::Catalog, drivable: &[Rein]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for p in &catalog.profiles {
+        let ok = Rein::from_id(&p.rein).is_some_and(|r| drivable.contains(&r));
+        if ok && !out.contains(&p.rein) {
+            out.push(p.rein.clone());
+        }
+    }
+    out
 }
 
 /// The invocation key naming the harness profile explicitly.
@@ -612,6 +681,9 @@ fn invalid(msg: impl Into<String>) -> RunnerTaskError {
 /// | `{"harness_event": <event>}` | `{"kind","payload"}` |
 /// | `{"report": {"task_id", "outcome": <outcome>, "usage"?: <UsageSplit>}}` | the TaskReport object |
 /// | `{"local_terminal": <run.terminal payload>}` | an outcome |
+/// | `{"local_end": {"payload": <run.terminal payload>, "violation"?}}` | an outcome ([`local_outcome`]) |
+/// | `{"local_violation": <stream message>}` | a violation code or `null` ([`local_violation`]) |
+/// | `{"capabilities": {"catalog"?, "drivable": [rein id…]}}` | the capability strings ([`capabilities`]; absent catalog: the default) |
 /// | `{"profile_ref": {"invocation": {…}, "role"?}}` | a string |
 /// | `{"gateway_outcome": {"result": <GatewayResult>, "harness"?: <outcome> or null}}` | an outcome |
 /// | `{"task_run": {"assign", "catalog"?, "config"?, "inputs"}}` | the [`TaskRun`] scenario's outputs (see [`run::scenario`]) |
@@ -698,6 +770,39 @@ pub fn call(input: &JsonValue) -> Result<JsonValue, RunnerTaskError> {
             ))))
         }
         "local_terminal" => Ok(outcome_from_local_terminal(arg).to_value()),
+        "local_end" => {
+            let violation = match arg.get("violation") {
+                None | Some(JsonValue::Null) => None,
+                Some(v) => Some(
+                    v.as_str()
+                        .ok_or_else(|| invalid("local_end.violation must be a string"))?,
+                ),
+            };
+            let payload = arg
+                .get("payload")
+                .ok_or_else(|| invalid("local_end.payload is required"))?;
+            Ok(local_outcome(payload, violation).to_value())
+        }
+        "local_violation" => Ok(local_violation(arg).map_or(JsonValue::Null, JsonValue::from)),
+        "capabilities" => {
+            let catalog = match arg.get("catalog") {
+                None => default_catalog(),
+                Some(c) => crate::contract::Catalog::from_value(c)
+                    .map_err(|e| invalid(format!("{}: {e}", e.code())))?,
+            };
+            let drivable = arg
+                .get("drivable")
+                .and_then(JsonValue::as_array)
+                .ok_or_else(|| invalid("capabilities.drivable must be an array"))?
+                .iter()
+                .map(|r| {
+                    r.as_str().and_then(Rein::from_id).ok_or_else(|| {
+                        invalid("capabilities.drivable holds rein ids (local-run, subprocess)")
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(JsonValue::from(capabilities(&catalog, &drivable)))
+        }
         "profile_ref" => {
             let inv = arg
                 .get("invocation")

@@ -53,7 +53,7 @@
 //!
 //! | harness end | outcome (`failure_type`) |
 //! |---|---|
-//! | `local_terminal` payload | [`outcome_from_local_terminal`] |
+//! | `local_terminal` payload (and the stream's violation, if any) | [`local_outcome`](super::local_outcome) |
 //! | `turn_result` (usage known) | done |
 //! | `turn_error {code}` | failed (`code`) |
 //! | `lost` (the harness's stream ended without an end) | failed (`harness_lost`) |
@@ -71,8 +71,7 @@ use std::collections::VecDeque;
 use serde_json::{json, Value as JsonValue};
 
 use super::{
-    outcome_from_local_terminal, profile_ref, report_object, TaskOutcome, REIN_LOCAL_RUN,
-    REIN_SUBPROCESS, RUN_TASK_TOOL,
+    profile_ref, report_object, TaskOutcome, REIN_LOCAL_RUN, REIN_SUBPROCESS, RUN_TASK_TOOL,
 };
 use crate::adapter::RoleSpec;
 use crate::contract::{
@@ -176,7 +175,13 @@ pub struct HarnessPlan {
 #[non_exhaustive]
 pub enum HarnessEnd {
     /// A local run's `run.terminal` payload.
-    LocalTerminal(JsonValue),
+    LocalTerminal {
+        /// The `run.terminal` payload.
+        payload: JsonValue,
+        /// The run's harness violation, when the stream reported one (see
+        /// [`local_violation`](super::local_violation)).
+        violation: Option<String>,
+    },
     /// A subprocess turn's result, with its usage.
     TurnResult {
         /// The turn's usage.
@@ -373,7 +378,9 @@ pub fn tool_result_for(outcome: &TaskOutcome) -> ToolResult {
 /// The outcome of a harness end (see the table in the [module docs](self)).
 pub fn outcome_of_end(end: &HarnessEnd) -> TaskOutcome {
     match end {
-        HarnessEnd::LocalTerminal(payload) => outcome_from_local_terminal(payload),
+        HarnessEnd::LocalTerminal { payload, violation } => {
+            super::local_outcome(payload, violation.as_deref())
+        }
         HarnessEnd::TurnResult { .. } => TaskOutcome::Done,
         HarnessEnd::TurnError { code } => TaskOutcome::Failed {
             failure_type: code.clone(),
@@ -756,7 +763,7 @@ impl TaskRunConfig {
 }
 
 impl HarnessEnd {
-    /// Parse `{"type": "local_terminal", "payload"} | {"type": "turn_result", "usage"} |
+    /// Parse `{"type": "local_terminal", "payload", "violation"?} | {"type": "turn_result", "usage"} |
     /// {"type": "turn_error", "code"} | {"type": "lost"} | {"type": "host_error",
     /// "kind"}`.
     ///
@@ -770,9 +777,13 @@ impl HarnessEnd {
                 .ok_or_else(|| format!("end.{k} must be a string"))
         };
         Ok(match v.get("type").and_then(JsonValue::as_str) {
-            Some("local_terminal") => {
-                HarnessEnd::LocalTerminal(v.get("payload").cloned().unwrap_or(JsonValue::Null))
-            }
+            Some("local_terminal") => HarnessEnd::LocalTerminal {
+                payload: v.get("payload").cloned().unwrap_or(JsonValue::Null),
+                violation: match v.get("violation") {
+                    None | Some(JsonValue::Null) => None,
+                    Some(_) => Some(s("violation")?),
+                },
+            },
             Some("turn_result") => HarnessEnd::TurnResult {
                 usage: UsageSplit::from_value(&Value::from(
                     v.get("usage").cloned().unwrap_or(JsonValue::Null),

@@ -156,6 +156,11 @@ struct ConnectArgs {
     /// Largest reconnect delay, ms.
     #[arg(long)]
     backoff_max_ms: Option<u64>,
+    /// A further hello.capabilities string (repeatable; open strings). The runner always
+    /// advertises the reins of its profiles it can drive: local-run, and subprocess when
+    /// --jsonl-harness is given.
+    #[arg(long = "capability", value_name = "NAME")]
+    capabilities: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -407,7 +412,7 @@ async fn run_connect(
     use stapel_runner::connect::{self, ConnectOptions};
     use stapel_runner::ws::Trust;
     use stapel_runner_protocol::contract::Catalog;
-    use stapel_runner_protocol::runner_task::ConnectConfig;
+    use stapel_runner_protocol::runner_task::{ConnectConfig, Rein};
     use stapel_runner_protocol::session::SessionConfig;
     if common.allow_env.contains(&a.token_env) {
         fail("--allow-env must not pass the token variable to the harness");
@@ -446,6 +451,19 @@ async fn run_connect(
     if let Some(v) = a.cancel_boundary_ms {
         config.task.cancel_boundary_ms = v;
     }
+    let mut drivable = vec![Rein::LocalRun];
+    if !a.jsonl_harness.is_empty() {
+        drivable.push(Rein::Subprocess);
+    }
+    let mut capabilities = stapel_runner_protocol::runner_task::capabilities(&catalog, &drivable);
+    for c in &a.capabilities {
+        if c.is_empty() {
+            fail("--capability must not be empty");
+        }
+        if !capabilities.contains(c) {
+            capabilities.push(c.clone());
+        }
+    }
     let wrapper = harness_wrapper(common.no_pid_namespace, "stapel-runner connect", true);
     let local = build_config(common);
     let jsonl_env: Vec<(String, String)> = common
@@ -461,7 +479,7 @@ async fn run_connect(
             None => Trust::System,
         },
         project_id: a.project_id.clone(),
-        capabilities: vec!["local-run".into(), "subprocess".into()],
+        capabilities,
         state_dir: a.state_dir.clone(),
         session,
         config,
