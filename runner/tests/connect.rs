@@ -897,6 +897,101 @@ fn the_hello_names_the_project_the_capabilities_and_what_to_resume() {
     runner.assert_nothing_left("after the hello test");
 }
 
+/// Backpressure: while the hub is unreachable, a harness that floods progress (8,000
+/// lines of ~230 bytes, 1.8 MB) fills the session's kept log (bounded by
+/// `max_outbox_frames`), then the runner's queue and event channel, then the pipes (at
+/// most 8 chunks of 64 KiB read ahead, and the kernel's pipe) — and blocks, instead of the runner buffering without bound. Once the hub
+/// accepts the runner again every frame arrives, once each and in order.
+#[test]
+fn a_flooding_harness_blocks_while_the_hub_is_away_and_nothing_is_lost() {
+    const LINES: usize = 8_000;
+    let dir = tmpdir("backpressure");
+    let mark = dir.join("wrote-everything");
+    let flood = script(
+        &dir,
+        "flood",
+        &format!(
+            "read line\ni=0\nwhile [ $i -lt {LINES} ]; do echo '{{\"type\":\"state\",\"state\":\"{}\"}}'; i=$((i+1)); done\n: > '{}'\necho '{{\"type\":\"result\",\"text\":\"ok\",\"usage\":{{\"input_tokens\":1,\"output_tokens\":1}}}}'\nread more\n",
+            "w".repeat(200),
+            mark.display()
+        ),
+    );
+    let hub = TestHub::start(TOKEN, fast_session());
+    let mut runner = Runner::start(
+        &hub.url(),
+        &dir,
+        &[
+            "--jsonl-harness",
+            &flood,
+            "--session-config",
+            r#"{"ping_interval_ms":200,"peer_timeout_ms":1500,"ack_delay_ms":20,"sequencing":{"max_outbox_frames":64}}"#,
+        ],
+    );
+    hub.assign("T-b", 1, json!({"backend": "subprocess"}));
+    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| {
+        l.progress.contains_key(&("T-b".into(), 1))
+    });
+    assert!(ok, "{log:?}\n{}", runner.stderr());
+    // The hub goes away: the connection drops and every reconnect is refused.
+    hub.set_token("not-the-runner's");
+    hub.drop_connection();
+    // The harness ends up blocked in a write to its stdout pipe, and stays there.
+    let blocked_in_write = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+            .is_ok_and(|w| w.contains("pipe_write"))
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    let blocked = loop {
+        let found = runner
+            .harness_processes()
+            .into_iter()
+            .map(|(p, _)| p)
+            .find(|p| blocked_in_write(*p));
+        if found.is_some() || std::time::Instant::now() > until || mark.exists() {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let held = hub.log().progress[&("T-b".to_string(), 1)].len();
+    let blocked = blocked.unwrap_or_else(|| {
+        panic!(
+            "the harness never blocked on its pipe ({held} frames delivered, all written: {})",
+            mark.exists()
+        )
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(blocked_in_write(blocked), "the harness went on writing");
+    assert!(
+        !mark.exists(),
+        "the harness wrote all {LINES} lines while the hub was away ({held} delivered): no backpressure"
+    );
+    let state = std::fs::metadata(dir.join("state/runner-state.json")).map_or(0, |m| m.len());
+    assert!(
+        state < 256 * 1024,
+        "state file of {state} bytes while blocked"
+    );
+    let rss_kib = std::fs::read_to_string(format!("/proc/{}/status", runner.pid()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap();
+    assert!(
+        rss_kib < 128 * 1024,
+        "runner RSS {rss_kib} KiB while blocked"
+    );
+    hub.set_token(TOKEN);
+    let (ok, log) = hub.wait_for(Duration::from_secs(120), |l| reported(l, &["T-b".into()]));
+    assert!(ok, "no report after the hub came back\n{}", runner.stderr());
+    runner.stop();
+    let (n, r) = check_task(&log, "T-b", 1).unwrap();
+    assert_eq!(r["status"], "done", "{r}");
+    assert_eq!(n, LINES, "every progress frame, once, in order");
+    assert!(mark.exists());
+    assert!(log.rejected > 0, "the hub refused the runner meanwhile");
+    runner.assert_nothing_left("after the flood");
+}
+
 /// The runner's shutdown stops a running task and says so.
 #[test]
 fn a_runner_shutdown_reports_its_running_task_as_runner_shutdown() {
