@@ -82,6 +82,27 @@ export interface RunnerTaskCalls {
         arg: Record<string, unknown>;
         result: TaskOutcome;
     };
+    /** The outcome of a local run's `run.terminal` payload and the violation that ended it. */
+    local_end: {
+        arg: {
+            payload: Record<string, unknown>;
+            violation?: string | null;
+        };
+        result: TaskOutcome;
+    };
+    /** The harness-violation code of a local-run stream message, or `null`. */
+    local_violation: {
+        arg: Record<string, unknown>;
+        result: string | null;
+    };
+    /** The `hello.capabilities` of a runner: the catalog's reins it can drive. */
+    capabilities: {
+        arg: {
+            catalog?: Record<string, unknown>;
+            drivable: string[];
+        };
+        result: string[];
+    };
     /** The harness profile reference of an invocation. */
     profile_ref: {
         arg: {
