@@ -466,28 +466,31 @@ fn setsid_escaped_grandchild_is_killed_at_teardown() {
     }
 }
 
-/// A harness that never writes, with a `setsid` escapee, and a `stapel-runner run` killed
+/// A harness that never writes, with a `setsid` escapee, and a `stapel-runner run` — or a
+/// `stapel-runner serve` whose controller prepared the run and stays connected — killed
 /// with SIGKILL (no teardown at all): the harness dies with the runner in both namespace
 /// modes (the wrapper's death signals); its escapee too where the harness has its own PID
 /// namespace (without one it survives: documented in the README, printed here).
 #[test]
-fn a_silent_harness_dies_with_a_sigkilled_run() {
+fn a_silent_harness_dies_with_a_sigkilled_run_or_serve() {
     let namespaces = Command::new(RUNNER)
         .args(["harness-exec", "--probe", "--parent", "0", "--", "true"])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "pid-namespace: yes")
         .unwrap_or(false);
-    for mode in NAMESPACE_MODES {
+    for (sub, mode) in ["run", "serve"]
+        .into_iter()
+        .flat_map(|sub| NAMESPACE_MODES.iter().map(move |m| (sub, *m)))
+    {
         let (mark, needle) = new_mark();
         let mut child = Command::new(RUNNER)
-            .args([
-                "run",
-                "--jsonl",
-                "--harness",
-                "/bin/sh",
-                "--harness-arg",
-                "-c",
-            ])
+            .arg(sub)
+            .args(if sub == "run" {
+                &["--jsonl"][..]
+            } else {
+                &[][..]
+            })
+            .args(["--harness", "/bin/sh", "--harness-arg", "-c"])
             .args([
                 "--harness-arg",
                 "setsid sleep 601 </dev/null >/dev/null 2>&1 & exec sleep 600",
@@ -495,10 +498,19 @@ fn a_silent_harness_dies_with_a_sigkilled_run() {
             .args(["--ready-timeout-ms", "600000", "--allow-env", MARK_VAR])
             .args(mode)
             .env(MARK_VAR, &mark)
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        // `serve` starts the harness on the controller's run.prepare; the controller
+        // stays connected (its stdin open) until the runner is killed.
+        let mut controller = child.stdin.take().unwrap();
+        if sub == "serve" {
+            controller
+                .write_all(command(1, "run.prepare", "{}").as_bytes())
+                .unwrap();
+        }
         let runner = child.id() as i32;
         let until = Instant::now() + Duration::from_secs(10);
         let sleeping = |procs: &[(i32, String)], what: &str| {
@@ -516,10 +528,11 @@ fn a_silent_harness_dies_with_a_sigkilled_run() {
         assert_eq!(
             (sleeping(&procs, "sleep 600"), sleeping(&procs, "sleep 601")),
             (1, 1),
-            "{mode:?}: the harness and its escapee should run: {procs:?}"
+            "{sub} {mode:?}: the harness and its escapee should run: {procs:?}"
         );
         child.kill().unwrap();
         child.wait().unwrap();
+        drop(controller);
         let left = left_behind(&needle, 5);
         let harness_left: Vec<_> = left
             .iter()
@@ -527,16 +540,16 @@ fn a_silent_harness_dies_with_a_sigkilled_run() {
             .collect();
         assert!(
             harness_left.is_empty(),
-            "{mode:?}: the harness outlived the SIGKILLed runner: {left:?}"
+            "{sub} {mode:?}: the harness outlived the SIGKILLed runner: {left:?}"
         );
         if mode.is_empty() && namespaces {
             assert!(
                 left.is_empty(),
-                "{mode:?}: survived the SIGKILLed runner: {left:?}"
+                "{sub} {mode:?}: survived the SIGKILLed runner: {left:?}"
             );
         } else {
             eprintln!(
-                "{mode:?} without a PID namespace: {} escapee process(es) survived the SIGKILLed runner (documented)",
+                "{sub} {mode:?} without a PID namespace: {} escapee process(es) survived the SIGKILLed runner (documented)",
                 left.len()
             );
         }
