@@ -225,7 +225,7 @@ export declare class NativeSocketHost {
 /** The subprocess JSONL turn machine: one harness process, one turn at a time. */
 export declare class NativeSubprocessSession {
   /**
-   * `config`: JSON text with `max_line_bytes`, `grace_ms` (absent keys take the
+   * `config`: JSON text with `max_line_bytes`, `grace_ms`, `map_usage` (absent keys take the
    * core's defaults; the core's config reader refuses anything else).
    */
   constructor(config?: string | undefined | null)

@@ -219,7 +219,7 @@ pub struct NativeSubprocessSession {
 
 #[napi]
 impl NativeSubprocessSession {
-    /// `config`: JSON text with `max_line_bytes`, `grace_ms` (absent keys take the
+    /// `config`: JSON text with `max_line_bytes`, `grace_ms`, `map_usage` (absent keys take the
     /// core's defaults; the core's config reader refuses anything else).
     #[napi(constructor)]
     pub fn new(config: Option<String>) -> napi::Result<Self> {

@@ -172,6 +172,12 @@ export interface SubprocessConfig {
     max_line_bytes?: number;
     /** Wait after closing stdin, and after each signal of the stop escalation (ms). */
     grace_ms?: number;
+    /**
+     * Whether the machine maps a result line's `usage` (default `true`). With `false` the
+     * host maps it: the turn result's usage is zeros and {@link SubprocessTurnMachine.resultLine}
+     * carries the line's `usage` (absent or any JSON value).
+     */
+    map_usage?: boolean;
 }
 /** Lifecycle states of a {@link SubprocessTurnMachine}. */
 export type SubprocessLifecycle = 'new' | 'spawning' | 'idle' | 'in_turn' | 'closing' | 'closed';

@@ -376,15 +376,18 @@ impl PySubprocessTurnMachine {
     #[new]
     #[pyo3(signature = (max_line_bytes = adapter::DEFAULT_TURN_MAX_LINE_BYTES, *,
                         grace_ms = adapter::DEFAULT_GRACE_MS, attached = true,
-                        process_group = false))]
+                        process_group = false, map_usage = true))]
     fn new(
         py: Python<'_>,
         max_line_bytes: usize,
         grace_ms: u64,
         attached: bool,
         process_group: bool,
+        map_usage: bool,
     ) -> PyResult<Self> {
-        let config = SubprocessConfig::with_max_line_bytes(max_line_bytes).grace_ms(grace_ms);
+        let config = SubprocessConfig::with_max_line_bytes(max_line_bytes)
+            .grace_ms(grace_ms)
+            .map_usage(map_usage);
         let mut machine = Self {
             inner: SubprocessSession::new(config),
         };

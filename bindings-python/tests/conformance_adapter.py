@@ -92,7 +92,8 @@ def run_adapter(vector: Dict[str, Any]) -> None:
     # Absent config keys are left to the binding's defaults (the core's constants).
     sizes = {k: config[k] for k in ("max_line_bytes", "grace_ms") if k in config}
     machine = SubprocessTurnMachine(**sizes, attached=start == "attached",
-                                    process_group=config.get("process_group", False))
+                                    process_group=config.get("process_group", False),
+                                    map_usage=config.get("map_usage", True))
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
         value: Any = None

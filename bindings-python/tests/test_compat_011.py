@@ -11,6 +11,7 @@ import importlib
 import io
 import json
 import os
+import sys
 from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
 
@@ -279,7 +280,62 @@ def test_subprocess_usage_mapper_keyword() -> None:
     result = adapter.oneshot(RoleSpec(), "p")
     assert (result.usage.fresh_input, result.usage.cache_read, result.usage.output) == (3, 4, 5)
     with pytest.raises(TypeError):
-        SubprocessAdapter(spawn=lambda role: child, usage_mapper=lambda u: u)
+        SubprocessAdapter(spawn=lambda role: child, usage_mapper=42)  # type: ignore[arg-type]
+
+
+def test_subprocess_custom_usage_mapper() -> None:
+    # A harness with its own usage shape and the caller's own mapping, as 0.1.1 ran it:
+    # the mapper gets the result line's usage ({} when it has none) and its split is the
+    # turn's usage.
+    seen: List[Any] = []
+
+    def my_mapper(usage: Any) -> UsageSplit:
+        seen.append(usage)
+        return UsageSplit(cache_read=0, cache_write=0, fresh_input=usage.get("in", 0),
+                          output=usage.get("out", 0), thinking=0)
+
+    line = {"type": "result", "text": "t", "usage": {"in": 7, "out": 2}, "model": "m"}
+    child = FakeChild([line, {"type": "result", "text": "u"}])
+    session = SubprocessAdapter(spawn=lambda role: child,
+                                usage_mapper=my_mapper).open_session(RoleSpec())
+    result = session.turn("p")
+    assert (result.usage.fresh_input, result.usage.output, result.text) == (7, 2, "t")
+    assert result.raw == line
+    second = session.turn("q")  # no usage on the line: the mapper gets {}
+    assert (second.usage.fresh_input, second.usage.output) == (0, 0)
+    assert seen == [{"in": 7, "out": 2}, {}]
+    session.close()
+
+    # What the mapper raises comes out of turn() as it is; what it returns must be a split.
+    def failing(usage: Any) -> UsageSplit:
+        raise KeyError("tokens")
+
+    child = FakeChild([line])
+    with pytest.raises(KeyError):
+        SubprocessAdapter(spawn=lambda role: child, usage_mapper=failing).oneshot(RoleSpec(), "p")
+    child = FakeChild([line])
+    with pytest.raises(TypeError):
+        SubprocessAdapter(spawn=lambda role: child,
+                          usage_mapper=lambda u: {"output": 1}).oneshot(RoleSpec(), "p")
+
+
+def test_subprocess_custom_usage_mapper_with_a_real_child(tmp_path: Any) -> None:
+    # The adapter's own spawn path (a real process) with the caller's mapping.
+    script = tmp_path / "harness.py"
+    script.write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        "    print(json.dumps({'type': 'result', 'text': 'ok', 'usage': {'n': 9}}), flush=True)\n"
+    )
+    adapter = SubprocessAdapter(
+        [sys.executable, str(script)],
+        usage_mapper=lambda u: UsageSplit(cache_read=0, cache_write=0, fresh_input=0,
+                                          output=u["n"], thinking=0))
+    try:
+        result = adapter.oneshot(RoleSpec(), "p")
+    finally:
+        adapter.close()
+    assert result.usage.output == 9 and result.raw["usage"] == {"n": 9}
 
 
 # --- agent sdk helpers ------------------------------------------------------------------

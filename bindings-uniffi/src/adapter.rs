@@ -614,10 +614,19 @@ pub struct SubprocessTurnMachine {
 
 #[uniffi::export]
 impl SubprocessTurnMachine {
-    /// A machine; `None` bounds take the core's defaults.
-    #[uniffi::constructor(default(max_line_bytes = None, grace_ms = None))]
-    pub fn new(max_line_bytes: Option<u64>, grace_ms: Option<u64>) -> Self {
+    /// A machine; `None` bounds take the core's defaults. `map_usage` `false` leaves a
+    /// result line's usage to the host (the turn result's usage is zeros; `resultLine()`
+    /// carries it); `None` is the core's default, `true`.
+    #[uniffi::constructor(default(max_line_bytes = None, grace_ms = None, map_usage = None))]
+    pub fn new(
+        max_line_bytes: Option<u64>,
+        grace_ms: Option<u64>,
+        map_usage: Option<bool>,
+    ) -> Self {
         let mut c = SubprocessConfig::default();
+        if let Some(m) = map_usage {
+            c = c.map_usage(m);
+        }
         if let Some(n) = max_line_bytes {
             c.max_line_bytes = usize::try_from(n).unwrap_or(usize::MAX);
         }

@@ -35,7 +35,7 @@ function asObject(value) {
 
 export function run(vector) {
   const cfg = vector.config ?? {};
-  const session = new srp.SubprocessTurnMachine({ max_line_bytes: cfg.max_line_bytes, grace_ms: cfg.grace_ms });
+  const session = new srp.SubprocessTurnMachine({ max_line_bytes: cfg.max_line_bytes, grace_ms: cfg.grace_ms, map_usage: cfg.map_usage });
   const start = cfg.start ?? 'attached';
   if (start === 'attached') {
     session.handleInput(0, { type: 'spawned', pid: null, process_group: cfg.process_group ?? false });

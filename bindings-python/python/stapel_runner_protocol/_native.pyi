@@ -599,6 +599,7 @@ class SubprocessTurnMachine:
         grace_ms: int = ...,  # DEFAULT_GRACE_MS
         attached: bool = True,
         process_group: bool = False,
+        map_usage: bool = True,
     ) -> Self: ...
     def open(
         self,

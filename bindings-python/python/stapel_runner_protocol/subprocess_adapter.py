@@ -55,12 +55,18 @@ _READ_CHUNK = 64 * 1024
 Command = Union[Sequence[str], Callable[[RoleSpec], Sequence[str]]]
 
 
-def _check_usage_mapper(usage_mapper: Optional[Callable[[Any], Any]]) -> None:
-    """``usage_mapper`` (stapel-runner-protocol 0.1.1's keyword) may name one of this
-    package's mappings; the core maps every result line's usage itself
-    (:func:`~stapel_runner_protocol.usage.usage_from_mapping`, which recognises the
-    split, Anthropic- and OpenAI-shaped usage by their keys), so no other callable can
-    take part."""
+def _host_usage_mapper(
+    usage_mapper: Optional[Callable[[Any], Any]],
+) -> Optional[Callable[[Any], Any]]:
+    """``usage_mapper`` (stapel-runner-protocol 0.1.1's keyword): ``None`` or one of this
+    package's mappings lets the core map each result line's usage itself
+    (:func:`~stapel_runner_protocol.usage.usage_from_mapping` recognises the split,
+    Anthropic- and OpenAI-shaped usage by their keys), so ``None`` is returned. Any other
+    callable is the caller's own mapping: it is returned, the core is told to leave the
+    usage alone (``map_usage=False``), and each result line's ``usage`` (``{}`` when
+    absent, as in 0.1.1) is passed to it; it must return a
+    ``stapel_taskspecs.UsageSplit`` (checked by :class:`TurnResult`), and what it raises
+    comes out of ``turn()`` as it is."""
     from .usage import usage_from_anthropic, usage_from_mapping, usage_from_openai
 
     if usage_mapper is None or usage_mapper in (
@@ -68,12 +74,10 @@ def _check_usage_mapper(usage_mapper: Optional[Callable[[Any], Any]]) -> None:
         usage_from_anthropic,
         usage_from_openai,
     ):
-        return
-    raise TypeError(
-        "usage_mapper must be usage_from_mapping, usage_from_anthropic or "
-        "usage_from_openai: the core maps each result line's usage (the five-component "
-        "split, Anthropic- or OpenAI-shaped, recognised by its keys)"
-    )
+        return None
+    if not callable(usage_mapper):
+        raise TypeError("usage_mapper must be callable")
+    return usage_mapper
 
 
 def _now_ms() -> int:
@@ -114,14 +118,17 @@ class SubprocessSession(Session):
         grace_s: float = DEFAULT_GRACE_S,
         _machine: Optional[SubprocessTurnMachine] = None,
     ) -> None:
-        _check_usage_mapper(usage_mapper)
+        self._usage_mapper = _host_usage_mapper(usage_mapper)
         self._proc = process
         self._on_progress = on_progress
         self._write_failure: Optional[BaseException] = None
         if _machine is None:
             # A child the caller started: attach it to a new machine.
             _machine = SubprocessTurnMachine(
-                max_line_bytes, grace_ms=_grace_ms(grace_s), attached=False
+                max_line_bytes,
+                grace_ms=_grace_ms(grace_s),
+                attached=False,
+                map_usage=self._usage_mapper is None,
             )
             _machine.spawned(
                 _pid(process), process_group=_leads_group(process), now_ms=_now_ms()
@@ -177,7 +184,14 @@ class SubprocessSession(Session):
                         self._on_progress(value)
                 elif isinstance(value, TurnResult):
                     # The raw answer, as 0.1.1 gave it: the result line's JSON object.
-                    value.raw = self._machine.result_line
+                    raw = self._machine.result_line
+                    if self._usage_mapper is not None:
+                        # The caller's own mapping (the machine left the usage alone).
+                        usage = (raw or {}).get("usage", {})
+                        value = TurnResult(
+                            text=value.text, usage=self._usage_mapper(usage), raw=raw
+                        )
+                    value.raw = raw
                     result = value
                 elif isinstance(value, AdapterError) and error is None:
                     error = value
@@ -305,8 +319,9 @@ class SubprocessAdapter(HarnessAdapter):
     list``; ``env`` adds variables to the cleared environment; ``spawn`` replaces the
     default spawn (e.g. with a fake child in tests: the session then drives that object —
     its ``stdin``, ``stdout``, ``poll``, ``wait``, ``terminate`` and ``kill`` — through
-    the same stop escalation). ``usage_mapper`` may name one of this package's usage
-    mappings (see :func:`_check_usage_mapper`).
+    the same stop escalation). ``usage_mapper`` maps each result line's usage: by default
+    (or naming one of this package's mappings) the core does it; another callable is
+    used as 0.1.1 used it (see :func:`_host_usage_mapper`).
 
     Its turns return :class:`~stapel_runner_protocol.adapters.TurnResult` (usage: a
     ``stapel_taskspecs.UsageSplit``), so without ``stapel-taskspecs`` (a broken install)
@@ -326,7 +341,8 @@ class SubprocessAdapter(HarnessAdapter):
         grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
         _require_taskspecs("SubprocessAdapter")
-        _check_usage_mapper(usage_mapper)
+        self._usage_mapper = usage_mapper
+        self._host_mapper = _host_usage_mapper(usage_mapper)
         self._command = command
         self._env = dict(env or {})
         self._spawn = spawn
@@ -340,6 +356,7 @@ class SubprocessAdapter(HarnessAdapter):
         if self._spawn is not None:
             session = SubprocessSession(
                 self._spawn(role_spec),
+                usage_mapper=self._usage_mapper,
                 on_progress=self._on_progress,
                 max_line_bytes=self._max_line_bytes,
                 grace_s=self._grace_s,
@@ -355,7 +372,10 @@ class SubprocessAdapter(HarnessAdapter):
     def _spawn_session(self, role_spec: RoleSpec) -> SubprocessSession:
         """Ask the machine for the spawn request and perform it."""
         machine = SubprocessTurnMachine(
-            self._max_line_bytes, grace_ms=_grace_ms(self._grace_s), attached=False
+            self._max_line_bytes,
+            grace_ms=_grace_ms(self._grace_s),
+            attached=False,
+            map_usage=self._host_mapper is None,
         )
         command = self._command(role_spec) if callable(self._command) else self._command
         machine.open(
@@ -394,7 +414,12 @@ class SubprocessAdapter(HarnessAdapter):
                         process_group=bool(value["new_process_group"]),
                         now_ms=_now_ms(),
                     )
-        return SubprocessSession(process, on_progress=self._on_progress, _machine=machine)
+        return SubprocessSession(
+            process,
+            usage_mapper=self._usage_mapper,
+            on_progress=self._on_progress,
+            _machine=machine,
+        )
 
     def close(self) -> None:
         """Close every session this adapter opened. Idempotent."""

@@ -9,7 +9,7 @@ use super::error::AdapterError;
 use super::turn::TurnResult;
 use super::usage::usage_from_mapping;
 use crate::framing::{push_draining, FramerConfig, FramingError, LineFramer};
-use crate::wire::{parse_value, DecodeError};
+use crate::wire::{parse_value, DecodeError, UsageSplit};
 
 /// Default [`SubprocessConfig::max_line_bytes`]: 1 MiB. Larger than the framer's 64 KiB
 /// default because one `result` line carries the turn's whole final text.
@@ -33,6 +33,13 @@ pub struct SubprocessConfig {
     /// How long the stop escalation waits for the child to exit after closing its stdin,
     /// after `TERM` and after `KILL`, in ms. Default [`DEFAULT_GRACE_MS`].
     pub grace_ms: u64,
+    /// Whether the session maps a `result` line's `usage` itself (with
+    /// [`usage_from_mapping`](super::usage::usage_from_mapping); a missing or unmappable
+    /// usage is then an error). Default `true`. With `false` the host maps it — say, with a
+    /// caller's own mapping function: the `usage` may be absent or any JSON value, the
+    /// [`TurnResult`]'s usage is all zeros, and the host reads the usage from
+    /// [`result_line`](SubprocessSession::result_line).
+    pub map_usage: bool,
 }
 
 impl Default for SubprocessConfig {
@@ -40,6 +47,7 @@ impl Default for SubprocessConfig {
         Self {
             max_line_bytes: DEFAULT_TURN_MAX_LINE_BYTES,
             grace_ms: DEFAULT_GRACE_MS,
+            map_usage: true,
         }
     }
 }
@@ -60,8 +68,15 @@ impl SubprocessConfig {
         self
     }
 
+    /// This configuration with the given [`map_usage`](Self::map_usage).
+    #[must_use]
+    pub fn map_usage(mut self, map_usage: bool) -> Self {
+        self.map_usage = map_usage;
+        self
+    }
+
     /// The keys of the JSON form: the field names.
-    pub const KEYS: [&'static str; 2] = ["max_line_bytes", "grace_ms"];
+    pub const KEYS: [&'static str; 3] = ["max_line_bytes", "grace_ms", "map_usage"];
 
     /// Defaults overridden by the keys present in `value` (see [`KEYS`](Self::KEYS)),
     /// read by the crate's one config reader ([`crate::config`]).
@@ -84,12 +99,14 @@ impl SubprocessConfig {
         Ok(Self {
             max_line_bytes: r.usize("max_line_bytes")?.unwrap_or(d.max_line_bytes),
             grace_ms: r.u64("grace_ms")?.unwrap_or(d.grace_ms),
+            map_usage: r.bool("map_usage")?.unwrap_or(d.map_usage),
         })
     }
 
     /// The JSON form: every key of [`KEYS`](Self::KEYS) with its value.
     pub fn to_value(&self) -> Value {
-        json!({"max_line_bytes": self.max_line_bytes, "grace_ms": self.grace_ms})
+        json!({"max_line_bytes": self.max_line_bytes, "grace_ms": self.grace_ms,
+            "map_usage": self.map_usage})
     }
 }
 
@@ -414,7 +431,8 @@ impl SubprocessState {
 /// * Each stdout line is a JSON object with a string `type`:
 ///   `{"type":"result","text":string,"usage":object}` ends the turn with a
 ///   [`TurnResult`] (usage mapped by
-///   [`usage_from_mapping`](super::usage::usage_from_mapping));
+///   [`usage_from_mapping`](super::usage::usage_from_mapping), unless
+///   [`SubprocessConfig::map_usage`] leaves that to the host);
 ///   `{"type":"error","message":string}` ends the turn with a `harness_error`; any other
 ///   `type` is a progress event, passed through. Empty lines are skipped. Extra keys in
 ///   `result` and `error` lines are ignored.
@@ -504,6 +522,7 @@ pub struct SubprocessSession {
     line_number: u64,
     pending: VecDeque<SubprocessOutput>,
     result_line: Option<Map<String, Value>>,
+    map_usage: bool,
 }
 
 impl SubprocessSession {
@@ -515,6 +534,7 @@ impl SubprocessSession {
         Self {
             framer: LineFramer::new(framer_config),
             grace_ms: config.grace_ms,
+            map_usage: config.map_usage,
             state: State::New,
             line_number: 0,
             pending: VecDeque::new(),
@@ -827,7 +847,7 @@ impl SubprocessSession {
         };
         match ty {
             "result" => {
-                let r = Self::result(&obj).map_err(|e| e.with_line(n))?;
+                let r = Self::result(&obj, self.map_usage).map_err(|e| e.with_line(n))?;
                 self.state = State::Idle(child);
                 self.result_line = Some(obj);
                 self.pending.push_back(SubprocessOutput::TurnResult(r));
@@ -851,7 +871,7 @@ impl SubprocessSession {
         Ok(())
     }
 
-    fn result(obj: &Map<String, Value>) -> Result<TurnResult, AdapterError> {
+    fn result(obj: &Map<String, Value>, map_usage: bool) -> Result<TurnResult, AdapterError> {
         let bad = |reason: &str| AdapterError::InvalidResult {
             line_number: None,
             reason: reason.to_owned(),
@@ -860,6 +880,9 @@ impl SubprocessSession {
             .get("text")
             .and_then(Value::as_str)
             .ok_or_else(|| bad("`text` must be a string"))?;
+        if !map_usage {
+            return TurnResult::try_new(text, UsageSplit::default());
+        }
         let usage = obj
             .get("usage")
             .filter(|u| !u.is_null())

@@ -89,6 +89,9 @@ pub fn run(vector: &Value) -> Result<(), String> {
     if let Some(n) = cfg.get("grace_ms").and_then(Value::as_u64) {
         config = config.grace_ms(n);
     }
+    if let Some(b) = cfg.get("map_usage").and_then(Value::as_bool) {
+        config = config.map_usage(b);
+    }
     let mut session = SubprocessSession::new(config);
     match cfg
         .get("start")

@@ -52,7 +52,7 @@ object AdapterRunner {
 
     fun run(vector: JsonNode) {
         val cfg = vector.get("config") ?: Json.obj()
-        val session = SubprocessTurnMachine(cfg.ulong("max_line_bytes"), cfg.ulong("grace_ms"))
+        val session = SubprocessTurnMachine(cfg.ulong("max_line_bytes"), cfg.ulong("grace_ms"), cfg.get("map_usage")?.asBoolean())
         when (val start = cfg.str("start") ?: "attached") {
             "attached" -> session.handleInput(0uL, SubprocessEvent.Spawned(null, cfg.get("process_group")?.asBoolean() ?: false))
             "new" -> {}
