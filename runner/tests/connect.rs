@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::marked;
 use serde_json::{json, Value};
 use stapel_runner::testhub::{HubLog, TestHub};
 use stapel_runner_protocol::sequencing::ConnectionState;
@@ -41,42 +43,6 @@ fn tmpdir(name: &str) -> PathBuf {
 }
 
 // ---- processes -----------------------------------------------------------------
-
-fn stat_fields(pid: i32) -> Option<Vec<String>> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    Some(
-        s[s.rfind(')')? + 1..]
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect(),
-    )
-}
-
-fn gone(pid: i32) -> bool {
-    stat_fields(pid).is_none_or(|f| f.first().is_some_and(|s| s == "Z"))
-}
-
-/// Every live process (zombies excluded) whose environment holds `needle` (`NAME=value`),
-/// with its command line: a scan of the whole machine, not of one process tree.
-fn marked(needle: &str) -> Vec<(i32, String)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if !env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) || gone(pid) {
-            continue;
-        }
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-            .unwrap_or_default();
-        out.push((pid, cmd));
-    }
-    out
-}
 
 /// `marked(needle)` minus `except`, waited for up to `secs` to become empty; what is left.
 fn left_behind(needle: &str, except: &[i32], secs: u64) -> Vec<(i32, String)> {
@@ -293,6 +259,13 @@ fn reported(log: &HubLog, tasks: &[String]) -> bool {
         .all(|t| log.reports.contains_key(&(t.clone(), 1)))
 }
 
+/// Wait (at most 20 s) until the hub applied progress of `task` (attempt 1).
+fn progressed(hub: &TestHub, task: &str) -> (bool, HubLog) {
+    hub.wait_for(Duration::from_secs(20), |l| {
+        l.progress.contains_key(&(task.to_string(), 1))
+    })
+}
+
 fn failure_type(r: &serde_json::Value) -> &str {
     r["failure_type"].as_str().unwrap_or("")
 }
@@ -401,9 +374,7 @@ fn refusals_busy_and_cancel_are_answered_with_reports() {
         &["--max-tasks", "1", "--delay-ms", "5000"],
     );
     hub.assign("T-slow", 1, json!({"backend": "fake"}));
-    let (ok, _) = hub.wait_for(Duration::from_secs(20), |l| {
-        l.progress.contains_key(&("T-slow".into(), 1))
-    });
+    let (ok, _) = progressed(&hub, "T-slow");
     assert!(ok);
     hub.assign("T-busy", 1, json!({"backend": "fake"}));
     // The same attempt again while it runs is ignored (one report per attempt); another
@@ -476,9 +447,7 @@ fn busy_answers_beyond_the_stream_bound_do_not_leak_session_state() {
         json!({"backend": "subprocess"}),
         "hang 0 T-hold",
     );
-    let (ok, _) = hub.wait_for(Duration::from_secs(20), |l| {
-        l.progress.contains_key(&("T-hold".into(), 1))
-    });
+    let (ok, _) = progressed(&hub, "T-hold");
     assert!(ok, "{}", runner.stderr());
     let mut all = Vec::new();
     for wave in 0..6 {
@@ -812,9 +781,7 @@ fn subprocess_jsonl_harnesses_finish_crash_flood_and_hang() {
         );
         hub.assign_goal("T-j", 1, json!({"backend": "subprocess"}), goal);
         if goal.starts_with("hang") {
-            let (ok, _) = hub.wait_for(Duration::from_secs(20), |l| {
-                l.progress.contains_key(&("T-j".into(), 1))
-            });
+            let (ok, _) = progressed(&hub, "T-j");
             assert!(ok);
             hub.cancel("T-j", "stop");
         }
@@ -864,9 +831,7 @@ fn the_hello_names_the_project_the_capabilities_and_what_to_resume() {
         ],
     );
     hub.assign_goal("T-h", 1, json!({"backend": "subprocess"}), "hang 0");
-    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| {
-        l.progress.contains_key(&("T-h".into(), 1))
-    });
+    let (ok, log) = progressed(&hub, "T-h");
     assert!(ok, "{log:?}\n{}", runner.stderr());
     let first = log.first_hello.clone().expect("a hello");
     assert_eq!(first.project_id, "proj-7");
@@ -928,9 +893,7 @@ fn a_flooding_harness_blocks_while_the_hub_is_away_and_nothing_is_lost() {
         ],
     );
     hub.assign("T-b", 1, json!({"backend": "subprocess"}));
-    let (ok, log) = hub.wait_for(Duration::from_secs(20), |l| {
-        l.progress.contains_key(&("T-b".into(), 1))
-    });
+    let (ok, log) = progressed(&hub, "T-b");
     assert!(ok, "{log:?}\n{}", runner.stderr());
     // The hub goes away: the connection drops and every reconnect is refused.
     hub.set_token("not-the-runner's");
@@ -1011,9 +974,7 @@ fn a_runner_shutdown_reports_its_running_task_as_runner_shutdown() {
         ],
     );
     hub.assign_goal("T-s", 1, json!({"backend": "subprocess"}), "hang 0 T-s");
-    let (ok, _) = hub.wait_for(Duration::from_secs(20), |l| {
-        l.progress.contains_key(&("T-s".into(), 1))
-    });
+    let (ok, _) = progressed(&hub, "T-s");
     assert!(ok);
     runner.stop();
     let (ok, log) = hub.wait_for(Duration::from_secs(5), |l| reported(l, &["T-s".into()]));

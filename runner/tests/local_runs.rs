@@ -2,6 +2,8 @@
 //! fake harness's seven scripts, process-group cleanup, escaped grandchildren, bounds and
 //! the credential boundary.
 
+mod common;
+use common::{marked, running};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -28,30 +30,6 @@ fn new_mark() -> (String, String) {
     );
     let needle = format!("{MARK_VAR}={v}");
     (v, needle)
-}
-
-/// Every live process (zombies excluded) whose environment holds `needle`, with its
-/// command line — a scan of the whole machine, so it also sees processes in other PID
-/// namespaces and escapees that left the runner's tree (pids a harness prints from inside
-/// its own PID namespace would not name host processes).
-fn marked(needle: &str) -> Vec<(i32, String)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if !env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) || !alive(pid) {
-            continue;
-        }
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-            .unwrap_or_default();
-        out.push((pid, cmd));
-    }
-    out
 }
 
 /// `marked(needle)` waited for up to `secs` to become empty; what is left (then killed).
@@ -217,13 +195,6 @@ fn serve(args: &[&str], input: &str, marker: &str, then: Duration, env: &[(&str,
             .collect(),
         code: status.code(),
     }
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie still answers kill(0); treat a zombie as gone.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
-        .unwrap_or(false)
 }
 
 fn terminal(run: &Run) -> &Value {
@@ -729,6 +700,6 @@ fn sigterm_to_the_runner_ends_the_run_and_its_processes() {
     assert_eq!(t["reconciliation"]["reason"], "controller_closed");
     assert_eq!(run.code, Some(0));
     for pid in below {
-        assert!(!alive(pid), "process {pid} outlived a SIGTERM'd runner");
+        assert!(!running(pid), "process {pid} outlived a SIGTERM'd runner");
     }
 }
