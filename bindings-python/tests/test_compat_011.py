@@ -307,12 +307,24 @@ def test_subprocess_custom_usage_mapper() -> None:
     session.close()
 
     # What the mapper raises comes out of turn() as it is; what it returns must be a split.
-    def failing(usage: Any) -> UsageSplit:
-        raise KeyError("tokens")
+    # After it raised the session goes on: the machine's outputs were all performed.
+    calls: List[Any] = []
 
-    child = FakeChild([line])
+    def flaky(usage: Any) -> UsageSplit:
+        calls.append(usage)
+        if len(calls) == 1:
+            raise KeyError("tokens")
+        return my_mapper(usage)
+
+    child = FakeChild([line, line])
+    session = SubprocessAdapter(spawn=lambda role: child,
+                                usage_mapper=flaky).open_session(RoleSpec())
     with pytest.raises(KeyError):
-        SubprocessAdapter(spawn=lambda role: child, usage_mapper=failing).oneshot(RoleSpec(), "p")
+        session.turn("p")
+    again = session.turn("q")
+    assert (again.text, again.usage.fresh_input) == ("t", 7)
+    session.close()
+    assert "terminate" in child.calls
     child = FakeChild([line])
     with pytest.raises(TypeError):
         SubprocessAdapter(spawn=lambda role: child,

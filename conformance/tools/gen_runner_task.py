@@ -119,12 +119,15 @@ V = {
     step({"local_terminal": {"runTerminalState": "failed", "reconciliation": {"reason": "made_up_reason"}}}, {"type": "failed", "failure_type": "harness_failed"}),
     step({"local_terminal": {"runTerminalState": "failed", "reconciliation": {"reason": 7}}}, {"type": "failed", "failure_type": "harness_failed"}),
  ]),
- "local_end_names_the_violation": ("A failed local run with a harness violation names the violation; a success, a cancel or an unknown code does not change the outcome", [
+ "local_end_names_the_violation": ("A failed local run that ended as a protocol violation (or without a known reason) names the violation; another reason, a success, a cancel or an unknown code does not change the outcome", [
     step({"local_end": {"payload": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_protocol_violation"}}, "violation": "harness_ready_timeout"}}, {"type": "failed", "failure_type": "harness_ready_timeout"}),
     step({"local_end": {"payload": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_protocol_violation"}}, "violation": "harness_exited_before_ready"}}, {"type": "failed", "failure_type": "harness_exited_before_ready"}),
     step({"local_end": {"payload": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_protocol_violation"}}, "violation": "no_such_violation"}}, {"type": "failed", "failure_type": "harness_protocol_violation"}),
     step({"local_end": {"payload": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_protocol_violation"}}, "violation": None}}, {"type": "failed", "failure_type": "harness_protocol_violation"}),
     step({"local_end": {"payload": {"runTerminalState": "cancelled"}, "violation": "stdout_frame_too_long"}}, {"type": "failed", "failure_type": "run_cancelled"}),
+    # Another failure reason wins over a violation (the run did not end as one).
+    step({"local_end": {"payload": {"runTerminalState": "failed", "reconciliation": {"reason": "harness_process_failed"}}, "violation": "harness_ready_timeout"}}, {"type": "failed", "failure_type": "harness_process_failed"}),
+    step({"local_end": {"payload": {"runTerminalState": "failed"}, "violation": "harness_ready_timeout"}}, {"type": "failed", "failure_type": "harness_ready_timeout"}),
     step({"local_end": {"payload": {"runTerminalState": "succeeded", "reportedWorkDisposition": "done"}, "violation": "stdout_frame_too_long"}}, {"type": "done"}),
     step({"local_end": {"payload": {"runTerminalState": "failed"}, "violation": 3}}, None, "invalid_call"),
     step({"local_end": {"violation": "harness_ready_timeout"}}, None, "invalid_call"),

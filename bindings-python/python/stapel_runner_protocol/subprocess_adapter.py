@@ -184,14 +184,7 @@ class SubprocessSession(Session):
                         self._on_progress(value)
                 elif isinstance(value, TurnResult):
                     # The raw answer, as 0.1.1 gave it: the result line's JSON object.
-                    raw = self._machine.result_line
-                    if self._usage_mapper is not None:
-                        # The caller's own mapping (the machine left the usage alone).
-                        usage = (raw or {}).get("usage", {})
-                        value = TurnResult(
-                            text=value.text, usage=self._usage_mapper(usage), raw=raw
-                        )
-                    value.raw = raw
+                    value.raw = self._machine.result_line
                     result = value
                 elif isinstance(value, AdapterError) and error is None:
                     error = value
@@ -213,6 +206,13 @@ class SubprocessSession(Session):
             if error.code == "stdin_closed" and cause is not None:
                 raise error from cause
             raise error
+        if result is not None and self._usage_mapper is not None:
+            # The caller's own mapping (the machine left the usage alone), once every
+            # output of the machine has been performed: what it raises leaves nothing
+            # of the machine's undone.
+            raw = result.raw
+            usage = raw.get("usage", {}) if isinstance(raw, dict) else {}
+            result = TurnResult(text=result.text, usage=self._usage_mapper(usage), raw=raw)
         return result
 
     def _write(self, line: str) -> None:

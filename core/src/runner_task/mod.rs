@@ -453,8 +453,9 @@ pub fn local_violation(message: &JsonValue) -> Option<&'static str> {
 }
 
 /// [`outcome_from_local_terminal`], with the run's harness violation (see
-/// [`local_violation`]): a failed run with a violation names the violation as its
-/// `failure_type` (a violation code that is not one of
+/// [`local_violation`]): a failed run whose reason is `harness_protocol_violation` (or
+/// absent) with a violation names the violation as its `failure_type` (a violation code
+/// that is not one of
 /// [`HARNESS_VIOLATION_CODES`](crate::local::HARNESS_VIOLATION_CODES) is ignored).
 pub fn local_outcome(payload: &JsonValue, violation: Option<&str>) -> TaskOutcome {
     let run = payload.get("runTerminalState").and_then(JsonValue::as_str);
@@ -469,12 +470,16 @@ pub fn local_outcome(payload: &JsonValue, violation: Option<&str>) -> TaskOutcom
         },
         _ => {
             let known = |list: &[&str], code: &str| list.contains(&code);
-            let violation = violation.filter(|v| known(&crate::local::HARNESS_VIOLATION_CODES, v));
             let reason = payload
                 .get("reconciliation")
                 .and_then(|r| r.get("reason"))
                 .and_then(JsonValue::as_str)
                 .filter(|r| known(&LOCAL_FAILURE_REASONS, r));
+            // The violation says why only a run that ended as a protocol violation (or
+            // whose reason is unknown) failed.
+            let violation = violation
+                .filter(|v| known(&crate::local::HARNESS_VIOLATION_CODES, v))
+                .filter(|_| reason.is_none_or(|r| r == "harness_protocol_violation"));
             TaskOutcome::Failed {
                 failure_type: violation.or(reason).unwrap_or("harness_failed").into(),
             }
@@ -484,8 +489,10 @@ pub fn local_outcome(payload: &JsonValue, violation: Option<&str>) -> TaskOutcom
 
 /// The `hello.capabilities` of a connected runner: the rein ids of the catalog's
 /// profiles that this host can drive (`drivable`), each once, in the catalog's order.
-/// A profile whose rein the host cannot drive is not advertised (a task for it would
-/// fail `unsupported_rein`).
+/// A profile whose rein the host cannot drive is not advertised, so a hub that routes by
+/// capability does not send its tasks here (one sent anyway fails: `unsupported_rein` for
+/// a rein the core does not know; `stapel-runner connect` without `--jsonl-harness`
+/// reports a `subprocess` task `no_command`).
 pub fn capabilities(catalog: &crate::contract::Catalog, drivable: &[Rein]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for p in &catalog.profiles {

@@ -460,6 +460,11 @@ async fn run_connect(
         if c.is_empty() {
             fail("--capability must not be empty");
         }
+        if Rein::from_id(c).is_some_and(|r| !drivable.contains(&r)) {
+            fail(format!(
+                "--capability {c}: this runner cannot drive that rein (give --jsonl-harness)"
+            ));
+        }
         if !capabilities.contains(c) {
             capabilities.push(c.clone());
         }
