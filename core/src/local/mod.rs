@@ -101,5 +101,9 @@ pub use models::{
     HarnessMessageType, ReceiptStatus, RunnerCommand, Script, ScriptStep, StreamMessage,
 };
 pub use player::{PlayerConfig, PlayerInput, PlayerOutput, ScriptPlayer};
+pub use reconcile::{
+    FAILED_RUN_REASONS, REASON_PROCESS_FAILED, REASON_PROTOCOL_VIOLATION, REASON_REQUEST_EXPIRED,
+    REASON_RESULT_MISSING,
+};
 
 pub(crate) use models::{parse_json, RunTerminalState};

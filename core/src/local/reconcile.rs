@@ -81,6 +81,22 @@ pub(crate) struct Derived {
     pub reason: &'static str,
 }
 
+/// `reconciliation.reason` of a run ended as a harness protocol violation.
+pub const REASON_PROTOCOL_VIOLATION: &str = "harness_protocol_violation";
+/// `reconciliation.reason` of a run whose interactive request expired.
+pub const REASON_REQUEST_EXPIRED: &str = "request_expired";
+/// `reconciliation.reason` of a harness that exited with success but no result.
+pub const REASON_RESULT_MISSING: &str = "semantic_result_missing";
+/// `reconciliation.reason` of a harness process that failed (non-zero exit or signal).
+pub const REASON_PROCESS_FAILED: &str = "harness_process_failed";
+/// Every `reconciliation.reason` of a `failed` run.
+pub const FAILED_RUN_REASONS: [&str; 4] = [
+    REASON_PROTOCOL_VIOLATION,
+    REASON_PROCESS_FAILED,
+    REASON_RESULT_MISSING,
+    REASON_REQUEST_EXPIRED,
+];
+
 /// Derive the canonical states from the runner's facts (see the [module table](self)).
 pub(crate) fn derive(intent: Intent, exit: Option<&ProcessExit>, result_observed: bool) -> Derived {
     use RunTerminalState as R;
@@ -89,14 +105,14 @@ pub(crate) fn derive(intent: Intent, exit: Option<&ProcessExit>, result_observed
         Intent::Interrupted => (T::Interrupted, R::Cancelled, "turn_interrupted"),
         Intent::Cancelled => (T::Cancelled, R::Cancelled, "run_cancelled"),
         Intent::ControllerClosed => (T::Cancelled, R::Cancelled, "controller_closed"),
-        Intent::ProtocolViolation => (T::Failed, R::Failed, "harness_protocol_violation"),
-        Intent::RequestExpired => (T::Failed, R::Failed, "request_expired"),
+        Intent::ProtocolViolation => (T::Failed, R::Failed, REASON_PROTOCOL_VIOLATION),
+        Intent::RequestExpired => (T::Failed, R::Failed, REASON_REQUEST_EXPIRED),
         Intent::Natural => match exit {
             Some(e) if e.success() && result_observed => {
                 (T::Completed, R::Succeeded, "successful_process_and_result")
             }
-            Some(e) if e.success() => (T::Failed, R::Failed, "semantic_result_missing"),
-            _ => (T::Failed, R::Failed, "harness_process_failed"),
+            Some(e) if e.success() => (T::Failed, R::Failed, REASON_RESULT_MISSING),
+            _ => (T::Failed, R::Failed, REASON_PROCESS_FAILED),
         },
     };
     Derived { turn, run, reason }

@@ -410,13 +410,9 @@ pub fn report_object(task_id: &str, outcome: &TaskOutcome, usage: &UsageSplit) -
 }
 
 /// The `reconciliation.reason`s of a failed local run (seed 002) that a report names as
-/// its `failure_type`.
-pub const LOCAL_FAILURE_REASONS: [&str; 4] = [
-    "harness_protocol_violation",
-    "harness_process_failed",
-    "semantic_result_missing",
-    "request_expired",
-];
+/// its `failure_type`: the local run's own
+/// [`FAILED_RUN_REASONS`](crate::local::FAILED_RUN_REASONS).
+pub const LOCAL_FAILURE_REASONS: [&str; 4] = crate::local::FAILED_RUN_REASONS;
 
 /// The outcome of a local run from its `run.terminal` payload (`runTerminalState`,
 /// `reportedWorkDisposition`, `reconciliation.reason`): `succeeded` with `done` or
@@ -479,7 +475,7 @@ pub fn local_outcome(payload: &JsonValue, violation: Option<&str>) -> TaskOutcom
             // whose reason is unknown) failed.
             let violation = violation
                 .filter(|v| known(&crate::local::HARNESS_VIOLATION_CODES, v))
-                .filter(|_| reason.is_none_or(|r| r == "harness_protocol_violation"));
+                .filter(|_| reason.is_none_or(|r| r == crate::local::REASON_PROTOCOL_VIOLATION));
             TaskOutcome::Failed {
                 failure_type: violation.or(reason).unwrap_or("harness_failed").into(),
             }
