@@ -18,6 +18,8 @@
 //!   replay, acks, bounded windows, snapshots;
 //! * [`session`] — the hub and runner connection machines over the sequencing state:
 //!   hello with resume, replay, acks, keepalive and dead-peer detection;
+//! * [`link`] — each side's whole connection driver (socket policy, session, reconnect
+//!   schedule, event and backlog bounds, error codes) as one machine every host pumps;
 //! * [`local`] — the local-runner protocol of seed 002 (commands, canonical events,
 //!   supervision as actions, terminal reconciliation);
 //! * [`reducer`] — folds canonical local-runner events into a session snapshot;
@@ -72,6 +74,7 @@ pub(crate) mod fields;
 pub mod framing;
 pub mod host;
 pub mod json;
+pub mod link;
 pub mod local;
 pub mod reducer;
 pub mod runner_task;

@@ -106,8 +106,10 @@ fn runner_against_seed_only_hub_loses_nothing_and_duplicates_nothing() {
         }
     }
     assert_eq!(hub.applied, (1..=10).collect::<Vec<_>>());
-    // Without acknowledgements the runner keeps everything (bounded; see backpressure).
-    assert_eq!(runner.state().outbox_frames(), 10);
+    // The seed hub never acknowledges, but its plain pong answers a ping sent after all
+    // ten frames on an ordered connection: the runner drops them (implied acknowledgement).
+    assert_eq!(runner.state().outbox_frames(), 0);
+    assert_eq!(runner.stats().implied_acked, 10);
 }
 
 /// A seed-only runner: decodes with validation (unknown types would be errors), dedupes

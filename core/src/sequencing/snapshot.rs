@@ -44,6 +44,13 @@ struct TaskDto {
     task_id: String,
     outbound: Vec<OutDto>,
     inbound: Vec<InDto>,
+    /// Hub: the attempt of the task's latest assignment (absent when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    assigned_attempt: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, Deserialize)]
@@ -122,6 +129,7 @@ impl ConnectionState {
                         ahead: t.ahead().collect(),
                     })
                     .collect(),
+                assigned_attempt: c.assigned_attempt,
             })
             .collect();
         let forgotten = self
@@ -195,7 +203,18 @@ impl ConnectionState {
             if t.task_id.is_empty() {
                 return Err(corrupt("empty task_id"));
             }
-            let mut channel = TaskChannel::default();
+            if t.assigned_attempt > wire::MAX_SAFE_INTEGER
+                || (t.assigned_attempt > 0 && role != Role::Hub)
+            {
+                return Err(corrupt(format!(
+                    "assigned_attempt of {:?} is not a hub's assignment attempt",
+                    t.task_id
+                )));
+            }
+            let mut channel = TaskChannel {
+                assigned_attempt: t.assigned_attempt,
+                ..TaskChannel::default()
+            };
             for o in t.outbound {
                 if channel.outbound.iter().any(|(a, _)| *a == o.attempt) {
                     return Err(corrupt(format!(

@@ -17,6 +17,9 @@ use super::{Position, Role, SequencingConfig};
 pub struct TaskChannel {
     pub(crate) outbound: Vec<(Option<u64>, OutboxLog)>,
     pub(crate) inbound: Vec<(Option<u64>, InboxTracker)>,
+    /// Hub: the `attempt` of the latest `task.assign` stamped for the task (0: none, or
+    /// an assignment without an attempt). See [`ConnectionState::assigned_attempt`].
+    pub(crate) assigned_attempt: u64,
 }
 
 impl TaskChannel {
@@ -41,6 +44,12 @@ impl TaskChannel {
             .filter(|(_, t)| t.has_received())
             .max_by_key(|(a, _)| *a)
             .map(|(_, t)| t.watermark())
+    }
+
+    /// Hub: the `attempt` of the latest `task.assign` stamped for the task, 0 when none
+    /// (or when it carried no attempt).
+    pub fn assigned_attempt(&self) -> u64 {
+        self.assigned_attempt
     }
 
     /// [`resume_position`](Self::resume_position), 0 when nothing was received: what
@@ -912,6 +921,7 @@ impl ConnectionState {
                 let channel = TaskChannel {
                     outbound: vec![(attempt, log)],
                     inbound: Vec::new(),
+                    assigned_attempt: 0,
                 };
                 self.tasks
                     .insert(task_id.to_owned(), TaskEntry::Live(channel));
@@ -920,6 +930,13 @@ impl ConnectionState {
         };
         if created {
             self.outbound_streams = self.outbound_streams.saturating_add(1);
+        }
+        if let Message::TaskAssign(a) = &msg {
+            if a.attempt > 0 {
+                if let Some(TaskEntry::Live(channel)) = self.tasks.get_mut(task_id) {
+                    channel.assigned_attempt = a.attempt;
+                }
+            }
         }
         Ok(msg)
     }
@@ -1104,6 +1121,14 @@ impl ConnectionState {
             TaskEntry::Live(c) => c.inb(attempt).map(InboxTracker::watermark),
             TaskEntry::Forgotten(t) => t.inbound(attempt),
         }
+    }
+
+    /// Hub: the `attempt` of the latest `task.assign` this state stamped for `task_id`
+    /// (0 when none, when it carried no attempt, or when the task was forgotten). A
+    /// seed-only runner's progress and reports carry no `attempt`; the hub session
+    /// delivers them as this attempt (see `docs/protocol.md`, "Seed-only peers").
+    pub fn assigned_attempt(&self, task_id: &str) -> u64 {
+        self.live_channel(task_id).map_or(0, |c| c.assigned_attempt)
     }
 
     /// The last seq received contiguously on an inbound stream, if the stream exists.

@@ -14,6 +14,7 @@ use crate::wire::{self, Hello, Message, MessageType, Ping, Pong};
 
 use super::{
     CloseReason, Event, Input, Output, SessionConfig, SessionError, SessionStats, Stamped,
+    MAX_PING_SNAPSHOTS,
 };
 
 /// Where the connection is (see the transition table on [`HubSession`](super::HubSession)
@@ -341,10 +342,38 @@ pub struct Engine {
     /// Bytes of the frames held.
     held_bytes: usize,
     pub(crate) stats: SessionStats,
+    /// Per outbound stream, the highest seq transmitted on the current connection (every
+    /// kept frame at or below it was transmitted on it, in order). Cleared on connect;
+    /// streams with nothing kept are pruned at each ping.
+    sent: HashMap<StreamKey, u64>,
+    /// Sequenced frames transmitted since the last ping of this connection.
+    since_ping: u64,
+    /// Per ping transmitted on this connection (oldest first, at most
+    /// [`MAX_PING_SNAPSHOTS`]): its nonce and the positions a `pong` without an `ack`
+    /// member proves the peer received.
+    probes: VecDeque<(i64, Vec<(StreamKey, u64)>)>,
+    /// Durable acknowledgements: per inbound stream, the highest seq the host confirmed.
+    confirmed: HashMap<StreamKey, u64>,
 }
+
+/// An outbound or inbound stream: (task, attempt).
+type StreamKey = (CompactString, Option<u64>);
 
 impl Engine {
     pub(crate) fn new(state: ConnectionState, cfg: SessionConfig) -> Self {
+        // Durable acknowledgements: a state given to the session is what the host's store
+        // holds, so its inbound positions count as confirmed.
+        let confirmed = if cfg.durable_acks {
+            state
+                .tasks()
+                .flat_map(|(task, c)| {
+                    c.inbound()
+                        .map(move |(a, t)| ((CompactString::from(task), a), t.watermark()))
+                })
+                .collect()
+        } else {
+            HashMap::new()
+        };
         Self {
             state,
             framer: LineFramer::new(cfg.framer.clone()),
@@ -357,6 +386,10 @@ impl Engine {
             nonce: 0,
             held_bytes: 0,
             stats: SessionStats::default(),
+            sent: HashMap::new(),
+            since_ping: 0,
+            probes: VecDeque::new(),
+            confirmed,
         }
     }
 
@@ -389,6 +422,11 @@ impl Engine {
             Input::Frame(f) => self.frame(now, f),
             Input::Send(msg) => self.emit(msg).map(drop),
             Input::Timeout => Ok(()),
+            Input::Confirm {
+                task_id,
+                attempt,
+                seq,
+            } => self.confirm(now, &task_id, attempt, seq),
         };
         self.timers(now);
         result
@@ -443,7 +481,17 @@ impl Engine {
     }
 
     fn emit(&mut self, msg: Message) -> Result<Stamped, SessionError> {
-        let (message, frame) = self.state.emit_encoded(msg).map_err(SessionError::Emit)?;
+        let (message, frame) = match self.state.emit_encoded(msg) {
+            Ok(done) => done,
+            Err(e) => {
+                // The kept log is full: a ping now lets a seed-only peer's pong trim it.
+                if e.code() == "backpressure" && self.may_transmit() && self.since_ping > 0 {
+                    self.stats.probes = self.stats.probes.saturating_add(1);
+                    self.send_ping(None, None);
+                }
+                return Err(SessionError::Emit(e));
+            }
+        };
         let task_id = message.task_id().unwrap_or_default().to_owned();
         let seq = message.seq().unwrap_or(0);
         let attempt = match self.state.role() {
@@ -459,7 +507,7 @@ impl Engine {
                 .outbound_log(&task_id, attempt)
                 .is_some_and(|l| seq >= l.unconfirmed_from());
         if self.may_transmit() && !provisional {
-            self.transmit(frame);
+            self.transmit_seq(frame, &task_id, attempt, seq);
         }
         Ok(Stamped {
             message,
@@ -492,6 +540,124 @@ impl Engine {
         self.out.push_back(Output::Transmit(frame));
     }
 
+    /// Transmit a kept sequenced frame of the outbound stream `(task, attempt)`: it is
+    /// remembered as sent on this connection (for a seed-only peer's implied
+    /// acknowledgement), and every `probe_every_frames` such frames a probe ping follows.
+    pub(crate) fn transmit_seq(
+        &mut self,
+        frame: String,
+        task: &str,
+        attempt: Option<u64>,
+        seq: u64,
+    ) {
+        self.transmit(frame);
+        let at = self
+            .sent
+            .entry((CompactString::from(task), attempt))
+            .or_insert(0);
+        *at = (*at).max(seq);
+        self.since_ping = self.since_ping.saturating_add(1);
+        let every = self.cfg.probe_every_frames;
+        if every > 0 && self.since_ping >= every && self.is_up() {
+            self.stats.probes = self.stats.probes.saturating_add(1);
+            self.send_ping(None, None);
+        }
+    }
+
+    /// A ping with `nonce` is being transmitted: remember what a `pong` to it without an
+    /// `ack` member proves the peer received (every sequenced frame transmitted before it
+    /// on this connection). Streams with nothing kept are pruned.
+    pub(crate) fn record_ping(&mut self, nonce: i64) {
+        self.since_ping = 0;
+        let state = &self.state;
+        self.sent.retain(|(task, attempt), seq| {
+            state
+                .outbound_log(task, *attempt)
+                .and_then(|l| l.kept().next())
+                .is_some_and(|f| f.seq <= *seq)
+        });
+        if self.sent.is_empty() {
+            return;
+        }
+        if self.probes.len() >= MAX_PING_SNAPSHOTS {
+            self.probes.pop_front();
+        }
+        let positions = self.sent.iter().map(|(k, s)| (k.clone(), *s)).collect();
+        self.probes.push_back((nonce, positions));
+    }
+
+    /// A `pong` without an `ack` member echoed `nonce`: the peer (a seed-only one: ours
+    /// always put `ack` on pongs) handled every frame sent before that ping — on an ordered
+    /// connection, it answers a ping only after the frames before it. Drop those frames.
+    fn implied_ack(&mut self, nonce: i64) {
+        let Some(idx) = self.probes.iter().position(|(n, _)| *n == nonce) else {
+            return;
+        };
+        let done: Vec<_> = self.probes.drain(..=idx).collect();
+        for (_, positions) in done {
+            for ((task, attempt), seq) in positions {
+                let n = self.state.trim_through(&task, attempt, seq);
+                self.stats.implied_acked = self.stats.implied_acked.saturating_add(n as u64);
+            }
+        }
+    }
+
+    /// The position an acknowledgement of inbound stream `(task, attempt)` declares:
+    /// its watermark, or with durable acknowledgements at most what the host confirmed
+    /// (a forgotten task's streams count as confirmed).
+    fn acked_position(&self, task: &str, attempt: Option<u64>) -> Option<u64> {
+        let w = self.state.ack_watermark(task, attempt)?;
+        if !self.cfg.durable_acks || self.state.is_forgotten(task) {
+            return Some(w);
+        }
+        let c = self
+            .confirmed
+            .get(&(CompactString::from(task), attempt))
+            .copied()
+            .unwrap_or(0);
+        Some(w.min(c))
+    }
+
+    /// [`Input::Confirm`]: the host's store committed `(task, attempt)` through `seq`.
+    fn confirm(
+        &mut self,
+        now: u64,
+        task: &str,
+        attempt: Option<u64>,
+        seq: u64,
+    ) -> Result<(), SessionError> {
+        if !self.cfg.durable_acks {
+            return Err(SessionError::NotDurable);
+        }
+        if self.state.is_forgotten(task) {
+            return Ok(());
+        }
+        let delivered = self.state.inbound_watermark(task, attempt).unwrap_or(0);
+        if seq > delivered {
+            return Err(SessionError::ConfirmAhead {
+                task_id: task.to_owned(),
+                attempt,
+                seq,
+                delivered,
+            });
+        }
+        let key = (CompactString::from(task), attempt);
+        let before = self.confirmed.get(&key).copied().unwrap_or(0);
+        if seq <= before {
+            return Ok(());
+        }
+        self.confirmed.insert(key, seq);
+        // Forget the confirmations of forgotten tasks now and then (bounded memory).
+        let (_, inbound) = self.state.stream_counts();
+        if self.confirmed.len() > inbound.saturating_mul(2).saturating_add(64) {
+            let state = &self.state;
+            self.confirmed
+                .retain(|(t, a), _| state.inbound_watermark(t, *a).is_some());
+        }
+        self.owe_ack(now, task, attempt, seq.saturating_sub(before));
+        Ok(())
+    }
+
     pub(crate) fn event(&mut self, e: Event) {
         self.out.push_back(Output::Event(e));
     }
@@ -516,6 +682,9 @@ impl Engine {
         self.framer = LineFramer::new(self.cfg.framer.clone());
         self.clear_held();
         self.dirty.close_window();
+        self.sent.clear();
+        self.since_ping = 0;
+        self.probes.clear();
         self.link = Link::Up(Live {
             stage,
             last_rx: now,
@@ -639,6 +808,13 @@ impl Engine {
                 }
             }
             Message::Pong(p) => {
+                // A pong without `ack` comes from a peer that does not acknowledge
+                // explicitly (a seed-only one): it proves receipt of what preceded its ping.
+                if !p.extra.contains_key("ack") {
+                    if let Some(wire::Nonce::Integer(n)) = p.nonce {
+                        self.implied_ack(n);
+                    }
+                }
                 self.extensions(now, &p.extra);
                 if barrier.is_some()
                     && matches!(p.nonce, Some(wire::Nonce::Integer(n)) if Some(n) == barrier)
@@ -722,10 +898,25 @@ impl Engine {
         }
     }
 
-    fn deliver(&mut self, now: u64, msg: Message) {
+    fn deliver(&mut self, now: u64, mut msg: Message) {
         let attempt = self.inbound_attempt(&msg);
         let task = msg.task_id().unwrap_or_default();
-        self.owe_ack(now, task, attempt, 1);
+        // With durable acknowledgements the host's `Confirm` owes the acknowledgement.
+        if !self.cfg.durable_acks {
+            self.owe_ack(now, task, attempt, 1);
+        }
+        // A seed-only runner's frame carries no attempt: it belongs to the task's latest
+        // assignment (its seqs stay on the attempt-less stream, numbered as the seed does).
+        if attempt == Some(0) {
+            let assigned = self.state.assigned_attempt(task);
+            if assigned > 0 {
+                match &mut msg {
+                    Message::TaskProgress(p) => p.attempt = assigned,
+                    Message::TaskReport(r) => r.attempt = assigned,
+                    _ => {}
+                }
+            }
+        }
         self.stats.delivered = self.stats.delivered.saturating_add(1);
         self.event(Event::Received(msg));
     }
@@ -883,18 +1074,18 @@ impl Engine {
         }
         // Re-stamped frames (all kept ones) or frames the barrier held back.
         let threshold = if ahead { 0 } else { from };
-        let frames: Vec<String> = self
+        let frames: Vec<(u64, String)> = self
             .state
             .outbound_log(&p.task_id, p.attempt)
             .map(|l| {
                 l.kept()
                     .filter(|f| f.seq >= threshold)
-                    .map(|f| f.frame.clone())
+                    .map(|f| (f.seq, f.frame.clone()))
                     .collect()
             })
             .unwrap_or_default();
-        for f in frames {
-            self.transmit(f);
+        for (seq, f) in frames {
+            self.transmit_seq(f, &p.task_id, p.attempt, seq);
         }
     }
 
@@ -904,21 +1095,21 @@ impl Engine {
     pub(crate) fn finish_barrier(&mut self) {
         self.set_stage(Stage::Runner(RunnerStage::Open));
         let mut frames = Vec::new();
-        for (_, channel) in self.state.tasks() {
-            for (_, log) in channel.outbound() {
+        for (task, channel) in self.state.tasks() {
+            for (attempt, log) in channel.outbound() {
                 if !log.is_confirmed() {
                     let from = log.unconfirmed_from();
                     frames.extend(
                         log.kept()
                             .filter(|f| f.seq >= from)
-                            .map(|f| f.frame.clone()),
+                            .map(|f| (task.to_owned(), attempt, f.seq, f.frame.clone())),
                     );
                 }
             }
         }
         self.state.confirm_all();
-        for f in frames {
-            self.transmit(f);
+        for (task, attempt, seq, f) in frames {
+            self.transmit_seq(f, &task, attempt, seq);
         }
     }
 
@@ -968,16 +1159,22 @@ impl Engine {
             .saturating_add(CONTROL_OVERHEAD);
         let budget = self.cfg.max_control_frame_bytes.saturating_sub(base);
         let mut rest: &[Position] = &acks;
+        // Every pong carries `ack`, empty when nothing fits or is owed: a pong without it
+        // would tell the peer that everything before its ping was received and may be
+        // dropped (the implied acknowledgement of a seed-only peer), which a hub with
+        // durable acknowledgements cannot promise.
+        let mut first: Vec<Position> = Vec::new();
         if budget > 0 {
-            if let Some(first) = chunk_positions(&acks, budget, self.cfg.max_ack_entries)
+            if let Some(chunk) = chunk_positions(&acks, budget, self.cfg.max_ack_entries)
                 .into_iter()
                 .next()
                 .filter(|c| list_bytes(c) <= budget)
             {
-                rest = acks.get(first.len()..).unwrap_or_default();
-                pong.extra.insert("ack", Position::list_to_value(&first));
+                rest = acks.get(chunk.len()..).unwrap_or_default();
+                first = chunk;
             }
         }
+        pong.extra.insert("ack", Position::list_to_value(&first));
         self.transmit(wire::encode(&Message::Pong(pong)));
         let rest = rest.to_vec();
         self.send_ack_pings(&rest, &[]);
@@ -1008,7 +1205,7 @@ impl Engine {
         let most = self.dirty.streams.values().map(Vec::len).sum();
         let mut list: Vec<AckEntry<'_>> = Vec::with_capacity(most);
         list.extend(self.dirty.current().filter_map(|(task, a)| {
-            let w = self.state.ack_watermark(task, a)?;
+            let w = self.acked_position(task, a)?;
             (w > 0).then_some((task, a, w))
         }));
         list.sort_unstable_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
@@ -1043,7 +1240,9 @@ impl Engine {
 
     /// Send a ping (next nonce) with optional `ack` and `replay_from` lists.
     pub(crate) fn send_ping(&mut self, ack: Option<&[Position]>, replay_from: Option<&[Position]>) {
-        let mut ping = Ping::new(Some(self.next_nonce().into()));
+        let nonce = self.next_nonce();
+        self.record_ping(nonce);
+        let mut ping = Ping::new(Some(nonce.into()));
         if let Some(r) = replay_from.filter(|r| !r.is_empty()) {
             ping.extra.insert("replay_from", Position::list_to_value(r));
         }
@@ -1057,7 +1256,18 @@ impl Engine {
     /// Both lists fit in one ping when they can; otherwise they are split by byte size.
     pub(crate) fn send_full_ack(&mut self, replay_from: &[Position]) {
         self.clear_acks();
-        let all = self.state.ack_positions();
+        let all: Vec<Position> = if self.cfg.durable_acks {
+            self.state
+                .ack_positions()
+                .into_iter()
+                .filter_map(|p| {
+                    let seq = self.acked_position(&p.task_id, p.attempt)?;
+                    (seq > 0).then(|| Position::new(p.task_id, p.attempt, seq))
+                })
+                .collect()
+        } else {
+            self.state.ack_positions()
+        };
         let budget = self.ping_budget();
         if !all.is_empty()
             && all.len() <= self.cfg.max_ack_entries.max(1)
@@ -1075,7 +1285,7 @@ impl Engine {
     /// writes), so acknowledging costs a few allocations per ping, not per stream.
     fn flush_acks(&mut self) {
         let mut nonce = self.nonce;
-        let frames: Vec<String> = {
+        let frames: Vec<(i64, String)> = {
             let list = self.pending_acks();
             let mut rest: &[AckEntry<'_>] = &list;
             chunk_lengths(&list, self.ping_budget(), self.cfg.max_ack_entries)
@@ -1084,13 +1294,14 @@ impl Engine {
                     let (chunk, tail) = rest.split_at(n.min(rest.len()));
                     rest = tail;
                     nonce = nonce.saturating_add(1);
-                    ack_ping_frame(nonce, chunk)
+                    (nonce, ack_ping_frame(nonce, chunk))
                 })
                 .collect()
         };
         self.nonce = nonce;
         self.clear_acks();
-        for f in frames {
+        for (n, f) in frames {
+            self.record_ping(n);
             self.transmit(f);
         }
     }

@@ -234,7 +234,7 @@ impl Engine {
         self.send_full_ack(&notice);
         for s in replay.streams {
             for f in s.frames {
-                self.transmit(f.frame);
+                self.transmit_seq(f.frame, &s.task_id, s.attempt, f.seq);
             }
         }
     }

@@ -93,6 +93,12 @@ pub const DEFAULT_MAX_ACK_ENTRIES: usize = 1024;
 pub const DEFAULT_MAX_HELD_FRAMES: usize = 1024;
 /// Default most encoded bytes held while waiting for a gap to fill, per session (16 MiB).
 pub const DEFAULT_MAX_HELD_BYTES: usize = 16 * 1024 * 1024;
+/// Default number of sequenced frames transmitted since the last ping after which the
+/// session sends a probe `ping` (see [`SessionConfig::probe_every_frames`]).
+pub const DEFAULT_PROBE_EVERY_FRAMES: u64 = 1024;
+/// Most pings whose implied acknowledgement a session remembers at once (the oldest is
+/// forgotten first; forgetting one only delays trimming until a later pong).
+pub const MAX_PING_SNAPSHOTS: usize = 16;
 /// Default bound on the encoded size of the control frames a session builds (`hello`,
 /// `ping`, `pong` with their lists): 60 KiB, below the 64 KiB default line bound of the
 /// peer's framer.
@@ -144,6 +150,17 @@ pub struct SessionConfig {
     /// Highest `hello.protocol_version` the hub accepts. Default
     /// [`PROTOCOL_VERSION`](crate::wire::PROTOCOL_VERSION) (1).
     pub max_protocol_version: u64,
+    /// Send a probe `ping` after this many sequenced frames were transmitted since the
+    /// last ping (and when a send is refused with `backpressure`), so that a seed-only
+    /// peer's `pong` trims the kept log (see "Seed-only peers" in `docs/protocol.md`).
+    /// Default [`DEFAULT_PROBE_EVERY_FRAMES`]; 0 disables the count (the backpressure
+    /// probe stays).
+    pub probe_every_frames: u64,
+    /// Durable acknowledgements: acknowledge an inbound stream only up to the position the
+    /// host confirmed with [`Input::Confirm`] (its store committed it), on every path
+    /// (timer, `ack_every_frames`, pings, pongs, the acknowledgement after a `hello`).
+    /// Default `false`: frames are acknowledged once applied (an in-memory hub).
+    pub durable_acks: bool,
 }
 
 impl Default for SessionConfig {
@@ -162,6 +179,8 @@ impl Default for SessionConfig {
             max_held_bytes: DEFAULT_MAX_HELD_BYTES,
             min_protocol_version: 1,
             max_protocol_version: crate::wire::PROTOCOL_VERSION,
+            probe_every_frames: DEFAULT_PROBE_EVERY_FRAMES,
+            durable_acks: false,
         }
     }
 }
@@ -170,7 +189,7 @@ impl SessionConfig {
     /// The keys of the JSON form: the field names, with `max_line_bytes` for
     /// [`framer`](Self::framer)'s line bound and `sequencing` a nested
     /// [`SequencingConfig`] object.
-    pub const KEYS: [&'static str; 13] = [
+    pub const KEYS: [&'static str; 15] = [
         "validate",
         "ping_interval_ms",
         "peer_timeout_ms",
@@ -184,6 +203,8 @@ impl SessionConfig {
         "max_protocol_version",
         "max_line_bytes",
         "sequencing",
+        "probe_every_frames",
+        "durable_acks",
     ];
 
     /// Defaults overridden by the keys present in `value` (see [`KEYS`](Self::KEYS)),
@@ -193,7 +214,15 @@ impl SessionConfig {
     /// [`ConfigError`]: `not_an_object`, `unknown_key`, `wrong_type`, `out_of_range`
     /// (keys of the nested `sequencing` object are dotted: `sequencing.max_streams`).
     pub fn from_value(value: &serde_json::Value) -> Result<Self, ConfigError> {
-        let r = ConfigReader::new(value, &Self::KEYS)?;
+        Self::read(&ConfigReader::new(value, &Self::KEYS)?)
+    }
+
+    /// The config read from a checked reader (its keys [`KEYS`](Self::KEYS); a nested
+    /// object's errors name dotted keys, e.g. `session.ping_interval_ms`).
+    ///
+    /// # Errors
+    /// As [`from_value`](Self::from_value).
+    pub fn read(r: &ConfigReader<'_>) -> Result<Self, ConfigError> {
         let d = Self::default();
         Ok(Self {
             sequencing: match r.nested("sequencing", &SequencingConfig::KEYS)? {
@@ -221,6 +250,8 @@ impl SessionConfig {
             max_protocol_version: r
                 .u64("max_protocol_version")?
                 .unwrap_or(d.max_protocol_version),
+            probe_every_frames: r.u64("probe_every_frames")?.unwrap_or(d.probe_every_frames),
+            durable_acks: r.bool("durable_acks")?.unwrap_or(d.durable_acks),
         })
     }
 }
@@ -247,6 +278,19 @@ pub enum Input {
     /// The deadline given by [`poll_timeout`](Machine::poll_timeout) was reached
     /// (keepalive pings, acknowledgements, dead-peer detection). Harmless at any time.
     Timeout,
+    /// Durable acknowledgements ([`SessionConfig::durable_acks`]): the host's store
+    /// committed every frame of the inbound stream `(task_id, attempt)` up to `seq`
+    /// (attempt `Some(a)` on the hub, `None` on the runner). Acknowledgements of the
+    /// stream may now go up to `seq`. Confirm through an [`Event::InboundGap`]'s
+    /// `missing_to` once the gap is recorded.
+    Confirm {
+        /// The stream's task.
+        task_id: String,
+        /// The stream's attempt (`None` for the hub's command streams).
+        attempt: Option<u64>,
+        /// The highest seq committed.
+        seq: u64,
+    },
 }
 
 /// What a session machine asks of its host, in order.
@@ -478,6 +522,23 @@ pub enum SessionError {
     /// [`Input::Connected`] while a connection is already up. Code `already_connected`.
     #[error("a connection is already up")]
     AlreadyConnected,
+    /// [`Input::Confirm`] on a session without [`SessionConfig::durable_acks`]. Code
+    /// `not_durable`.
+    #[error("confirm needs durable_acks")]
+    NotDurable,
+    /// [`Input::Confirm`] beyond what the session delivered on the stream (a store cannot
+    /// have committed a frame it never got). Code `confirm_ahead`.
+    #[error("confirmed seq {seq} of {task_id:?} (attempt {attempt:?}) is beyond the delivered {delivered}")]
+    ConfirmAhead {
+        /// The stream's task.
+        task_id: String,
+        /// The stream's attempt.
+        attempt: Option<u64>,
+        /// The confirmed seq.
+        seq: u64,
+        /// The last seq delivered contiguously.
+        delivered: u64,
+    },
 }
 
 impl SessionError {
@@ -487,6 +548,8 @@ impl SessionError {
             SessionError::Emit(e) => e.code(),
             SessionError::NotConnected => "not_connected",
             SessionError::AlreadyConnected => "already_connected",
+            SessionError::NotDurable => "not_durable",
+            SessionError::ConfirmAhead { .. } => "confirm_ahead",
         }
     }
 }
@@ -508,4 +571,9 @@ pub struct SessionStats {
     pub held_now: usize,
     /// Frames transmitted (including replays, pings and pongs).
     pub transmitted: u64,
+    /// Kept frames dropped because a `pong` without an `ack` member answered a ping sent
+    /// after them (a seed-only peer's implied acknowledgement).
+    pub implied_acked: u64,
+    /// Probe pings sent (see [`SessionConfig::probe_every_frames`]).
+    pub probes: u64,
 }

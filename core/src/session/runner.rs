@@ -160,7 +160,9 @@ impl Engine {
                 chunks.push(cur);
                 let mut chunks = chunks.into_iter().peekable();
                 while let Some(chunk) = chunks.next() {
-                    let mut ping = Ping::new(Some(self.next_nonce().into()));
+                    let nonce = self.next_nonce();
+                    self.record_ping(nonce);
+                    let mut ping = Ping::new(Some(nonce.into()));
                     ping.extra.insert("resume", Value::Object(chunk));
                     if chunks.peek().is_none() {
                         ping.extra.insert("resume_end", Value::Bool(true));
@@ -169,15 +171,16 @@ impl Engine {
                 }
             }
         }
-        let frames: Vec<String> = if self.state.is_confirmed() {
+        let frames: Vec<(String, Option<u64>, u64, String)> = if self.state.is_confirmed() {
             self.state
                 .unacked()
-                .map(|(_, _, f)| f.frame.clone())
+                .map(|(t, a, f)| (t.to_owned(), a, f.seq, f.frame.clone()))
                 .collect()
         } else {
             // The hub's acknowledgements after this hello tell where its streams are;
             // its pong to this ping comes after all of them.
             let nonce = self.next_nonce();
+            self.record_ping(nonce);
             if let Link::Up(live) = &mut self.link {
                 live.stage = Stage::Runner(RunnerStage::Barrier { nonce });
             }
@@ -185,16 +188,20 @@ impl Engine {
             ping.extra.insert("barrier", Value::Bool(true));
             self.transmit(wire::encode(&Message::Ping(ping)));
             let mut v = Vec::new();
-            for (_, c) in self.state.tasks() {
-                for (_, log) in c.outbound() {
+            for (t, c) in self.state.tasks() {
+                for (a, log) in c.outbound() {
                     let from = log.unconfirmed_from();
-                    v.extend(log.kept().filter(|f| f.seq < from).map(|f| f.frame.clone()));
+                    v.extend(
+                        log.kept()
+                            .filter(|f| f.seq < from)
+                            .map(|f| (t.to_owned(), a, f.seq, f.frame.clone())),
+                    );
                 }
             }
             v
         };
-        for f in frames {
-            self.transmit(f);
+        for (t, a, seq, f) in frames {
+            self.transmit_seq(f, &t, a, seq);
         }
     }
 }

@@ -110,6 +110,16 @@ pub fn expect_keys(area: &str) -> Option<&'static [&'static str]> {
             "timeout",
             "value",
         ],
+        "link" => &[
+            "config",
+            "config_error",
+            "error",
+            "outbox_frames",
+            "outputs",
+            "phase",
+            "queued_events",
+            "stats",
+        ],
         "local" => &["config_error", "error", "outputs", "timeout"],
         "reducer" => &[
             "at",

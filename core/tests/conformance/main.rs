@@ -11,6 +11,7 @@ mod common;
 mod contract;
 mod framing;
 mod host;
+mod link;
 mod local;
 mod reducer;
 mod runner_task;
@@ -32,6 +33,7 @@ fn run_vector(area: &str, vector: &Value) -> Result<(), String> {
         "local" => local::run(vector),
         "reducer" => reducer::run(vector),
         "host" => host::run(vector),
+        "link" => link::run(vector),
         "runner_task" => runner_task::run(vector),
         other => Err(format!("no runner for area {other:?}")),
     }

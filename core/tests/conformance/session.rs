@@ -101,6 +101,25 @@ pub fn run(vector: &Value) -> Result<(), String> {
             let msg = wire::from_value(m.into(), false)
                 .map_err(|e| format!("step {i}: bad message: {e}"))?;
             side.machine.resend(now, msg).map(drop)
+        } else if let Some(c) = input.get("confirm") {
+            let task_id = c
+                .get("task_id")
+                .and_then(Value::as_str)
+                .ok_or(format!("step {i}: confirm.task_id"))?
+                .to_owned();
+            let attempt = c.get("attempt").and_then(Value::as_u64);
+            let seq = c
+                .get("seq")
+                .and_then(Value::as_u64)
+                .ok_or(format!("step {i}: confirm.seq"))?;
+            side.machine.handle_input(
+                now,
+                Input::Confirm {
+                    task_id,
+                    attempt,
+                    seq,
+                },
+            )
         } else if input.get("save_snapshot").is_some() {
             saved = Some(side.machine.state().snapshot());
             Ok(())
