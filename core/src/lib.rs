@@ -28,7 +28,9 @@
 //! * [`adapter`] — the harness-adapter seam of seed 000: `RoleSpec`, the subprocess turn
 //!   machine with its stop escalation, usage mapping;
 //! * [`config`] — the one reader of configuration objects (unknown keys refused, coded
-//!   errors).
+//!   errors);
+//! * [`errors`] — the one error table: the exception class every binding raises for each
+//!   error kind and code.
 //!
 //! # One shape for every machine
 //!
@@ -70,6 +72,7 @@
 pub mod adapter;
 pub mod config;
 pub mod contract;
+pub mod errors;
 pub(crate) mod fields;
 pub mod framing;
 pub mod host;

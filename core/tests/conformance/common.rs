@@ -98,6 +98,7 @@ pub fn expect_keys(area: &str) -> Option<&'static [&'static str]> {
             "usage",
             "value",
         ],
+        "errors" => &["class", "classes"],
         "framing" => &["accepted", "buffered_bytes", "error", "output", "ready"],
         "host" => &[
             "config",

@@ -9,6 +9,7 @@
 mod adapter;
 mod common;
 mod contract;
+mod errors;
 mod framing;
 mod host;
 mod link;
@@ -29,6 +30,7 @@ fn run_vector(area: &str, vector: &Value) -> Result<(), String> {
         "sequencing" => sequencing::run(vector),
         "session" => session::run(vector),
         "contract" => contract::run(vector),
+        "errors" => errors::run(vector),
         "adapter" => adapter::run(vector),
         "local" => local::run(vector),
         "reducer" => reducer::run(vector),
