@@ -1,15 +1,18 @@
 //! `stapel-runner connect`: the in-container runner of seed 000.
 //!
-//! One loop owns the [`RunnerSession`] and performs its outputs: an outbound WebSocket
-//! (see [`crate::ws`]), reconnects on the core's [`Reconnect`] schedule (the jitter's
-//! randomness comes from here), the session's keepalive and dead-peer deadlines, and the
-//! tasks (see [`crate::task`]), at most `max_tasks` at once (the core's
-//! [`admit_attempt`]). Every bound and timing is the core's [`ConnectConfig`].
+//! The connection is the core's [`RunnerLink`]: when to connect and reconnect (the core's
+//! backoff, jitter seeded here once), the connect and close deadlines, the session on the
+//! one socket that serves it, what a frame is (binary frames decoded strictly as UTF-8),
+//! a dead peer aborted, the error codes. This loop only pumps it: each socket is a tokio
+//! task ([`socket`]) that connects, reads and writes when told, and reports back with the
+//! socket's id; one timer for the link's deadline; the link's events are the hub's
+//! commands, handed to the tasks (see [`crate::task`]), at most `max_tasks` at once (the
+//! core's [`admit_attempt`]).
 //!
 //! Durability: the session's sequencing snapshot and the set of started, unreported tasks
 //! are saved atomically under the state directory (see [`crate::store`]) **before** any
-//! frame is written to the socket, so every frame the hub can have seen is on disk. A
-//! runner restarted from the directory resumes the session (`hello.resume`, replay of
+//! frame is handed to a socket, so every frame the hub can have seen is on disk. A runner
+//! restarted from the directory resumes the session (`hello.resume`, replay of
 //! unacknowledged frames) and reports what the core's [`restart_plan`] says: every task
 //! that was running, as failed (`runner_restarted`) — its harness died with the old
 //! runner.
@@ -17,34 +20,37 @@
 //! A task's streams are forgotten (the core's `forget_task`) once its report is
 //! acknowledged — for every report: a finished task's, an assignment answered
 //! `runner_busy` or `attempt_in_progress`, and a restarted task's — so the state stays
-//! bounded however many tasks pass.
+//! bounded however many tasks pass. Against a hub that never acknowledges (a seed-only
+//! 0.1.1 hub), the session's implied acknowledgements (a plain `pong` to a ping sent after
+//! the frames) trim the kept log; if it fills anyway, the link's `stalled` event is logged
+//! with the bound and what the hub must do, and task events wait (their harnesses block
+//! on their pipes) until `unstalled`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use stapel_runner_protocol::contract::Catalog;
 use stapel_runner_protocol::json::Object;
+use stapel_runner_protocol::link::{
+    ConnectFailure, LinkError, LinkEvent, LinkInput, LinkOutput, RunnerLink,
+};
 use stapel_runner_protocol::runner_task::{
-    admit_attempt, report_object, restart_plan, Admission, ConnectConfig, Reconnect, SavedSnapshot,
+    admit_attempt, report_object, restart_plan, Admission, ConnectConfig, SavedSnapshot,
     TaskOutcome,
 };
 use stapel_runner_protocol::sequencing::ConnectionState;
-use stapel_runner_protocol::session::{
-    Event, Input, Machine, Output, RunnerSession, SessionConfig, SessionError,
-};
+use stapel_runner_protocol::session::{Event, RunnerSession, SessionConfig, SessionError};
 use stapel_runner_protocol::wire::{Hello, Message, TaskProgress, TaskReportMessage, UsageSplit};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::store::Store;
 use crate::task::{self, Control, Harnesses, TaskEvent};
-use crate::ws::{self, ConnectError, Socket, TokenSource, Trust};
+use crate::ws::{self, ConnectError, TokenSource, Trust};
+use crate::wspump::{self, Command, Report};
 
 /// Options of `stapel-runner connect`.
 #[derive(Debug, Clone)]
@@ -71,8 +77,6 @@ pub struct ConnectOptions {
     pub harnesses: Harnesses,
 }
 
-type Connecting = Pin<Box<dyn Future<Output = Result<Socket, ConnectError>>>>;
-
 fn log(msg: impl std::fmt::Display) {
     eprintln!("stapel-runner connect: {msg}");
 }
@@ -86,6 +90,32 @@ fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
+/// One socket's task, as the loop sees it.
+struct SocketHandle {
+    commands: mpsc::UnboundedSender<Command>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The loop's state besides the link.
+struct Runner {
+    opts: ConnectOptions,
+    cfg: ConnectConfig,
+    link: RunnerLink,
+    store: Store,
+    started: BTreeMap<String, u64>,
+    outbox: VecDeque<Message>,
+    finished: Vec<String>,
+    running: HashMap<String, Running>,
+    sockets: HashMap<u64, SocketHandle>,
+    ev_tx: mpsc::Sender<TaskEvent>,
+    sock_tx: mpsc::Sender<Report>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    shutting_down: Option<Instant>,
+    stop_requested: bool,
+    stopped: bool,
+    start: Instant,
+}
+
 /// Run until SIGTERM/SIGINT (then stop the tasks, send their reports, and return).
 ///
 /// # Errors
@@ -93,9 +123,8 @@ fn ms(v: u64) -> Duration {
 /// configured.
 pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
     let start = Instant::now();
-    let now = move || start.elapsed().as_millis() as u64;
     let cfg = opts.config.clone();
-    let mut store = Store::open(&opts.state_dir)?;
+    let store = Store::open(&opts.state_dir)?;
     let saved = store.load()?;
     std::fs::create_dir_all(&opts.harnesses.work_root)?;
     let tls = if opts.url.starts_with("wss://") {
@@ -118,135 +147,197 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
         }
     };
     let plan = restart_plan(snapshot, &saved.tasks);
-    let mut session = match restored {
+    let session = match restored {
         Some(Ok(state)) if !plan.fresh_state => {
             RunnerSession::with_state(hello, opts.session.clone(), state)
         }
         _ => RunnerSession::new(hello, opts.session.clone()),
     };
-    let mut started: BTreeMap<String, u64> = BTreeMap::new();
-    let mut outbox: VecDeque<Message> = VecDeque::new();
-    let mut finished: Vec<String> = Vec::new();
+    let link = RunnerLink::new(
+        session,
+        cfg.link_config(opts.session.clone()),
+        fastrand::u64(..),
+    );
+    let (ev_tx, mut ev_rx) = mpsc::channel::<TaskEvent>(1024);
+    let (sock_tx, mut sock_rx) = mpsc::channel::<Report>(256);
+    let mut r = Runner {
+        opts,
+        cfg: cfg.clone(),
+        link,
+        store,
+        started: BTreeMap::new(),
+        outbox: VecDeque::new(),
+        finished: Vec::new(),
+        running: HashMap::new(),
+        sockets: HashMap::new(),
+        ev_tx,
+        sock_tx,
+        tls,
+        shutting_down: None,
+        stop_requested: false,
+        stopped: false,
+        start,
+    };
     for (task_id, attempt, report) in plan.reports {
         log(format!(
             "task {task_id} was running when the runner stopped; reporting it failed"
         ));
-        outbox.push_back(report_message(&task_id, attempt, report));
-        finished.push(task_id);
+        r.outbox
+            .push_back(report_message(&task_id, attempt, report));
+        r.finished.push(task_id);
     }
-    let (ev_tx, mut ev_rx) = mpsc::channel::<TaskEvent>(1024);
-    let mut running: HashMap<String, Running> = HashMap::new();
-    let mut socket: Option<Socket> = None;
-    let mut connecting: Option<Connecting> = None;
-    let mut retry_at: Option<Instant> = Some(Instant::now());
-    let mut reconnect = Reconnect::new(cfg.backoff);
-    let mut got_frame = false;
-    let mut shutting_down: Option<Instant> = None;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let write_timeout = ms(cfg.write_timeout_ms(opts.session.peer_timeout_ms));
-    let close_timeout = ms(cfg.close_timeout_ms);
     let max_batch = cfg.max_event_batch.max(1);
+    r.input(LinkInput::Start);
 
     loop {
-        // Perform the session's outputs.
-        let mut frames: Vec<String> = Vec::new();
-        let mut close = false;
+        r.pump().await;
+        if r.stopped {
+            let _ = r.store.save(&r.link.state().snapshot(), &r.started);
+            crate::supervisor::kill_adopted(&[], 16);
+            return Ok(0);
+        }
+        if let Some(deadline) = r.shutting_down {
+            let flushed = r.link.state().unacked().next().is_none();
+            let idle = r.running.is_empty() && r.outbox.is_empty();
+            if (idle && (flushed || !r.link.is_connected())) || Instant::now() >= deadline {
+                r.stop();
+            }
+        }
+        let link_deadline = r.link.poll_timeout();
+        let link_sleep = async {
+            match link_deadline {
+                Some(d) => tokio::time::sleep_until(start + ms(d)).await,
+                None => std::future::pending().await,
+            }
+        };
+        let shutdown_sleep = async {
+            match r.shutting_down {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        // Task events wait while the kept log is full (their harnesses then block on
+        // their pipes) or enough messages are queued.
+        let accept_events =
+            !r.link.is_stalled() && r.outbox.len() < r.cfg.max_queued_messages.max(1);
+        tokio::select! {
+            Some(report) = sock_rx.recv() => {
+                let mut next = Some(report);
+                while let Some(report) = next {
+                    r.socket_report(report);
+                    next = sock_rx.try_recv().ok();
+                }
+            }
+            ev = ev_rx.recv(), if accept_events => {
+                // Take every event already waiting (up to a bound): one state save then
+                // covers all of their frames.
+                let mut next = ev;
+                let mut taken = 0;
+                while let Some(ev) = next {
+                    r.take_event(ev);
+                    taken += 1;
+                    next = if taken < max_batch { ev_rx.try_recv().ok() } else { None };
+                }
+            }
+            () = link_sleep => r.input(LinkInput::Timeout),
+            () = shutdown_sleep => {}
+            _ = term.recv() => r.begin_shutdown(),
+            _ = int.recv() => r.begin_shutdown(),
+        }
+    }
+}
+
+impl Runner {
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    /// Feed the link one input (its errors are local misuse: logged).
+    fn input(&mut self, input: LinkInput) {
+        let now = self.now();
+        if let Err(e) = self.link.handle_input(now, input) {
+            log(format!("link refused an input: {}", e.code()));
+        }
+    }
+
+    /// Hand queued messages to the link, perform its outputs, persist before frames go
+    /// out, release acknowledged tasks; until nothing changes.
+    async fn pump(&mut self) {
         loop {
-            // Hand queued messages (reports and progress) to the session.
-            let mut progressed = false;
-            while let Some(m) = outbox.pop_front() {
-                match session.send(now(), m) {
-                    Ok(_) => progressed = true,
-                    Err(SessionError::Emit(e)) => {
-                        // The kept log is full (backpressure): keep it and retry after acks.
-                        outbox.push_front(e.into_message());
+            // Queued reports and progress go to the session while it takes them.
+            while !self.link.is_stalled() {
+                let Some(m) = self.outbox.pop_front() else {
+                    break;
+                };
+                let now = self.now();
+                match self.link.send(now, m) {
+                    Ok(_) => {}
+                    Err(LinkError::Session(SessionError::Emit(e))) => {
+                        // The kept log is full: keep it; the link says `unstalled` later.
+                        self.outbox.push_front(e.into_message());
                         break;
                     }
                     Err(e) => log(format!("send refused: {}", e.code())),
                 }
             }
+            let mut commands: Vec<(u64, Command)> = Vec::new();
+            let mut aborts: Vec<u64> = Vec::new();
+            let mut taken = 0u64;
             let mut any = false;
-            while let Some(out) = session.poll_output() {
+            while let Some(out) = self.link.poll_output() {
                 any = true;
                 match out {
-                    Output::Transmit(f) => frames.push(f),
-                    Output::Close(reason) => {
-                        log(format!("closing the connection: {}", reason.code()));
-                        close = true;
+                    LinkOutput::Connect { socket } => self.connect(socket),
+                    LinkOutput::Send { socket, frame } => {
+                        commands.push((socket, Command::Send(frame)));
                     }
-                    Output::Event(Event::Received(Message::TaskAssign(a))) => {
-                        let task_id = a.task_id.clone();
-                        let running_attempt = running.get(&task_id).map(|r| r.attempt);
-                        let admission = if shutting_down.is_some() {
-                            Admission::Busy
-                        } else {
-                            admit_attempt(running.len(), cfg.max_tasks, running_attempt, a.attempt)
-                        };
-                        match admission {
-                            Admission::Start => {
-                                started.insert(task_id.clone(), a.attempt);
-                                let (ctx, crx) = mpsc::channel(2);
-                                running.insert(
-                                    task_id,
-                                    Running {
-                                        attempt: a.attempt,
-                                        control: ctx,
-                                    },
-                                );
-                                tokio::spawn(task::run_task(
-                                    a,
-                                    opts.catalog.clone(),
-                                    cfg.task.clone(),
-                                    opts.harnesses.clone(),
-                                    ev_tx.clone(),
-                                    crx,
-                                ));
-                            }
-                            Admission::Ignore => log(format!(
-                                "task {task_id} attempt {} is running already; assignment ignored",
-                                a.attempt
-                            )),
-                            adm => {
-                                let outcome = match adm {
-                                    Admission::Duplicate => TaskOutcome::Duplicate,
-                                    _ => TaskOutcome::Busy {
-                                        max_tasks: cfg.max_tasks.max(1),
-                                    },
-                                };
-                                let report =
-                                    report_object(&task_id, &outcome, &UsageSplit::default());
-                                outbox.push_back(report_message(&task_id, a.attempt, report));
-                                // Its stream is forgotten once the report is acknowledged
-                                // (unless the task runs: a running one is forgotten after
-                                // its own report).
-                                if !running.contains_key(&task_id) {
-                                    finished.push(task_id);
-                                }
-                            }
-                        }
+                    LinkOutput::Pause { socket } => commands.push((socket, Command::Pause)),
+                    LinkOutput::Resume { socket } => commands.push((socket, Command::Resume)),
+                    LinkOutput::Close {
+                        socket,
+                        code,
+                        reason,
+                    } => commands.push((socket, Command::Close(code, reason))),
+                    LinkOutput::Abort { socket } => aborts.push(socket),
+                    LinkOutput::Event(e) => {
+                        taken += 1;
+                        self.event(e);
                     }
-                    Output::Event(Event::Received(Message::TaskCancel(c))) => {
-                        if let Some(r) = running.get(&c.task_id) {
-                            let _ = r.control.try_send(Control::Cancel(c.reason.clone()));
-                        }
-                    }
-                    Output::Event(Event::PeerError { code, .. }) => {
-                        log(format!("peer error: {code}"))
-                    }
-                    Output::Event(_) => {}
+                    _ => {}
                 }
             }
-            if !progressed && !any {
-                break;
+            if !commands.is_empty() {
+                self.perform(commands).await;
+            }
+            // A socket the link gave up: its task (and its TCP connection, or its connect
+            // attempt) ends now.
+            for id in aborts {
+                if let Some(h) = self.sockets.remove(&id) {
+                    h.task.abort();
+                }
+            }
+            if taken > 0 {
+                self.input(LinkInput::EventsTaken(taken));
+            }
+            self.release_acknowledged();
+            if !any && (self.outbox.is_empty() || self.link.is_stalled()) {
+                return;
             }
         }
-        // Persist before anything reaches the socket.
-        if !frames.is_empty() || close {
+    }
+
+    /// Persist (when frames go out), then hand the commands to their sockets in order.
+    async fn perform(&mut self, commands: Vec<(u64, Command)>) {
+        if commands.iter().any(|(_, c)| matches!(c, Command::Send(_))) {
             // The fsyncs run on the blocking pool, so the tasks (harness pipes) go on
             // meanwhile; the loop itself waits: nothing is sent before it is saved.
-            let (snapshot, tasks, mut st) =
-                (session.state().snapshot(), started.clone(), store.clone());
+            let (snapshot, tasks, mut st) = (
+                self.link.state().snapshot(),
+                self.started.clone(),
+                self.store.clone(),
+            );
             let saved = tokio::task::spawn_blocking(move || {
                 let r = st.save(&snapshot, &tasks);
                 (st, r)
@@ -254,7 +345,7 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
             .await;
             let result = match saved {
                 Ok((st, r)) => {
-                    store = st;
+                    self.store = st;
                     r
                 }
                 Err(e) => Err(std::io::Error::other(e)),
@@ -264,196 +355,241 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
                     "cannot save the state ({}); dropping the connection",
                     e.kind()
                 ));
-                close = true;
-                frames.clear();
+                // Nothing unsaved goes out: the sockets fail and the link reconnects.
+                let ids: Vec<u64> = self.sockets.keys().copied().collect();
+                for id in ids {
+                    self.input(LinkInput::Failed {
+                        socket: id,
+                        detail: "the runner could not save its state".into(),
+                    });
+                }
+                return;
             }
         }
-        if let Some(s) = socket.as_mut() {
-            if !frames.is_empty() {
-                let write = async {
-                    for f in frames.drain(..) {
-                        s.feed(WsMessage::text(f)).await?;
-                    }
-                    s.flush().await
+        for (id, c) in commands {
+            if let Some(h) = self.sockets.get(&id) {
+                let _ = h.commands.send(c);
+            }
+        }
+    }
+
+    /// Start socket `id`'s task: read the token, connect, then pump the socket.
+    fn connect(&mut self, id: u64) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (url, token, tls, reports) = (
+            self.opts.url.clone(),
+            self.opts.token.clone(),
+            self.tls.clone(),
+            self.sock_tx.clone(),
+        );
+        let write_timeout = ms(self.cfg.write_timeout_ms(self.opts.session.peer_timeout_ms));
+        let task = tokio::spawn(async move {
+            let token = match token.read() {
+                Ok(t) => t,
+                Err(e) => {
+                    let _ = reports
+                        .send(Report::ConnectFailed(id, ConnectFailure::NoToken, e))
+                        .await;
+                    return;
+                }
+            };
+            let socket = match ws::connect(&url, &token, tls).await {
+                Ok(s) => s,
+                Err(e) => {
+                    let failure = match e {
+                        ConnectError::Rejected(status) => ConnectFailure::Refused { status },
+                        ConnectError::Other(_) => ConnectFailure::Failed,
+                    };
+                    let _ = reports
+                        .send(Report::ConnectFailed(id, failure, e.to_string()))
+                        .await;
+                    return;
+                }
+            };
+            drop(token);
+            if reports.send(Report::Opened(id)).await.is_ok() {
+                wspump::pump(id, socket, rx, reports, write_timeout).await;
+            }
+        });
+        self.sockets.insert(id, SocketHandle { commands: tx, task });
+    }
+
+    fn socket_report(&mut self, report: Report) {
+        let input = match report {
+            Report::Opened(socket) => LinkInput::Opened { socket },
+            Report::ConnectFailed(socket, failure, detail) => {
+                self.sockets.remove(&socket);
+                LinkInput::ConnectFailed {
+                    socket,
+                    failure,
+                    detail,
+                }
+            }
+            Report::Frame(socket, frame) => LinkInput::Frame { socket, frame },
+            Report::Closed(socket) => {
+                self.sockets.remove(&socket);
+                LinkInput::SocketClosed { socket }
+            }
+            Report::Failed(socket, detail) => {
+                self.sockets.remove(&socket);
+                LinkInput::Failed { socket, detail }
+            }
+        };
+        self.input(input);
+    }
+
+    /// One event of the link: a command of the hub, or news to log.
+    fn event(&mut self, e: LinkEvent) {
+        match e {
+            LinkEvent::Session(Event::Received(Message::TaskAssign(a))) => self.assign(a),
+            LinkEvent::Session(Event::Received(Message::TaskCancel(c))) => {
+                if let Some(r) = self.running.get(&c.task_id) {
+                    let _ = r.control.try_send(Control::Cancel(c.reason.clone()));
+                }
+            }
+            LinkEvent::Session(Event::PeerError { code, .. }) => log(format!("peer error: {code}")),
+            LinkEvent::Session(_) | LinkEvent::Connected | LinkEvent::Reconnecting { .. } => {}
+            LinkEvent::Disconnected { reason } => log(format!("connection lost: {reason}")),
+            LinkEvent::Error {
+                code,
+                detail,
+                status,
+            } => match status {
+                Some(s) => log(format!("{code} (HTTP {s}): {detail}")),
+                None => log(format!("{code}: {detail}")),
+            },
+            LinkEvent::Stalled { detail, .. } => log(format!("waiting: {detail}")),
+            LinkEvent::Unstalled => log("the kept log has room again; sending resumes"),
+            LinkEvent::Stopped => self.stopped = true,
+            _ => {}
+        }
+    }
+
+    fn assign(&mut self, a: stapel_runner_protocol::wire::TaskAssign) {
+        let task_id = a.task_id.clone();
+        let running_attempt = self.running.get(&task_id).map(|r| r.attempt);
+        let admission = if self.shutting_down.is_some() {
+            Admission::Busy
+        } else {
+            admit_attempt(
+                self.running.len(),
+                self.cfg.max_tasks,
+                running_attempt,
+                a.attempt,
+            )
+        };
+        match admission {
+            Admission::Start => {
+                self.started.insert(task_id.clone(), a.attempt);
+                let (ctx, crx) = mpsc::channel(2);
+                self.running.insert(
+                    task_id,
+                    Running {
+                        attempt: a.attempt,
+                        control: ctx,
+                    },
+                );
+                tokio::spawn(task::run_task(
+                    a,
+                    self.opts.catalog.clone(),
+                    self.cfg.task.clone(),
+                    self.opts.harnesses.clone(),
+                    self.ev_tx.clone(),
+                    crx,
+                ));
+            }
+            Admission::Ignore => log(format!(
+                "task {task_id} attempt {} is running already; assignment ignored",
+                a.attempt
+            )),
+            adm => {
+                let outcome = match adm {
+                    Admission::Duplicate => TaskOutcome::Duplicate,
+                    _ => TaskOutcome::Busy {
+                        max_tasks: self.cfg.max_tasks.max(1),
+                    },
                 };
-                match tokio::time::timeout(write_timeout, write).await {
-                    Ok(Ok(())) => {}
-                    _ => close = true,
+                let report = report_object(&task_id, &outcome, &UsageSplit::default());
+                self.outbox
+                    .push_back(report_message(&task_id, a.attempt, report));
+                // Its stream is forgotten once the report is acknowledged (unless the task
+                // runs: a running one is forgotten after its own report).
+                if !self.running.contains_key(&task_id) {
+                    self.finished.push(task_id);
                 }
             }
         }
-        if close && socket.is_some() {
-            if let Some(mut s) = socket.take() {
-                let _ = tokio::time::timeout(close_timeout, s.close(None)).await;
+    }
+
+    /// Queue a task's progress or report for the session.
+    fn take_event(&mut self, ev: TaskEvent) {
+        match ev {
+            TaskEvent::Progress {
+                task_id,
+                attempt,
+                item,
+            } => {
+                let mut p = TaskProgress::new(task_id, item.kind, item.payload);
+                p.attempt = attempt;
+                self.outbox.push_back(Message::TaskProgress(p));
             }
-            let _ = session.handle_input(now(), Input::Disconnected);
-            retry_at =
-                Some(Instant::now() + ms(reconnect.connection_lost(got_frame, fastrand::u64(..))));
-            continue;
+            TaskEvent::Report {
+                task_id,
+                attempt,
+                report,
+                ..
+            } => {
+                self.running.remove(&task_id);
+                self.started.remove(&task_id);
+                self.finished.push(task_id.clone());
+                self.outbox
+                    .push_back(report_message(&task_id, attempt, report));
+            }
         }
-        // Release reported tasks once the hub acknowledged their report.
-        finished.retain(|t| {
+    }
+
+    /// Forget reported tasks once the hub acknowledged their report.
+    fn release_acknowledged(&mut self) {
+        let (running, outbox, link) = (&self.running, &self.outbox, &mut self.link);
+        self.finished.retain(|t| {
             if running.contains_key(t) {
                 return false; // a new attempt runs: forgotten after its own report
             }
-            if session.state().is_fully_acknowledged(t) {
-                session.state_mut().forget_task(t);
+            // A report still queued for the session is not even sent yet.
+            if outbox.iter().any(|m| m.task_id() == Some(t.as_str())) {
+                return true;
+            }
+            if link.state().is_fully_acknowledged(t) {
+                link.state_mut().forget_task(t);
                 false
             } else {
                 true
             }
         });
-        if let Some(deadline) = shutting_down {
-            let flushed = session.state().unacked().next().is_none();
-            if (running.is_empty() && outbox.is_empty() && (flushed || socket.is_none()))
-                || Instant::now() >= deadline
-            {
-                let _ = store.save(&session.state().snapshot(), &started);
-                if let Some(mut s) = socket.take() {
-                    let _ = tokio::time::timeout(close_timeout, s.close(None)).await;
-                }
-                crate::supervisor::kill_adopted(&[], 16);
-                return Ok(0);
-            }
-        }
+    }
 
-        let session_deadline = session.poll_timeout();
-        let session_sleep = async {
-            match session_deadline {
-                Some(d) => tokio::time::sleep_until(start + ms(d)).await,
-                None => std::future::pending().await,
-            }
-        };
-        let idle = socket.is_none() && connecting.is_none();
-        let retry_sleep = async {
-            match (retry_at, idle) {
-                (Some(t), true) => tokio::time::sleep_until(t).await,
-                _ => std::future::pending().await,
-            }
-        };
-        let shutdown_sleep = async {
-            match shutting_down {
-                Some(t) => tokio::time::sleep_until(t).await,
-                None => std::future::pending().await,
-            }
-        };
-        let accept_events = outbox.len() < cfg.max_queued_messages.max(1);
-        tokio::select! {
-            r = async { match connecting.as_mut() { Some(c) => c.await, None => std::future::pending().await } } => {
-                connecting = None;
-                match r {
-                    Ok(s) => {
-                        socket = Some(s);
-                        got_frame = false;
-                        retry_at = None;
-                        if let Err(e) = session.handle_input(now(), Input::Connected) {
-                            log(format!("session refused the connection: {}", e.code()));
-                        }
-                    }
-                    Err(e) => {
-                        log(format!("connect failed: {e}"));
-                        retry_at = Some(Instant::now() + ms(reconnect.connect_failed(fastrand::u64(..))));
-                    }
-                }
-            }
-            () = retry_sleep => {
-                retry_at = None;
-                match opts.token.read() {
-                    Ok(token) => {
-                        let url = opts.url.clone();
-                        let tls = tls.clone();
-                        let timeout = ms(cfg.connect_timeout_ms);
-                        connecting = Some(Box::pin(async move { ws::connect(&url, &token, tls, timeout).await }));
-                    }
-                    Err(e) => {
-                        log(format!("no token: {e}"));
-                        retry_at = Some(Instant::now() + ms(reconnect.connect_failed(fastrand::u64(..))));
-                    }
-                }
-            }
-            msg = async { match socket.as_mut() { Some(s) => s.next().await, None => std::future::pending().await } } => {
-                match msg {
-                    Some(Ok(WsMessage::Text(t))) => {
-                        got_frame = true;
-                        if let Err(e) = session.handle_input(now(), Input::Frame(t.as_str().to_owned())) {
-                            log(format!("frame refused: {}", e.code()));
-                        }
-                    }
-                    Some(Ok(WsMessage::Binary(_))) => log("binary frame ignored"),
-                    Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => {
-                        if let Some(mut s) = socket.take() {
-                            // Complete a close handshake the hub started (bounded).
-                            let _ = tokio::time::timeout(close_timeout, s.close(None)).await;
-                        }
-                        let _ = session.handle_input(now(), Input::Disconnected);
-                        log("connection lost");
-                        retry_at = Some(Instant::now() + ms(reconnect.connection_lost(got_frame, fastrand::u64(..))));
-                    }
-                    Some(Ok(_)) => {}
-                }
-            }
-            ev = ev_rx.recv(), if accept_events => {
-                // Take every event already waiting (up to a bound): one state save then
-                // covers all of their frames.
-                let mut next = ev;
-                let mut taken = 0;
-                while let Some(ev) = next {
-                    take_event(ev, &mut outbox, &mut running, &mut started, &mut finished);
-                    taken += 1;
-                    next = if taken < max_batch { ev_rx.try_recv().ok() } else { None };
-                }
-            }
-            () = session_sleep => {
-                let _ = session.handle_input(now(), Input::Timeout);
-            }
-            () = shutdown_sleep => {}
-            _ = term.recv() => begin_shutdown(&mut shutting_down, &running, cfg.shutdown_grace_ms),
-            _ = int.recv() => begin_shutdown(&mut shutting_down, &running, cfg.shutdown_grace_ms),
+    fn begin_shutdown(&mut self) {
+        if self.shutting_down.is_some() {
+            return;
         }
+        log("shutting down: stopping the running tasks");
+        for r in self.running.values() {
+            let _ = r.control.try_send(Control::Shutdown);
+        }
+        self.shutting_down = Some(Instant::now() + ms(self.cfg.shutdown_grace_ms));
     }
-}
 
-/// Queue a task's progress or report for the session.
-fn take_event(
-    ev: TaskEvent,
-    outbox: &mut VecDeque<Message>,
-    running: &mut HashMap<String, Running>,
-    started: &mut BTreeMap<String, u64>,
-    finished: &mut Vec<String>,
-) {
-    match ev {
-        TaskEvent::Progress {
-            task_id,
-            attempt,
-            item,
-        } => {
-            let mut p = TaskProgress::new(task_id, item.kind, item.payload);
-            p.attempt = attempt;
-            outbox.push_back(Message::TaskProgress(p));
+    /// Close the connection for good (once); the loop ends at the link's `stopped`.
+    fn stop(&mut self) {
+        if self.stop_requested {
+            return;
         }
-        TaskEvent::Report {
-            task_id,
-            attempt,
-            report,
-            ..
-        } => {
-            running.remove(&task_id);
-            started.remove(&task_id);
-            finished.push(task_id.clone());
-            outbox.push_back(report_message(&task_id, attempt, report));
-        }
+        self.stop_requested = true;
+        self.input(LinkInput::Stop {
+            code: stapel_runner_protocol::host::CLOSE_NORMAL,
+            reason: "runner shutting down".into(),
+        });
     }
-}
-
-fn begin_shutdown(at: &mut Option<Instant>, running: &HashMap<String, Running>, grace_ms: u64) {
-    if at.is_some() {
-        return;
-    }
-    log("shutting down: stopping the running tasks");
-    for r in running.values() {
-        let _ = r.control.try_send(Control::Shutdown);
-    }
-    *at = Some(Instant::now() + ms(grace_ms));
 }
 
 fn report_message(task_id: &str, attempt: u64, report: Object) -> Message {

@@ -14,7 +14,9 @@
 //!   [`store`] (the atomic, locked state directory) and [`exec`] (the `harness-exec`
 //!   wrapper: each harness in its own user + PID namespace, so it and its escapees die
 //!   with the task and with the runner);
-//! * [`testhub`] — a minimal hub over the core's `HubSession` for tests and benchmarks
+//! * [`wspump`] — one WebSocket as a task that does what a link says (the runner's and
+//!   the test hub's sockets);
+//! * [`testhub`] — a minimal hub over the core's `HubLink` for tests and benchmarks
 //!   (optionally durable: restarted from its persisted state).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -31,3 +33,4 @@ pub mod supervisor;
 pub mod task;
 pub mod testhub;
 pub mod ws;
+pub mod wspump;

@@ -1,4 +1,5 @@
-//! A minimal hub over the core's [`HubSession`], for tests and benchmarks: it accepts one
+//! A minimal hub over the core's [`HubLink`] (the hub side's whole connection driver;
+//! this module only pumps it), for tests and benchmarks: it accepts one
 //! runner at a time on 127.0.0.1 with a bearer token (a wrong or missing token is refused
 //! with HTTP 401 before the upgrade), assigns and cancels tasks on command, and records
 //! every applied progress seq and report per `(task_id, attempt)` — the oracle the
@@ -16,25 +17,27 @@
 //! lost with the crash and must come back from the runner's replay, exactly once. (The
 //! replace is not fsynced: the crash is a process crash, not a power loss.)
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use stapel_runner_protocol::json::Object;
+use stapel_runner_protocol::link::{HubLink, LinkConfig, LinkEvent, LinkInput, LinkOutput};
 use stapel_runner_protocol::sequencing::ConnectionState;
-use stapel_runner_protocol::session::{Event, HubSession, Input, Machine, Output, SessionConfig};
+use stapel_runner_protocol::session::{Event, HubSession, Machine, SessionConfig};
 use stapel_runner_protocol::wire::{Hello, Message, TaskAssign, TaskCancel};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::StatusCode;
-use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::WebSocketStream;
+
+use crate::wspump::{self, Command as PumpCommand, Report};
 
 /// What the hub saw.
 #[derive(Debug, Clone, Default)]
@@ -412,70 +415,63 @@ async fn serve(
     });
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as u64;
-    let mut hub = HubSession::new(config.clone());
+    let new_link = |session: HubSession| {
+        let mut c = LinkConfig::default();
+        c.session = config.clone();
+        HubLink::new(session, c)
+    };
+    let mut link = new_link(HubSession::new(config.clone()));
     if let Some((h, l)) = durable.as_ref().and_then(|d| d.load(&config)) {
-        hub = h;
+        link = new_link(h);
         *log.lock().expect("log") = l;
     }
-    let mut socket: Option<Ws> = None;
+    let (report_tx, mut report_rx) = mpsc::channel::<Report>(256);
+    let mut sockets: HashMap<u64, (mpsc::UnboundedSender<PumpCommand>, JoinHandle<()>)> =
+        HashMap::new();
+    let mut next_socket = 0u64;
     loop {
-        let mut frames = Vec::new();
-        let mut close = false;
-        while let Some(out) = hub.poll_output() {
+        let mut sends: Vec<(u64, PumpCommand)> = Vec::new();
+        let mut taken = 0;
+        while let Some(out) = link.poll_output() {
             match out {
-                Output::Transmit(f) => frames.push(f),
-                Output::Close(_) => close = true,
-                Output::Event(Event::Hello(h)) => {
-                    let mut l = log.lock().expect("log");
-                    l.hellos += 1;
-                    if l.first_hello.is_none() {
-                        l.first_hello = Some(h.clone());
+                LinkOutput::Send { socket, frame } => {
+                    sends.push((socket, PumpCommand::Send(frame)))
+                }
+                LinkOutput::Pause { socket } => sends.push((socket, PumpCommand::Pause)),
+                LinkOutput::Resume { socket } => sends.push((socket, PumpCommand::Resume)),
+                LinkOutput::Close {
+                    socket,
+                    code,
+                    reason,
+                } => sends.push((socket, PumpCommand::Close(code, reason))),
+                LinkOutput::Abort { socket } => {
+                    if let Some((_, task)) = sockets.remove(&socket) {
+                        task.abort();
                     }
-                    l.last_hello = Some(h);
                 }
-                Output::Event(Event::InboundGap(_)) => log.lock().expect("log").gaps += 1,
-                Output::Event(Event::Received(Message::TaskProgress(p))) => {
-                    let mut l = log.lock().expect("log");
-                    let key = (p.task_id.to_string(), p.attempt);
-                    l.progress.entry(key.clone()).or_default().push(p.seq);
-                    l.kinds.entry(key).or_default().push(p.kind.to_string());
+                LinkOutput::Event(e) => {
+                    taken += 1;
+                    record(&log, e);
                 }
-                Output::Event(Event::Received(Message::TaskReport(r))) => {
-                    let mut l = log.lock().expect("log");
-                    l.reports
-                        .entry((r.task_id.clone(), r.attempt))
-                        .or_default()
-                        .push((r.seq, r.report.clone()));
-                }
-                Output::Event(_) => {}
+                _ => {}
             }
         }
-        if let Some(s) = socket.as_mut() {
-            if !frames.is_empty() {
-                // Durable before anything (an acknowledgement above all) reaches the runner.
-                if let Some(d) = &durable {
-                    d.save(&hub, &log);
-                }
-                let write = async {
-                    for f in frames {
-                        s.feed(WsMessage::text(f)).await?;
-                    }
-                    s.flush().await
-                };
-                if !matches!(
-                    tokio::time::timeout(Duration::from_secs(2), write).await,
-                    Ok(Ok(()))
-                ) {
-                    close = true;
-                }
+        if sends.iter().any(|(_, c)| matches!(c, PumpCommand::Send(_))) {
+            // Durable before anything (an acknowledgement above all) reaches the runner.
+            if let Some(d) = &durable {
+                d.save(link.session(), &log);
             }
         }
-        if close {
-            socket = None;
-            let _ = hub.handle_input(now(), Input::Disconnected);
+        for (id, c) in sends {
+            if let Some((tx, _)) = sockets.get(&id) {
+                let _ = tx.send(c);
+            }
+        }
+        if taken > 0 {
+            let _ = link.handle_input(now(), LinkInput::EventsTaken(taken));
             continue;
         }
-        let deadline = hub.poll_timeout();
+        let deadline = link.poll_timeout();
         let sleep = async {
             match deadline {
                 Some(d) => tokio::time::sleep_until(start + Duration::from_millis(d)).await,
@@ -483,47 +479,89 @@ async fn serve(
             }
         };
         tokio::select! {
-            s = sock_rx.recv() => if let Some(s) = s {
-                if socket.take().is_some() {
-                    let _ = hub.handle_input(now(), Input::Disconnected);
-                }
-                socket = Some(s);
-                let _ = hub.handle_input(now(), Input::Connected);
+            s = sock_rx.recv() => if let Some(ws) = s {
+                next_socket += 1;
+                let id = next_socket;
+                let (tx, rx) = mpsc::unbounded_channel();
+                let reports = report_tx.clone();
+                let task = tokio::spawn(wspump::pump(id, ws, rx, reports, Duration::from_secs(2)));
+                sockets.insert(id, (tx, task));
+                let _ = link.handle_input(now(), LinkInput::Attach { socket: id });
+            },
+            r = report_rx.recv() => if let Some(r) = r {
+                let input = match r {
+                    Report::Frame(socket, frame) => LinkInput::Frame { socket, frame },
+                    Report::Closed(socket) => {
+                        sockets.remove(&socket);
+                        LinkInput::SocketClosed { socket }
+                    }
+                    Report::Failed(socket, detail) => {
+                        sockets.remove(&socket);
+                        LinkInput::Failed { socket, detail }
+                    }
+                    Report::Opened(_) | Report::ConnectFailed(..) => continue,
+                };
+                let _ = link.handle_input(now(), input);
             },
             c = cmd.recv() => match c {
                 Some(Command::Send(m)) => {
-                    let _ = hub.send(now(), m);
+                    let _ = link.send(now(), m);
                     // The application's command is durable once accepted.
                     if let Some(d) = &durable {
-                        d.save(&hub, &log);
+                        d.save(link.session(), &log);
                     }
                 }
                 Some(Command::Drop) => {
-                    if socket.take().is_some() {
-                        let _ = hub.handle_input(now(), Input::Disconnected);
+                    // An abrupt drop: the socket fails (the link aborts it).
+                    if let Some(socket) = link.socket() {
+                        let _ = link.handle_input(now(), LinkInput::Failed {
+                            socket,
+                            detail: "dropped by the test".into(),
+                        });
                     }
                 }
                 Some(Command::Restart) => if let Some(d) = &durable {
                     // A crash: everything in memory is gone; only the file remains.
-                    socket = None;
+                    for (_, (_, task)) in sockets.drain() {
+                        task.abort();
+                    }
                     let (h, mut l) = d.load(&config).unwrap_or_else(|| (HubSession::new(config.clone()), HubLog::default()));
                     l.restarts += 1;
                     l.saves = log.lock().expect("log").saves;
-                    hub = h;
+                    link = new_link(h);
                     *log.lock().expect("log") = l;
-                    d.save(&hub, &log);
+                    d.save(link.session(), &log);
                 },
                 None => return,
             },
-            m = async { match socket.as_mut() { Some(s) => s.next().await, None => std::future::pending().await } } => match m {
-                Some(Ok(WsMessage::Text(t))) => { let _ = hub.handle_input(now(), Input::Frame(t.as_str().to_owned())); }
-                Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => {
-                    socket = None;
-                    let _ = hub.handle_input(now(), Input::Disconnected);
-                }
-                Some(Ok(_)) => {}
-            },
-            () = sleep => { let _ = hub.handle_input(now(), Input::Timeout); }
+            () = sleep => { let _ = link.handle_input(now(), LinkInput::Timeout); }
         }
+    }
+}
+
+/// Record one event of the link in the hub's log.
+fn record(log: &Mutex<HubLog>, e: LinkEvent) {
+    let mut l = log.lock().expect("log");
+    match e {
+        LinkEvent::Session(Event::Hello(h)) => {
+            l.hellos += 1;
+            if l.first_hello.is_none() {
+                l.first_hello = Some(h.clone());
+            }
+            l.last_hello = Some(h);
+        }
+        LinkEvent::Session(Event::InboundGap(_)) => l.gaps += 1,
+        LinkEvent::Session(Event::Received(Message::TaskProgress(p))) => {
+            let key = (p.task_id.to_string(), p.attempt);
+            l.progress.entry(key.clone()).or_default().push(p.seq);
+            l.kinds.entry(key).or_default().push(p.kind.to_string());
+        }
+        LinkEvent::Session(Event::Received(Message::TaskReport(r))) => {
+            l.reports
+                .entry((r.task_id.clone(), r.attempt))
+                .or_default()
+                .push((r.seq, r.report.clone()));
+        }
+        _ => {}
     }
 }

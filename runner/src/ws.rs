@@ -12,7 +12,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
@@ -85,13 +84,12 @@ pub enum Trust {
     CaFile(PathBuf),
 }
 
-/// Why a connect failed, without anything secret.
+/// Why a connect failed, without anything secret. (The connect deadline is the link's:
+/// it aborts the attempt.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConnectError {
     /// The hub refused the upgrade with this HTTP status (401/403: the token).
     Rejected(u16),
-    /// No connection within the connect timeout.
-    Timeout,
     /// Anything else, described by its kind.
     Other(String),
 }
@@ -100,7 +98,6 @@ impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ConnectError::Rejected(s) => write!(f, "the hub refused the upgrade (HTTP {s})"),
-            ConnectError::Timeout => write!(f, "connect timed out"),
             ConnectError::Other(s) => f.write_str(s),
         }
     }
@@ -174,7 +171,6 @@ pub async fn connect(
     url: &str,
     token: &str,
     tls: Option<Arc<rustls::ClientConfig>>,
-    timeout: Duration,
 ) -> Result<Socket, ConnectError> {
     let mut request = url.into_client_request().map_err(|e| describe(&e))?;
     let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
@@ -190,10 +186,8 @@ pub async fn connect(
         }
         (false, _) => Some(Connector::Plain),
     };
-    let fut = tokio_tungstenite::connect_async_tls_with_config(request, None, true, connector);
-    match tokio::time::timeout(timeout, fut).await {
-        Err(_) => Err(ConnectError::Timeout),
-        Ok(Err(e)) => Err(describe(&e)),
-        Ok(Ok((socket, _))) => Ok(socket),
+    match tokio_tungstenite::connect_async_tls_with_config(request, None, true, connector).await {
+        Err(e) => Err(describe(&e)),
+        Ok((socket, _)) => Ok(socket),
     }
 }

@@ -13,12 +13,12 @@ use crate::wire::UsageSplit;
 
 /// Default [`ConnectConfig::max_tasks`]: 4.
 pub const DEFAULT_MAX_TASKS: usize = 4;
-/// Default [`ConnectConfig::connect_timeout_ms`]: 10 s.
-pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
+/// Default [`ConnectConfig::connect_timeout_ms`]: the link's, 10 s.
+pub use crate::link::DEFAULT_CONNECT_TIMEOUT_MS;
 /// Default [`ConnectConfig::shutdown_grace_ms`]: 5 s.
 pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 5_000;
-/// Default [`ConnectConfig::close_timeout_ms`]: 200 ms.
-pub const DEFAULT_CLOSE_TIMEOUT_MS: u64 = 200;
+/// Default [`ConnectConfig::close_timeout_ms`]: the core's one close bound, 2 s.
+pub use crate::host::DEFAULT_CLOSE_TIMEOUT_MS;
 /// Default [`ConnectConfig::max_queued_messages`]: 64.
 pub const DEFAULT_MAX_QUEUED_MESSAGES: usize = 64;
 /// Default [`ConnectConfig::max_event_batch`]: 256.
@@ -48,8 +48,8 @@ pub struct ConnectConfig {
     /// On SIGTERM/SIGINT: the longest the runner waits for its cancelled tasks' reports
     /// to be acknowledged before it exits, ms. Default [`DEFAULT_SHUTDOWN_GRACE_MS`].
     pub shutdown_grace_ms: u64,
-    /// Longest wait for a WebSocket close handshake, ms. Default
-    /// [`DEFAULT_CLOSE_TIMEOUT_MS`].
+    /// Longest wait for a WebSocket close handshake, ms (then the socket is aborted; the
+    /// runner does not wait for it). Default [`DEFAULT_CLOSE_TIMEOUT_MS`].
     pub close_timeout_ms: u64,
     /// Most task messages (progress, reports) queued for the session while its kept log
     /// is full; beyond it the runner stops taking task events (the harnesses then block
@@ -140,6 +140,19 @@ impl ConnectConfig {
             "backoff_max_ms": self.backoff.max_ms,
             "cancel_boundary_ms": self.task.cancel_boundary_ms,
         })
+    }
+
+    /// The [`LinkConfig`](crate::link::LinkConfig) of the runner's connection: this
+    /// config's connect and close timeouts and backoff over `session`, the link's
+    /// defaults for the rest.
+    pub fn link_config(&self, session: crate::session::SessionConfig) -> crate::link::LinkConfig {
+        crate::link::LinkConfig {
+            session,
+            connect_timeout_ms: self.connect_timeout_ms,
+            close_timeout_ms: self.close_timeout_ms,
+            backoff: self.backoff,
+            ..crate::link::LinkConfig::default()
+        }
     }
 
     /// The write timeout in force: the configured one, else the session's dead-peer
