@@ -9,10 +9,10 @@ from ``hello.resume`` after a reconnect, and drops duplicate progress with
 with this project's package installed: it must behave the same with both.
 
     python seed_only_hub.py --port 0 --token-file TOKEN --tasks 100 [--inflight 4]
-        [--cut-every N] [--cut-limit M]
+        [--cut-every N] [--cut-limit M] [--backend fake]
 
 stdout, one JSON object per line: ``{"listening": "ws://127.0.0.1:PORT/"}`` first, then
-``{"report": {"task_id", "status"}}`` for each task's first report, and at the end
+``{"report": {"task_id", "status", "failure_type"}}`` for each task's first report, and at the end
 ``{"done": {"tasks", "reports", "progress", "duplicates", "cuts", "gaps"}}``; the hub exits
 0 once every task reported exactly once with every progress seq 1..n applied once and in
 order (``gaps`` counts tasks whose applied seqs were not exactly that), else 1.
@@ -67,7 +67,8 @@ class Hub:
             task_id = self.pending.pop(0)
             self.running.add(task_id)
             msg = self.state.emit(TaskAssign(task_id=task_id, task=task_spec(task_id),
-                                             role="coder", invocation={"backend": "fake"},
+                                             role="coder",
+                                             invocation={"backend": self.args.backend},
                                              attempt=1))
             await ws.send(encode(msg))
 
@@ -102,7 +103,8 @@ class Hub:
                         self.reported[msg.task_id] = msg.report.get("status")
                         self.running.discard(msg.task_id)
                         self.emit({"report": {"task_id": msg.task_id,
-                                              "status": msg.report.get("status")}})
+                                              "status": msg.report.get("status"),
+                                              "failure_type": msg.report.get("failure_type")}})
                         if len(self.reported) == self.args.tasks:
                             self.finished.set()
                             return
@@ -136,6 +138,7 @@ async def main():
     parser.add_argument("--inflight", type=int, default=4)
     parser.add_argument("--cut-every", type=int, default=0)
     parser.add_argument("--cut-limit", type=int, default=1 << 30)
+    parser.add_argument("--backend", default="fake")
     args = parser.parse_args()
     with open(args.token_file, encoding="utf-8") as f:
         token = f.read().strip()
