@@ -4,9 +4,9 @@ It uses nothing but the names the seed's README documents — ``RunnerConnection
 ``ConnectionState``, ``Hello``, ``TaskProgress``, ``TaskReportMessage`` — as a runner
 author who read only the seed would write it: no ``attempt`` on its frames, no
 acknowledgements, no state kept across restarts. It answers pings (``answer_ping``),
-declares ``hello.resume`` on every connect, and after a reconnect re-sends the progress
-of its unfinished tasks from their start (its checkpoint), relying on the hub to drop
-duplicates. Run it with the published 0.1.1 package on ``PYTHONPATH`` or with this
+declares ``hello.resume`` on every connect, and after a reconnect re-sends every frame
+it holds (its checkpoint: without acknowledgements it cannot know what arrived), relying
+on the hub to drop duplicates. Run it with the published 0.1.1 package on ``PYTHONPATH`` or with this
 project's package installed.
 
     python seed_only_runner.py --url ws://127.0.0.1:PORT/ --token-file TOKEN
@@ -44,7 +44,6 @@ async def main():
     with open(args.token_file, encoding="utf-8") as f:
         token = f.read().strip()
     state = ConnectionState("runner")
-    finished = set()
     reported = 0
     connects = 0
     while True:
@@ -55,11 +54,12 @@ async def main():
                 await conn.send(Hello(project_id="seed-only", runner_version="0.1.1",
                                       capabilities=["subprocess"],
                                       resume=state.resume_map()))
-                # The checkpoint: unfinished tasks' progress again, from the start.
-                for task_id, channel in state.channels.items():
-                    if task_id not in finished:
-                        for msg in channel.outbox.since(0):
-                            await conn.send(msg)
+                # The checkpoint: it cannot know what reached the hub (0.1.1 has no
+                # acknowledgement), so every frame it holds goes again; the hub drops the
+                # duplicates.
+                for channel in state.channels.values():
+                    for msg in channel.outbox.since(0):
+                        await conn.send(msg)
                 async for msg in conn:
                     kind = msg.ARTIFACT
                     if kind == "ping":
@@ -68,15 +68,20 @@ async def main():
                         if not state.receive(msg):
                             continue
                         emit({"assigned": msg.task_id})
-                        for i in range(args.progress):
-                            p = state.emit(TaskProgress(task_id=msg.task_id, kind="state",
-                                                        payload={"step": i}))
-                            await conn.send(p)
+                        # The task's frames are numbered and kept first, then sent: a
+                        # connection lost mid-way loses nothing (the checkpoint re-sends).
+                        frames = [state.emit(TaskProgress(task_id=msg.task_id, kind="state",
+                                                          payload={"step": i}))
+                                  for i in range(args.progress)]
+                        # A stapel-taskspecs TaskReport (usage is required).
+                        usage = {"cache_read": 0, "cache_write": 0, "fresh_input": 0,
+                                 "output": 0, "thinking": 0}
                         report = {"schema_version": 1, "task_id": msg.task_id,
-                                  "status": "done"}
-                        r = state.emit(TaskReportMessage(task_id=msg.task_id, report=report))
-                        await conn.send(r)
-                        finished.add(msg.task_id)
+                                  "status": "done", "usage": usage}
+                        frames.append(state.emit(TaskReportMessage(task_id=msg.task_id,
+                                                                   report=report)))
+                        for frame in frames:
+                            await conn.send(frame)
                         reported += 1
                         if args.exit_after and reported >= args.exit_after:
                             # Give the hub a moment to take the last frames.

@@ -64,6 +64,11 @@ pub struct HubLog {
     pub restarts: u64,
     /// State saves (a durable hub; not persisted).
     pub saves: u64,
+    /// Peer errors the hub's session reported, as `code: detail` (not persisted).
+    pub peer_errors: Vec<String>,
+    /// Commands the hub's session keeps for replay now (not persisted): bounded by the
+    /// runner's acknowledgements, or a seed-only runner's pongs.
+    pub kept_commands: usize,
 }
 
 impl HubLog {
@@ -467,6 +472,7 @@ async fn serve(
                 let _ = tx.send(c);
             }
         }
+        log.lock().expect("log").kept_commands = link.state().outbox_frames();
         if taken > 0 {
             let _ = link.handle_input(now(), LinkInput::EventsTaken(taken));
             continue;
@@ -551,6 +557,11 @@ fn record(log: &Mutex<HubLog>, e: LinkEvent) {
             l.last_hello = Some(h);
         }
         LinkEvent::Session(Event::InboundGap(_)) => l.gaps += 1,
+        LinkEvent::Session(Event::PeerError { code, detail }) => {
+            if l.peer_errors.len() < 100 {
+                l.peer_errors.push(format!("{code}: {detail}"));
+            }
+        }
         LinkEvent::Session(Event::Received(Message::TaskProgress(p))) => {
             let key = (p.task_id.to_string(), p.attempt);
             l.progress.entry(key.clone()).or_default().push(p.seq);

@@ -325,3 +325,97 @@ fn a_seed_only_hub_on_the_published_0_1_1_package_drives_the_runner() {
 fn a_seed_only_hub_on_this_package_drives_the_runner() {
     drive("ours", false, 30, 500, &[15]);
 }
+
+/// The seed-only runner (`conformance/peers/seed_only_runner.py`, 0.1.1's names) as a
+/// process.
+struct SeedRunner {
+    child: Child,
+}
+
+impl SeedRunner {
+    fn start(dir: &Path, url: &str, published_011: bool, exit_after: usize) -> Self {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/peers/seed_only_runner.py");
+        let mut cmd = Command::new(env("STAPEL_SEED_PYTHON"));
+        cmd.arg(&script)
+            .args(["--url", url, "--token-file", "token", "--progress", "3"])
+            .args(["--exit-after", &exit_after.to_string()])
+            .current_dir(dir)
+            .stdout(std::fs::File::create(dir.join("seed-runner.out")).unwrap())
+            .stderr(Stdio::inherit());
+        if published_011 {
+            cmd.env("PYTHONPATH", env("STAPEL_011_PATH"));
+        } else {
+            cmd.env_remove("PYTHONPATH");
+        }
+        Self {
+            child: cmd.spawn().expect("start the seed-only runner"),
+        }
+    }
+}
+
+impl Drop for SeedRunner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+#[ignore = "needs Python with the seed-only runner's packages: run by scripts/test-all"]
+fn the_test_hub_serves_a_seed_only_runner_to_the_end() {
+    use stapel_runner::testhub::TestHub;
+    use stapel_runner_protocol::session::SessionConfig;
+    // A runner on the published 0.1.1 package: no attempt on its frames, no acks, plain
+    // pongs. The hub matches every report to its assignment (attempt 1), and its kept
+    // command log stays short (the runner's pongs acknowledge what preceded the pings)
+    // through cuts.
+    const TASKS: usize = 120;
+    let dir = tmpdir("testhub");
+    std::fs::write(dir.join("token"), "seed-only-token").unwrap();
+    let config = SessionConfig::from_value(
+        &serde_json::json!({"ping_interval_ms": 200, "peer_timeout_ms": 5000}),
+    )
+    .unwrap();
+    let hub = TestHub::start("seed-only-token", config);
+    let _runner = SeedRunner::start(&dir, &hub.url(), true, TASKS);
+    let mut most_kept = 0;
+    for i in 0..TASKS {
+        hub.assign(&format!("Q-{i}"), 1, serde_json::json!({"backend": "fake"}));
+        if i % 40 == 39 {
+            // A cut: the runner reconnects, declares its resume, re-sends its progress.
+            let (ok, _) = hub.wait_for(Duration::from_secs(60), |l| l.reports.len() > i / 2);
+            assert!(ok);
+            hub.drop_connection();
+        }
+        most_kept = most_kept.max(hub.log().kept_commands);
+    }
+    let (ok, log) = hub.wait_for(Duration::from_secs(120), |l| l.reports.len() == TASKS);
+    let missing: Vec<String> = (0..TASKS)
+        .map(|i| format!("Q-{i}"))
+        .filter(|t| !log.reports.contains_key(&(t.clone(), 1)))
+        .collect();
+    assert!(
+        ok,
+        "{} of {TASKS} reports; missing {missing:?}; peer errors {:?}; their progress {:?}; gaps {}",
+        log.reports.len(),
+        log.peer_errors,
+        missing
+            .iter()
+            .map(|t| log.progress.iter().filter(|((k, _), _)| k == t).collect::<Vec<_>>())
+            .collect::<Vec<_>>(),
+        log.gaps
+    );
+    for i in 0..TASKS {
+        let task = format!("Q-{i}");
+        assert_eq!(log.status(&task, 1).as_deref(), Some("done"), "{task}");
+        assert_eq!(log.progress[&(task.clone(), 1)], vec![1, 2, 3], "{task}");
+        assert!(!log.reports.contains_key(&(task, 0)));
+    }
+    // The pongs of the runner trimmed the commands it had handled.
+    let (ok, log) = hub.wait_for(Duration::from_secs(10), |l| l.kept_commands == 0);
+    assert!(ok, "{} commands still kept", log.kept_commands);
+    println!(
+        "testhub: {TASKS} tasks of a seed-only runner matched to attempt 1; at most {most_kept} commands kept at once"
+    );
+}
