@@ -557,10 +557,8 @@ fn record(log: &Mutex<HubLog>, e: LinkEvent) {
             l.last_hello = Some(h);
         }
         LinkEvent::Session(Event::InboundGap(_)) => l.gaps += 1,
-        LinkEvent::Session(Event::PeerError { code, detail }) => {
-            if l.peer_errors.len() < 100 {
-                l.peer_errors.push(format!("{code}: {detail}"));
-            }
+        LinkEvent::Session(Event::PeerError { code, detail }) if l.peer_errors.len() < 100 => {
+            l.peer_errors.push(format!("{code}: {detail}"));
         }
         LinkEvent::Session(Event::Received(Message::TaskProgress(p))) => {
             let key = (p.task_id.to_string(), p.attempt);
