@@ -17,7 +17,7 @@ use crate::json::type_name;
 use crate::messages::{message_from_py, message_to_py, set_seq, with_message};
 
 fn state_error(py: Python<'_>, message: String, code: &str) -> PyErr {
-    raise(py, "ProtocolStateError", message, code)
+    raise(py, "sequencing", message, code)
 }
 
 /// Only message objects take part in sequencing (not dicts).
@@ -944,7 +944,7 @@ impl PyConnectionState {
         };
         ConnectionState::restore(&bytes)
             .map(|inner| Self { inner })
-            .map_err(|e| state_error(py, e.to_string(), e.code()))
+            .map_err(|e| raise(py, "snapshot", e.to_string(), e.code()))
     }
 
     /// Estimated bytes held by this state.
