@@ -105,10 +105,10 @@ def _feed(link: Union[RunnerLink, HubLink], now: int, inp: Dict[str, Any], i: in
         link.tick(now)
     elif "send" in inp:
         message = decode(inp["send"])
-        seq = link.send(now, message)
+        seq = link.send(now, message)  # type: ignore[arg-type]
         assert message.seq == seq  # type: ignore[union-attr]
     elif "resend" in inp:
-        link.resend(now, decode(inp["resend"]))
+        link.resend(now, decode(inp["resend"]))  # type: ignore[arg-type]
     elif "forget_task" in inp:
         link.forget_task(inp["forget_task"])
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -754,11 +754,13 @@ def test_host_config_follows_the_one_config_policy() -> None:
     assert (info.value.code, getattr(info.value, "key", None)) == ("out_of_range",
                                                                    "max_idle_runners")
     # a bad link bound is the core's ConfigError (a ValueError, as before), at once
-    for make in (lambda: HubServer(tokens={"t": "R"}, max_queued_events=0),
-                 lambda: RunnerConnection("ws://x", hello=hello_of(), max_queued_events=0),
-                 lambda: RunnerClient("ws://x", hello=hello_of(), max_queued_events=0)):
+    builders: List[Callable[[], Any]] = [
+        lambda: HubServer(tokens={"t": "R"}, max_queued_events=0),
+        lambda: RunnerConnection("ws://x", hello=hello_of(), max_queued_events=0),
+        lambda: RunnerClient("ws://x", hello=hello_of(), max_queued_events=0)]
+    for build in builders:
         with pytest.raises(ValueError, match="max_queued_events") as refused:
-            make()
+            build()
         assert isinstance(refused.value, ConfigError)
         assert (refused.value.code, refused.value.key) == ("out_of_range", "max_queued_events")
     assert host_config({"tokens": {"a": "R", "b": "R"}})["tokens"] == 2

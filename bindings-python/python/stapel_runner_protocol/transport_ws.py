@@ -70,7 +70,9 @@ from typing import (
     Optional,
     Set,
     Tuple,
+    Type,
     Union,
+    cast,
 )
 
 from ._native import (
@@ -97,7 +99,13 @@ from ._native import (
     link_config,
     runner_is_idle,
 )
-from .errors import PanicError, ProtocolStateError, TransportError, class_for
+from .errors import (  # noqa: F401 (AdapterUnavailableError: 0.1.1's name here)
+    AdapterUnavailableError,
+    PanicError,
+    ProtocolStateError,
+    TransportError,
+    class_for,
+)
 
 __all__ = ["RunnerClient", "RunnerConnection", "HubConnection", "HubServer", "HubRunner",
            "Event", "Authenticate", "RedactingLogger", "EVENT_QUEUE_SIZE", "CLOSE_TIMEOUT_S",
@@ -199,9 +207,9 @@ def _websockets_serve() -> Callable[..., Any]:
     return serve
 
 
-def _closed_errors() -> Tuple[type, ...]:
+def _closed_errors() -> Tuple[Type[BaseException], ...]:
     """The exceptions that mean "the socket went away" (a normal end of a socket)."""
-    errors: Tuple[type, ...] = (OSError, EOFError)
+    errors: Tuple[Type[BaseException], ...] = (OSError, EOFError)
     try:
         from websockets.exceptions import ConnectionClosed
     except ImportError:
@@ -358,7 +366,8 @@ class _Pump:
 
     def perform(self) -> None:
         """Perform every queued output of the link, in order, then arm the timer."""
-        for kind, value in self.link.drain_outputs():
+        outputs = cast(List[Tuple[str, Any]], self.link.drain_outputs())
+        for kind, value in outputs:
             if kind == "event":
                 self.event(value)
             elif kind == "send":
@@ -397,8 +406,8 @@ class _Pump:
         kind, value = event
         if kind == "error":
             status = value["status"]
-            exc = class_for("transport", value["code"])(value["detail"], code=value["code"],
-                                                       status=status)
+            cls: Any = class_for("transport", value["code"])
+            exc = cls(value["detail"], code=value["code"], status=status)
             cause, self.cause = self.cause, None
             if cause is not None:
                 exc.__cause__ = cause
@@ -1422,7 +1431,7 @@ class HubServer:
         raising authenticator refuses the connection and the exception propagates)."""
         outputs: List[Tuple[str, Any]] = []
         while (output := self._host.poll_output()) is not None:
-            kind, value = output
+            kind, value = cast(Tuple[str, Any], output)
             if kind != "authenticate":
                 outputs.append(output)
                 continue
@@ -1535,7 +1544,7 @@ async def _refuse(socket: Any, code: int, reason: str, clock: Clock) -> None:
     host = SocketHost()
     host.close(int(clock() * 1000), code, reason)
     while (output := host.poll_output()) is not None:
-        kind, value = output
+        kind, value = cast(Tuple[str, Any], output)
         if kind == "close":
             code, reason, deadline_ms = value
             try:
