@@ -138,6 +138,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--exit-after-reports", action="store_true")
     p.add_argument("--durable-acks", action="store_true",
                    help="acknowledge a frame only after its line is written")
+    p.add_argument("--session-config", metavar="JSON",
+                   help='the core\'s session config keys, e.g. \'{"validate": false}\' to take '
+                        "a runner's frames without schema validation")
     a = p.parse_args(argv)
     if a.token_file:
         try:
@@ -153,9 +156,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.tasks:
         tasks.extend(_read_tasks(a.tasks, a.backend))
     try:
+        session = json.loads(a.session_config) if a.session_config else None
+        if session is not None and not isinstance(session, dict):
+            p.error("--session-config must be a JSON object")
         return asyncio.run(run_hub(a.host, a.port, token, tasks, runner_id=a.runner_id,
                                    cancel=a.cancel, exit_after_reports=a.exit_after_reports,
-                                   durable_acks=a.durable_acks))
+                                   session=session, durable_acks=a.durable_acks))
     except KeyboardInterrupt:
         return 130
 
