@@ -169,29 +169,39 @@ def test_hub_cli_takes_the_token_from_a_file_or_the_environment(tmp_path: Path) 
     for args, env in ((["--token-env", "STAPEL_TEST_HUB_TOKEN"], {"STAPEL_TEST_HUB_TOKEN": TOKEN}),
                       (["--token-file", str(token_file)], {})):
         proc = _hub_cli([*args, "--port", "0", "--assign", "T-1", "--exit-after-reports"], env)
-        assert proc.stdout is not None
-        url = json.loads(proc.stdout.readline())["listening"]
-        with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
-            assert TOKEN.encode() not in f.read()
+        try:
+            _serve_one_report(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
-        async def run(url: str = url) -> None:
-            conn = RunnerConnection(url, hello=Hello(project_id="p", runner_version="1"),
-                                    auth_token=TOKEN)
-            await conn.connect()
-            while True:
-                kind, assign = await asyncio.wait_for(conn.recv(), 10)
-                if kind == "received":
-                    break
-            report = {"schema_version": 1, "task_id": "T-1", "status": "done",
-                      "usage": {"cache_read": 0, "cache_write": 0, "fresh_input": 0,
-                                "output": 0, "thinking": 0}}
-            from stapel_runner_protocol import TaskReportMessage
-            await conn.send(TaskReportMessage(task_id="T-1", attempt=assign.attempt,
-                                              report=report))
-            await asyncio.sleep(0.2)
-            await conn.close()
 
-        asyncio.run(run())
-        out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, err
-        assert '"report"' in out and TOKEN not in out + err
+def _serve_one_report(proc: "subprocess.Popen[str]") -> None:
+    """Run one task through the CLI hub ``proc``; it exits 0 without printing the token."""
+    assert proc.stdout is not None
+    url = json.loads(proc.stdout.readline())["listening"]
+    with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+        assert TOKEN.encode() not in f.read()
+
+    async def run(url: str = url) -> None:
+        conn = RunnerConnection(url, hello=Hello(project_id="p", runner_version="1"),
+                                auth_token=TOKEN)
+        await conn.connect()
+        while True:
+            kind, assign = await asyncio.wait_for(conn.recv(), 10)
+            if kind == "received":
+                break
+        report = {"schema_version": 1, "task_id": "T-1", "status": "done",
+                  "usage": {"cache_read": 0, "cache_write": 0, "fresh_input": 0,
+                            "output": 0, "thinking": 0}}
+        from stapel_runner_protocol import TaskReportMessage
+        await conn.send(TaskReportMessage(task_id="T-1", attempt=assign.attempt,
+                                          report=report))
+        await asyncio.sleep(0.2)
+        await conn.close()
+
+    asyncio.run(run())
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert '"report"' in out and TOKEN not in out + err

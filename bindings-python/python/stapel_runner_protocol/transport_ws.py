@@ -344,9 +344,12 @@ class _Pump:
         if self.dead is not None:
             return
         try:
-            self.report_taken()
+            now = int(self.clock() * 1000)
+            if self.taken:
+                n, self.taken = self.taken, 0
+                self.link.events_taken(now, n)
             if method is not None:
-                method(self.now(), *args)
+                method(now, *args)
             self.perform()
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -366,10 +369,15 @@ class _Pump:
 
     def perform(self) -> None:
         """Perform every queued output of the link, in order, then arm the timer."""
-        outputs = cast(List[Tuple[str, Any]], self.link.drain_outputs())
+        outputs: List[Tuple[str, Any]] = self.link.drain_outputs()  # type: ignore[assignment]
+        events = self.events
         for kind, value in outputs:
             if kind == "event":
-                self.event(value)
+                if value[0] == "received":  # the firehose: nothing to do but queue it
+                    events.append(value)
+                    self.nonempty.set()
+                else:
+                    self.event(value)
             elif kind == "send":
                 sid, frame = value
                 s = self.sockets.get(sid)
@@ -400,7 +408,9 @@ class _Pump:
                 self.sockets[value] = s
                 self.stopped.clear()
                 s.tasks.append(asyncio.ensure_future(self.open(s)))
-        self.arm()
+        deadline = self.link.poll_timeout()
+        if deadline != self.timer_at:
+            self.arm(deadline)
 
     def event(self, event: Event) -> None:
         kind, value = event
@@ -412,9 +422,9 @@ class _Pump:
             if cause is not None:
                 exc.__cause__ = cause
             waiter = self.connect_waiter
-            if waiter is not None and not waiter.done() and value["code"] in (
-                    "upgrade_refused", "connect_failed", "connect_timeout", "no_token"):
-                # connect() raises this failure itself (0.1.1's behaviour).
+            if waiter is not None and not waiter.done():
+                # connect() is waiting for its socket (none is attached): this is its
+                # failure, and connect() raises it itself (0.1.1's behaviour).
                 self.taken += 1
                 waiter.set_exception(cause if cause is not None else exc)
                 return
@@ -437,11 +447,8 @@ class _Pump:
         self.events.append(event)
         self.nonempty.set()
 
-    def arm(self) -> None:
+    def arm(self, deadline: Optional[int]) -> None:
         """One timer, at the link's deadline."""
-        deadline = self.link.poll_timeout()
-        if deadline == self.timer_at:
-            return
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -454,7 +461,7 @@ class _Pump:
         self.timer = None
         deadline, self.timer_at = self.timer_at, None
         if deadline is not None and self.now() < deadline:
-            self.arm()  # woke early (clock granularity): wait the rest
+            self.arm(deadline)  # woke early (clock granularity): wait the rest
             return
         self.feed(self.link.tick)
 
