@@ -35,7 +35,12 @@ pub fn raise(py: Python<'_>, kind: &str, message: String, code: &str) -> PyErr {
 
 /// The exception class named `class` of the errors module, called with `message` and
 /// the keyword arguments `kwargs`, as a `PyErr`.
-pub fn raise_class(py: Python<'_>, class: &str, message: String, kwargs: &Bound<'_, PyDict>) -> PyErr {
+pub fn raise_class(
+    py: Python<'_>,
+    class: &str,
+    message: String,
+    kwargs: &Bound<'_, PyDict>,
+) -> PyErr {
     let make = || -> PyResult<PyErr> {
         let exc = errors_module(py)?
             .getattr(class)?

@@ -24,8 +24,7 @@ fn config_from(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Ho
         Some(c) if !c.is_none() => py_to_value(c)?,
         _ => Value::Object(Default::default()),
     };
-    HostConfig::from_value(&v)
-        .map_err(|e| crate::session::config_error(py, &e))
+    HostConfig::from_value(&v).map_err(|e| crate::session::config_error(py, &e))
 }
 
 fn pair<'py>(

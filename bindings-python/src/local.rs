@@ -93,8 +93,8 @@ impl PyLocalRun {
             Some(c) if !c.is_none() => py_to_value(c)?,
             _ => Value::Object(Default::default()),
         };
-        let config = LocalConfig::from_value(&v)
-            .map_err(|e| crate::session::config_error(py, &e))?;
+        let config =
+            LocalConfig::from_value(&v).map_err(|e| crate::session::config_error(py, &e))?;
         let inner = LocalRun::new(config).map_err(|e| local_error(py, &e))?;
         Ok(Self { inner })
     }

@@ -26,8 +26,7 @@ fn config_of(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Redu
         Some(c) if !c.is_none() => py_to_value(c)?,
         _ => Value::Object(Default::default()),
     };
-    ReducerConfig::from_value(&v)
-        .map_err(|e| crate::session::config_error(py, &e))
+    ReducerConfig::from_value(&v).map_err(|e| crate::session::config_error(py, &e))
 }
 
 /// Folds canonical `paperclip.prp.event.v1` events (dicts, or JSON lines) into a snapshot

@@ -100,7 +100,12 @@ pub(crate) fn config_error(py: Python<'_>, e: &ConfigError) -> PyErr {
     if let Err(err) = filled {
         return err;
     }
-    crate::errors::raise_class(py, crate::errors::class_of("config", e.code()), e.to_string(), &kwargs)
+    crate::errors::raise_class(
+        py,
+        crate::errors::class_of("config", e.code()),
+        e.to_string(),
+        &kwargs,
+    )
 }
 
 /// Keyword configuration shared by both machines (the keywords of `session_new!`),

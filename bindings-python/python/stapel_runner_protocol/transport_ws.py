@@ -592,13 +592,12 @@ class _Pump:
         every socket, end every task, tell the application."""
         if self.dead is not None:
             return
-        if not _is_panic(exc):
-            _log.error("transport_ws: the connection failed and is torn down: %r", exc,
-                       exc_info=exc)
-            exc = PanicError(f"the transport failed: {_describe(exc)}", code="panic")
-        else:
+        if _is_panic(exc):
             _log.error("transport_ws: the core panicked; the connection is torn down: %s",
                        exc)
+        else:
+            _log.error("transport_ws: the connection failed and is torn down: %r", exc,
+                       exc_info=exc)
         self.dead = exc
         for s in list(self.sockets.values()):
             if s.ws is not None:
