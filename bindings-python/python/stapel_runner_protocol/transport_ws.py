@@ -312,7 +312,7 @@ class _Pump:
         #: ``connect()`` waiting for the next socket: it takes its failure (the error
         #: event is not queued) or its success.
         self.connect_waiter: Optional["asyncio.Future[None]"] = None
-        #: The exception behind the next ``transport_failed`` error event.
+        #: The exception behind the error event of the input being fed.
         self.cause: Optional[BaseException] = None
 
     def now(self) -> int:
@@ -355,6 +355,15 @@ class _Pump:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             self.die(exc)
+
+    def feed_failure(self, exc: BaseException, method: Callable[..., Any], *args: Any) -> None:
+        """:meth:`feed` a failure: the error event it causes carries ``exc`` as its
+        cause."""
+        self.cause = exc
+        try:
+            self.feed(method, *args)
+        finally:
+            self.cause = None
 
     def report_taken(self) -> None:
         if self.taken:
@@ -426,7 +435,8 @@ class _Pump:
                 # connect() is waiting for its socket (none is attached): this is its
                 # failure, and connect() raises it itself (0.1.1's behaviour).
                 self.taken += 1
-                waiter.set_exception(cause if cause is not None else exc)
+                waiter.set_exception(exc if cause is None or isinstance(cause, _NoToken)
+                                     else cause)
                 return
             _log.warning("transport_ws: %s: %s", value["code"], value["detail"],
                          exc_info=cause)
@@ -480,9 +490,8 @@ class _Pump:
                 ("no_token", str(exc)) if isinstance(exc, _NoToken)
                 else ("refused", f"the hub answered the upgrade with HTTP {status}")
                 if status is not None else ("failed", _describe(exc)))
-            self.cause = exc
-            self.feed(lambda now: self.link.connect_failed(now, s.id, failure, status=status,
-                                                           detail=detail))
+            self.feed_failure(exc, lambda now: self.link.connect_failed(
+                now, s.id, failure, status=status, detail=detail))
             return
         if self.sockets.get(s.id) is not s:
             _abort_socket(ws)  # aborted while connecting
@@ -522,8 +531,7 @@ class _Pump:
         except closed:
             pass
         except Exception as exc:
-            self.cause = exc
-            self.feed(self.link.failed, s.id, _describe(exc))
+            self.feed_failure(exc, self.link.failed, s.id, _describe(exc))
             self.gone(s)
             return
         self.feed(self.link.socket_closed, s.id)
@@ -544,8 +552,7 @@ class _Pump:
             self.feed(self.link.socket_closed, s.id)
             self.gone(s)
         except Exception as exc:
-            self.cause = exc
-            self.feed(self.link.failed, s.id, _describe(exc))
+            self.feed_failure(exc, self.link.failed, s.id, _describe(exc))
             self.gone(s)
 
     async def close_socket(self, s: _Socket, code: int, reason: str) -> None:
