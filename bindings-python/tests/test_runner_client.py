@@ -189,3 +189,48 @@ def test_a_send_that_waits_is_bounded_by_its_timeout() -> None:
 
     exc = asyncio.run(main())
     assert getattr(exc, "code", None) == "backpressure"
+
+
+def test_a_connect_that_hangs_is_aborted_at_the_links_deadline() -> None:
+    """A server that accepts TCP connections and never answers the upgrade: the link's
+    connect deadline aborts each attempt (the pump cancels the opening task and closes
+    the TCP connection), reports ``connect_timeout`` and backs off."""
+
+    async def main() -> Dict[str, Any]:
+        accepted: List[asyncio.StreamWriter] = []
+        ended: List[asyncio.StreamWriter] = []
+
+        async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.append(writer)
+            await reader.read()  # the upgrade request, then nothing until the client goes
+            ended.append(writer)
+
+        server = await asyncio.start_server(mute, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = RunnerClient(f"ws://127.0.0.1:{port}", hello=hello(), seed=5,
+                              connect_timeout_ms=150, backoff_initial_ms=10,
+                              backoff_max_ms=20)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await client.start()
+        errors: List[Any] = []
+        while len(errors) < 2:
+            kind, value = await asyncio.wait_for(client.recv(), 10)
+            if kind == "error":
+                errors.append(value)
+        elapsed = loop.time() - started
+        await client.stop()
+        for _ in range(100):  # every aborted attempt's TCP connection ends
+            if len(ended) == len(accepted):
+                break
+            await asyncio.sleep(0.01)
+        closed = len(ended) == len(accepted)
+        server.close()
+        await server.wait_closed()
+        return {"codes": [e.code for e in errors], "elapsed": elapsed, "closed": closed,
+                "accepted": len(accepted), "pending": len(client._pump().sockets)}
+
+    got = asyncio.run(main())
+    assert got["codes"] == ["connect_timeout", "connect_timeout"]
+    assert got["elapsed"] >= 0.3 and got["accepted"] >= 2 and got["pending"] == 0
+    assert got["closed"]
