@@ -234,3 +234,40 @@ def test_a_connect_that_hangs_is_aborted_at_the_links_deadline() -> None:
     assert got["codes"] == ["connect_timeout", "connect_timeout"]
     assert got["elapsed"] >= 0.3 and got["accepted"] >= 2 and got["pending"] == 0
     assert got["closed"]
+
+
+def test_a_panic_in_a_hub_runners_link_tears_its_socket_down_and_the_runner_comes_back() -> None:
+    """The hub's link panics (its test hook): the hub application gets
+    ``("error", PanicError)``, the runner's socket is aborted (the client sees the loss
+    and reconnects by itself), and the server serves the runner again on a new link."""
+    from stapel_runner_protocol import PanicError
+
+    async def main() -> Dict[str, Any]:
+        server = HubServer(tokens={"t": "R"})
+        async with server.serve("127.0.0.1", 0) as ws_server:
+            url = f"ws://127.0.0.1:{ws_server.sockets[0].getsockname()[1]}"
+            first = server.runner("R")
+            client = RunnerClient(url, hello=hello(), auth_token="t", seed=2,
+                                  backoff_initial_ms=10, backoff_max_ms=20)
+            await client.start()
+            await next_of(first, "hello")
+            first.link._panic_on_next_call()
+            try:
+                await first.send(TaskCancel(task_id="T", reason="x"))
+                raised = None
+            except PanicError as e:
+                raised = e
+            error = await next_of(first, "error")
+            await next_of(client, "disconnected")
+            await next_of(client, "reconnecting")
+            second = server.runner("R")
+            again = await next_of(second, "hello")
+            await second.send(TaskCancel(task_id="T", reason="after"))
+            got = await next_of(client, "received")
+            await client.stop()
+            return {"raised": raised, "error": error, "same": second is first,
+                    "again": again, "got": got.reason}
+
+    got = asyncio.run(main())
+    assert isinstance(got["raised"], PanicError) and got["error"] is got["raised"]
+    assert not got["same"] and got["again"].project_id == "p" and got["got"] == "after"
