@@ -14,8 +14,7 @@ package (its wheel unpacked by ``scripts/diff-011-api`` into
 
 Under this package the seed-only runner's own ``ConnectionState("runner")`` keeps at
 most ``max_outbox_frames`` (4,096) frames — it never trims it (0.1.1 had no bound) — so
-its runs stay below that; and the seed-only hub's ``channel(t).outbox.ack(...)`` acts on
-a read-only copy here (a listed difference), so its run under this package has no cuts.
+its runs under this package stay below that.
 """
 
 from __future__ import annotations
@@ -235,7 +234,7 @@ def test_a_seed_only_runner_against_a_hub_server_with_cuts(flavour: str, tmp_pat
 HUB_RUNS = {
     # flavour: (tasks, progress frames per task, cut every N applied frames)
     "0.1.1": (20, 2100, 7000),  # 42,020 frames, 6 cuts
-    "ours": (4, 900, 0),        # 3,604 frames, no cuts (see the module docs)
+    "ours": (20, 2100, 9000),   # 42,020 frames, 4 cuts
 }
 
 
