@@ -261,18 +261,7 @@ pub fn host_adapter_error<'py>(
     let e = AdapterError::host_fault(code, message).ok_or_else(|| {
         pyo3::exceptions::PyValueError::new_err(format!("{code:?} is not a host fault code"))
     })?;
-    let obj = adapter_error_object(py, &e)?;
-    if matches!(e, AdapterError::AdapterUnavailable { .. }) {
-        let cls = py
-            .import("stapel_runner_protocol.errors")?
-            .getattr("AdapterUnavailableError")?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("code", e.code())?;
-        kwargs.set_item("line_number", e.line_number())?;
-        kwargs.set_item("details", obj.getattr("details")?)?;
-        return cls.call((e.to_string(),), Some(&kwargs));
-    }
-    Ok(obj)
+    adapter_error_object(py, &e)
 }
 
 /// Add the adapter seam's defaults and its newer functions to the native module:

@@ -31,7 +31,7 @@ fn raise_with(py: Python<'_>, class: &str, message: String, kwargs: &[(&str, Val
 fn contract_error(py: Python<'_>, e: &ContractError) -> PyErr {
     raise_with(
         py,
-        "ContractError",
+        crate::errors::class_of("contract", e.code()),
         e.to_string(),
         &[
             ("code", json!(e.code())),
@@ -44,7 +44,7 @@ fn contract_error(py: Python<'_>, e: &ContractError) -> PyErr {
 fn gateway_error(py: Python<'_>, e: &GatewayError) -> PyErr {
     raise_with(
         py,
-        "ContractError",
+        crate::errors::class_of("contract", e.code()),
         e.to_string(),
         &[("code", json!(e.code()))],
     )
@@ -53,7 +53,7 @@ fn gateway_error(py: Python<'_>, e: &GatewayError) -> PyErr {
 fn refusal(py: Python<'_>, r: &Refusal) -> PyErr {
     raise_with(
         py,
-        "ResolutionRefused",
+        crate::errors::class_of("resolution", r.code()),
         r.to_string(),
         &[("code", json!(r.code())), ("reasons", json!(r.reasons))],
     )

@@ -1,5 +1,7 @@
 //! Raising the exception classes of `stapel_runner_protocol.errors` (defined in Python so
-//! that catching them needs no native code) from core errors.
+//! that catching them needs no native code) from core errors. The class of a core error
+//! is never chosen here: it is the core's error table's (`errors::error_class(kind,
+//! code)`), and `errors.py` is generated from that table (`scripts/gen_errors.py`).
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -19,10 +21,33 @@ pub fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
         .map(|m| m.bind(py))
 }
 
-/// An instance of the exception class `class` of the errors module, as a `PyErr`.
-/// `code` is passed as the keyword argument `code`.
-pub fn raise(py: Python<'_>, class: &str, message: String, code: &str) -> PyErr {
-    build(py, class, message, code, None)
+/// The class the core's error table names for an error of `kind` with `code`.
+pub fn class_of(kind: &str, code: &str) -> &'static str {
+    stapel_runner_protocol::errors::error_class(kind, code)
+}
+
+/// An instance of the class the core's table names for an error of `kind` (`session`,
+/// `link`, `sequencing`, …) with `code`, as a `PyErr`; `code` is passed as the keyword
+/// argument `code`.
+pub fn raise(py: Python<'_>, kind: &str, message: String, code: &str) -> PyErr {
+    build(py, class_of(kind, code), message, code, None)
+}
+
+/// The exception class named `class` of the errors module, called with `message` and
+/// the keyword arguments `kwargs`, as a `PyErr`.
+pub fn raise_class(
+    py: Python<'_>,
+    class: &str,
+    message: String,
+    kwargs: &Bound<'_, PyDict>,
+) -> PyErr {
+    let make = || -> PyResult<PyErr> {
+        let exc = errors_module(py)?
+            .getattr(class)?
+            .call((message,), Some(kwargs))?;
+        Ok(PyErr::from_value(exc))
+    };
+    make().unwrap_or_else(|e| e)
 }
 
 fn build(
@@ -55,38 +80,37 @@ fn build(
     make().unwrap_or_else(|e| e)
 }
 
-/// A wire decode error as `RunnerProtocolError` (`not_json`, `duplicate_key`,
-/// `not_object`), `UnknownMessageError` (`unknown_type`) or `SchemaValidationError`
-/// (`schema_violation`, with the violations).
+/// A wire decode error as the table's class of kind `decode`: `DecodeError`
+/// (`not_json`, `duplicate_key`, `not_object`, …), `UnknownMessageError`
+/// (`unknown_type`) or `SchemaValidationError` (`schema_violation`, with the violations).
 pub fn decode_error(py: Python<'_>, e: &DecodeError) -> PyErr {
-    match e {
-        DecodeError::UnknownType { .. } => {
-            build(py, "UnknownMessageError", e.to_string(), e.code(), None)
-        }
-        DecodeError::Schema { violations } => build(
-            py,
-            "SchemaValidationError",
-            e.to_string(),
-            e.code(),
-            Some(violations),
-        ),
-        _ => build(py, "RunnerProtocolError", e.to_string(), e.code(), None),
-    }
+    let violations = match e {
+        DecodeError::Schema { violations } => Some(violations.as_slice()),
+        _ => None,
+    };
+    build(
+        py,
+        class_of("decode", e.code()),
+        e.to_string(),
+        e.code(),
+        violations,
+    )
 }
 
-/// A schema error as `SchemaValidationError`.
+/// A schema error as the table's class of kind `schema` (`SchemaValidationError`).
 pub fn schema_error(py: Python<'_>, e: &SchemaError) -> PyErr {
     build(
         py,
-        "SchemaValidationError",
+        class_of("schema", e.code()),
         e.to_string(),
         e.code(),
         Some(&e.violations),
     )
 }
 
-/// An adapter-seam error as an `AdapterError` instance (not raised): its code, the line
-/// number it is about, and the core's JSON form as `details`.
+/// An adapter-seam error as an instance (not raised) of the table's class of kind
+/// `adapter` (`AdapterError`, `AdapterUnavailableError` for `adapter_unavailable`): its
+/// code, the line number it is about, and the core's JSON form as `details`.
 pub fn adapter_error_object<'py>(py: Python<'py>, e: &AdapterError) -> PyResult<Bound<'py, PyAny>> {
     let module = errors_module(py)?;
     let kwargs = PyDict::new(py);
@@ -94,7 +118,7 @@ pub fn adapter_error_object<'py>(py: Python<'py>, e: &AdapterError) -> PyResult<
     kwargs.set_item("line_number", e.line_number())?;
     kwargs.set_item("details", crate::json::value_to_py(py, &e.to_value())?)?;
     module
-        .getattr("AdapterError")?
+        .getattr(class_of("adapter", e.code()))?
         .call((e.to_string(),), Some(&kwargs))
 }
 
@@ -115,9 +139,11 @@ pub fn import_taskspecs(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
         if !e.is_instance_of::<pyo3::exceptions::PyImportError>(py) {
             return e;
         }
-        let err = raise(
+        // Not a core error: this package's own missing dependency (the table's class
+        // for an adapter that cannot run here).
+        let err = build(
             py,
-            "AdapterUnavailableError",
+            class_of("adapter", "adapter_unavailable"),
             format!(
                 "stapel-taskspecs is not available ({}); the typed views (UsageSplit, \
                  TaskSpec, TaskReport) need it, and it requires Python >= 3.11: \
@@ -125,6 +151,7 @@ pub fn import_taskspecs(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
                 e.value(py)
             ),
             "taskspecs_unavailable",
+            None,
         );
         err.set_cause(py, Some(e));
         err

@@ -149,7 +149,7 @@ impl PyLineFramer {
         let py = data.py();
         let inner = &mut self.inner;
         with_bytes(data, "push", |bytes| inner.push(bytes))?
-            .map_err(|e| raise(py, "ProtocolStateError", e.to_string(), e.code()))
+            .map_err(|e| raise(py, "framing", e.to_string(), e.code()))
     }
 
     /// Feed all of `data` (as for `push`), pulling in between, and return every line and
@@ -161,7 +161,7 @@ impl PyLineFramer {
         with_bytes(data, "push_all", |bytes| {
             inner.push_all(bytes, |item| items.push(item))
         })?
-        .map_err(|e| raise(py, "ProtocolStateError", e.to_string(), e.code()))?;
+        .map_err(|e| raise(py, "framing", e.to_string(), e.code()))?;
         let list = PyList::empty(py);
         for item in items {
             list.append(item_to_py(py, item)?)?;

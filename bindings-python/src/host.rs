@@ -13,7 +13,7 @@ use crate::errors::raise;
 use crate::json::{py_to_value, value_to_py};
 
 fn host_error(py: Python<'_>, e: &HostError) -> PyErr {
-    raise(py, "ProtocolStateError", e.to_string(), e.code())
+    raise(py, "host", e.to_string(), e.code())
 }
 
 /// The core's `HostConfig` of a dict (`None`: the defaults). A refused config raises
@@ -24,8 +24,7 @@ fn config_from(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Ho
         Some(c) if !c.is_none() => py_to_value(c)?,
         _ => Value::Object(Default::default()),
     };
-    HostConfig::from_value(&v)
-        .map_err(|e| crate::session::config_error(py, Some("ProtocolStateError"), &e))
+    HostConfig::from_value(&v).map_err(|e| crate::session::config_error(py, &e))
 }
 
 fn pair<'py>(

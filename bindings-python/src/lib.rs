@@ -15,6 +15,7 @@ mod fields;
 mod framing;
 mod host;
 mod json;
+mod link;
 mod local;
 mod messages;
 mod pyobj;
@@ -63,6 +64,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host::bearer_authorization, m)?)?;
     m.add_function(wrap_pyfunction!(host::host_config, m)?)?;
     m.add_function(wrap_pyfunction!(runner_task::runner_task_call, m)?)?;
+    link::register(m)?;
     m.add(
         "HOST_REPLACED_REASON",
         stapel_runner_protocol::host::REPLACED_REASON,

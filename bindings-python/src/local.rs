@@ -9,7 +9,7 @@ use crate::errors::raise;
 use crate::json::py_to_value;
 
 fn local_error(py: Python<'_>, e: &LocalError) -> PyErr {
-    raise(py, "ProtocolStateError", e.to_string(), e.code())
+    raise(py, "local", e.to_string(), e.code())
 }
 
 fn output_to_py<'py>(py: Python<'py>, o: Output) -> PyResult<Bound<'py, PyTuple>> {
@@ -93,8 +93,8 @@ impl PyLocalRun {
             Some(c) if !c.is_none() => py_to_value(c)?,
             _ => Value::Object(Default::default()),
         };
-        let config = LocalConfig::from_value(&v)
-            .map_err(|e| crate::session::config_error(py, Some("ProtocolStateError"), &e))?;
+        let config =
+            LocalConfig::from_value(&v).map_err(|e| crate::session::config_error(py, &e))?;
         let inner = LocalRun::new(config).map_err(|e| local_error(py, &e))?;
         Ok(Self { inner })
     }

@@ -14,7 +14,7 @@ fn reduce_error(py: Python<'_>, e: &ReduceError) -> PyErr {
         kwargs.set_item("code", e.code())?;
         kwargs.set_item("detail_code", e.detail_code())?;
         let exc = errors_module(py)?
-            .getattr("ReducerError")?
+            .getattr(crate::errors::class_of("reducer", e.code()))?
             .call((e.to_string(),), Some(&kwargs))?;
         Ok(PyErr::from_value(exc))
     };
@@ -26,8 +26,7 @@ fn config_of(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Redu
         Some(c) if !c.is_none() => py_to_value(c)?,
         _ => Value::Object(Default::default()),
     };
-    ReducerConfig::from_value(&v)
-        .map_err(|e| crate::session::config_error(py, Some("ReducerError"), &e))
+    ReducerConfig::from_value(&v).map_err(|e| crate::session::config_error(py, &e))
 }
 
 /// Folds canonical `paperclip.prp.event.v1` events (dicts, or JSON lines) into a snapshot

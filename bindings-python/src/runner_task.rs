@@ -16,6 +16,6 @@ pub fn runner_task_call<'py>(call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
     let v = py_to_value(call)?;
     match runner_task::call(&v) {
         Ok(out) => value_to_py(py, &out),
-        Err(e) => Err(raise(py, "ProtocolStateError", e.to_string(), e.code())),
+        Err(e) => Err(raise(py, "runner_task", e.to_string(), e.code())),
     }
 }

@@ -17,7 +17,7 @@ use crate::json::type_name;
 use crate::messages::{message_from_py, message_to_py, set_seq, with_message};
 
 fn state_error(py: Python<'_>, message: String, code: &str) -> PyErr {
-    raise(py, "ProtocolStateError", message, code)
+    raise(py, "sequencing", message, code)
 }
 
 /// Only message objects take part in sequencing (not dicts).
@@ -161,19 +161,27 @@ fn read_only(what: &str) -> PyErr {
 /// on the message (in place) and keeps its frame, `since(last_seq)` gives the replay tail,
 /// `ack(seq)` drops what the peer holds. A full log refuses `emit` with
 /// `ProtocolStateError` (`backpressure`, `frame_too_large`) until `ack` trims it.
-/// The logs of `ConnectionState.channel(task_id).outbound` are read-only copies.
+/// The logs of `ConnectionState.channel(task_id).outbound` are read-only copies, but for
+/// `ack(seq)`, which trims the state's stream as 0.1.1's did (a 0.1.1 hub trims its
+/// replay that way after a `hello.resume`).
 #[pyclass(module = "stapel_runner_protocol.state", name = "OutboxLog")]
 pub struct PyOutboxLog {
     inner: seq::OutboxLog,
     /// `(max_frames, max_bytes)` of a standalone log; `None` for a read-only copy.
     bounds: Option<(usize, usize)>,
+    /// The state and stream `(task_id, attempt)` a read-only copy was taken from.
+    origin: Option<(Py<PyConnectionState>, String, Option<u64>)>,
 }
 
 impl PyOutboxLog {
-    fn view(inner: seq::OutboxLog) -> Self {
+    fn view(
+        inner: seq::OutboxLog,
+        origin: Option<(Py<PyConnectionState>, String, Option<u64>)>,
+    ) -> Self {
         Self {
             inner,
             bounds: None,
+            origin,
         }
     }
 }
@@ -186,6 +194,7 @@ impl PyOutboxLog {
         Self {
             inner: seq::OutboxLog::new(),
             bounds: Some((max_frames, max_bytes)),
+            origin: None,
         }
     }
 
@@ -215,10 +224,18 @@ impl PyOutboxLog {
 
     /// The peer holds everything up to `seq`: drop the kept frames at or below it
     /// (numbering does not move). Returns `None`, as stapel-runner-protocol 0.1.1's
-    /// did (`len(since(0))` tells what is still kept).
-    fn ack(&mut self, seq: u64) -> PyResult<()> {
+    /// did (`len(since(0))` tells what is still kept). On a copy of a state's stream
+    /// (`state.channel(task_id).outbox`) it trims that stream of the state too (the
+    /// core's `ConnectionState::trim_through`), as 0.1.1's live log did.
+    fn ack(&mut self, py: Python<'_>, seq: u64) -> PyResult<()> {
         if self.bounds.is_none() {
-            return Err(read_only("OutboxLog"));
+            let Some((state, task_id, attempt)) = &self.origin else {
+                return Err(read_only("OutboxLog"));
+            };
+            state
+                .borrow_mut(py)
+                .inner
+                .trim_through(task_id, *attempt, seq);
         }
         self.inner.ack(seq);
         Ok(())
@@ -394,15 +411,29 @@ pub struct PyTaskChannel {
     inner: seq::TaskChannel,
     /// The outbox and inbox of a standalone channel; `None` for a read-only copy.
     own: Option<(Py<PyOutboxLog>, Py<PyInboxTracker>)>,
+    /// The state a read-only copy was taken from (its outbox copies' `ack` trims it).
+    state: Option<Py<PyConnectionState>>,
 }
 
 impl PyTaskChannel {
-    fn view(task_id: String, inner: seq::TaskChannel) -> Self {
+    fn view(task_id: String, inner: seq::TaskChannel, state: Py<PyConnectionState>) -> Self {
         Self {
             task_id,
             inner,
             own: None,
+            state: Some(state),
         }
+    }
+
+    /// Where an outbox copy of stream `attempt` comes from.
+    fn origin(
+        &self,
+        py: Python<'_>,
+        attempt: Option<u64>,
+    ) -> Option<(Py<PyConnectionState>, String, Option<u64>)> {
+        self.state
+            .as_ref()
+            .map(|s| (s.clone_ref(py), self.task_id.clone(), attempt))
     }
 
     /// The standalone outbox and inbox, or the error for a read-only copy.
@@ -411,13 +442,11 @@ impl PyTaskChannel {
     }
 
     /// A copy of the task's latest outbound log (an empty one when it has none).
-    fn latest_outbound(&self) -> PyOutboxLog {
-        let log = self
-            .inner
-            .outbound()
-            .max_by_key(|(a, _)| *a)
-            .map(|(_, l)| l);
-        PyOutboxLog::view(log.cloned().unwrap_or_default())
+    fn latest_outbound(&self, py: Python<'_>) -> PyOutboxLog {
+        let latest = self.inner.outbound().max_by_key(|(a, _)| *a);
+        let attempt = latest.as_ref().and_then(|(a, _)| *a);
+        let log = latest.map(|(_, l)| l.clone()).unwrap_or_default();
+        PyOutboxLog::view(log, self.origin(py, attempt))
     }
 }
 
@@ -439,6 +468,7 @@ impl PyTaskChannel {
             task_id,
             inner: seq::TaskChannel::default(),
             own: Some((outbox, inbox)),
+            state: None,
         })
     }
 
@@ -448,7 +478,7 @@ impl PyTaskChannel {
     fn outbox(&self, py: Python<'_>) -> PyResult<Py<PyOutboxLog>> {
         match &self.own {
             Some((outbox, _)) => Ok(outbox.clone_ref(py)),
-            None => Py::new(py, self.latest_outbound()),
+            None => Py::new(py, self.latest_outbound(py)),
         }
     }
 
@@ -483,7 +513,7 @@ impl PyTaskChannel {
     fn replay<'py>(&self, py: Python<'py>, peer_last_seq: u64) -> PyResult<Bound<'py, PyList>> {
         match &self.own {
             Some((outbox, _)) => outbox.borrow(py).since(py, peer_last_seq),
-            None => self.latest_outbound().since(py, peer_last_seq),
+            None => self.latest_outbound(py).since(py, peer_last_seq),
         }
     }
 
@@ -495,11 +525,11 @@ impl PyTaskChannel {
         match &self.own {
             Some((outbox, _)) => d.set_item(
                 py.None(),
-                PyOutboxLog::view(outbox.borrow(py).inner.clone()),
+                PyOutboxLog::view(outbox.borrow(py).inner.clone(), None),
             )?,
             None => {
                 for (a, log) in self.inner.outbound() {
-                    d.set_item(a, PyOutboxLog::view(log.clone()))?;
+                    d.set_item(a, PyOutboxLog::view(log.clone(), self.origin(py, a)))?;
                 }
             }
         }
@@ -904,21 +934,31 @@ impl PyConnectionState {
     }
 
     /// A read-only view of one task's streams (empty for an unknown task); an empty
-    /// task id raises `ProtocolStateError` (`missing_task_id`, the core's check).
-    fn channel(&self, py: Python<'_>, task_id: &str) -> PyResult<PyTaskChannel> {
-        let inner = self
+    /// task id raises `ProtocolStateError` (`missing_task_id`, the core's check). Its
+    /// outbox copies' `ack(seq)` trims this state's stream (0.1.1's live log).
+    fn channel(slf: &Bound<'_, Self>, task_id: &str) -> PyResult<PyTaskChannel> {
+        let py = slf.py();
+        let inner = slf
+            .borrow()
             .inner
             .channel(task_id)
             .map_err(|e| state_error(py, e.to_string(), e.code()))?;
-        Ok(PyTaskChannel::view(task_id.to_owned(), inner))
+        Ok(PyTaskChannel::view(
+            task_id.to_owned(),
+            inner,
+            slf.clone().unbind(),
+        ))
     }
 
     /// `{task_id: TaskChannel}` views of every known task, in first-seen order.
     #[getter]
-    fn channels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn channels<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        let py = slf.py();
         let d = PyDict::new(py);
-        for (t, c) in self.inner.tasks() {
-            d.set_item(t, PyTaskChannel::view(t.to_owned(), c.clone()))?;
+        let this = slf.borrow();
+        for (t, c) in this.inner.tasks() {
+            let view = PyTaskChannel::view(t.to_owned(), c.clone(), slf.clone().unbind());
+            d.set_item(t, view)?;
         }
         Ok(d)
     }
@@ -944,7 +984,7 @@ impl PyConnectionState {
         };
         ConnectionState::restore(&bytes)
             .map(|inner| Self { inner })
-            .map_err(|e| state_error(py, e.to_string(), e.code()))
+            .map_err(|e| raise(py, "snapshot", e.to_string(), e.code()))
     }
 
     /// Estimated bytes held by this state.

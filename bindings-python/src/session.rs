@@ -1,6 +1,6 @@
 //! `HubSession` and `RunnerSession`: the core's sans-IO session machines.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::{Map, Value};
@@ -24,7 +24,7 @@ const _: () = assert!(stapel_runner_protocol::session::DEFAULT_VALIDATE);
 type DynMachine = Box<dyn Machine + Send + Sync>;
 
 fn session_error(py: Python<'_>, e: &SessionError) -> PyErr {
-    raise(py, "ProtocolStateError", e.to_string(), e.code())
+    raise(py, "session", e.to_string(), e.code())
 }
 
 fn resync_to_py<'py>(py: Python<'py>, r: &Resync) -> PyResult<Bound<'py, PyDict>> {
@@ -37,6 +37,31 @@ fn resync_to_py<'py>(py: Python<'py>, r: &Resync) -> PyResult<Bound<'py, PyDict>
     d.set_item("missing_from", r.missing_from)?;
     d.set_item("missing_to", r.missing_to)?;
     Ok(d)
+}
+
+/// A session event as Python sees it: its kind and value (`("hello", Hello)`,
+/// `("received", message)`, `("inbound_gap", resync)`, `("outbound_resync", resync)`,
+/// `("peer_error", {"code", "detail"})`).
+pub(crate) fn event_to_py<'py>(
+    py: Python<'py>,
+    e: Event,
+) -> PyResult<(&'static str, Bound<'py, PyAny>)> {
+    Ok(match e {
+        Event::Hello(h) => ("hello", message_to_py(py, Message::Hello(h))?),
+        Event::Received(m) => ("received", message_to_py(py, m)?),
+        Event::InboundGap(r) => ("inbound_gap", resync_to_py(py, &r)?.into_any()),
+        Event::OutboundResync(r) => ("outbound_resync", resync_to_py(py, &r)?.into_any()),
+        Event::PeerError { code, detail } => {
+            let d = PyDict::new(py);
+            d.set_item("code", code)?;
+            d.set_item("detail", detail)?;
+            ("peer_error", d.into_any())
+        }
+        other => (
+            "unknown_event",
+            PyString::new(py, &format!("{other:?}")).into_any(),
+        ),
+    })
 }
 
 /// One output as Python sees it; a drained machine (`None`) is `("timeout", deadline)`
@@ -56,46 +81,31 @@ fn output_to_py<'py>(
     match o {
         Output::Transmit(frame) => pair("transmit", PyString::new(py, &frame).into_any()),
         Output::Close(reason) => pair("close", PyString::new(py, reason.code()).into_any()),
-        Output::Event(Event::Hello(h)) => pair("hello", message_to_py(py, Message::Hello(h))?),
-        Output::Event(Event::Received(m)) => pair("received", message_to_py(py, m)?),
-        Output::Event(Event::InboundGap(r)) => {
-            pair("inbound_gap", resync_to_py(py, &r)?.into_any())
+        Output::Event(e) => {
+            let (kind, value) = event_to_py(py, e)?;
+            pair(kind, value)
         }
-        Output::Event(Event::OutboundResync(r)) => {
-            pair("outbound_resync", resync_to_py(py, &r)?.into_any())
-        }
-        Output::Event(Event::PeerError { code, detail }) => {
-            let d = PyDict::new(py);
-            d.set_item("code", code)?;
-            d.set_item("detail", detail)?;
-            pair("peer_error", d.into_any())
-        }
-        Output::Event(other) => pair(
-            "unknown_event",
-            PyString::new(py, &format!("{other:?}")).into_any(),
-        ),
     }
 }
 
-/// A refused configuration as the exception Python raised for it before the core had
-/// one reader: `class` of `stapel_runner_protocol.errors` (`None`: `ValueError`), with
-/// the core's `code` (`unknown_key`, `wrong_type`, `out_of_range`, `not_an_object`) and
-/// the offending `key` (dotted when nested) as attributes.
-pub(crate) fn config_error(py: Python<'_>, class: Option<&str>, e: &ConfigError) -> PyErr {
-    let err = match class {
-        Some(class) => raise(py, class, e.to_string(), e.code()),
-        None => {
-            let err = PyValueError::new_err(e.to_string());
-            if let Err(set) = err.value(py).setattr("code", e.code()) {
-                return set;
-            }
-            err
-        }
-    };
-    match err.value(py).setattr("key", e.key()) {
-        Ok(()) => err,
-        Err(set) => set,
+/// A refused configuration as the table's class of kind `config` (`ConfigError`, which
+/// is also a `ValueError`: 0.1.1-era code caught that), with the core's `code`
+/// (`unknown_key`, `wrong_type`, `out_of_range`, `not_an_object`) and the offending `key`
+/// (dotted when nested) as attributes. Every config of the core is refused this way.
+pub(crate) fn config_error(py: Python<'_>, e: &ConfigError) -> PyErr {
+    let kwargs = PyDict::new(py);
+    let filled = kwargs
+        .set_item("code", e.code())
+        .and_then(|()| kwargs.set_item("key", e.key()));
+    if let Err(err) = filled {
+        return err;
     }
+    crate::errors::raise_class(
+        py,
+        crate::errors::class_of("config", e.code()),
+        e.to_string(),
+        &kwargs,
+    )
 }
 
 /// Keyword configuration shared by both machines (the keywords of `session_new!`),
@@ -116,9 +126,20 @@ fn config(
     max_protocol_version: Option<u64>,
     max_line_bytes: Option<usize>,
     sequencing: Option<&Bound<'_, PyAny>>,
+    probe_every_frames: Option<&Bound<'_, PyAny>>,
+    durable_acks: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<SessionConfig> {
     let mut m = Map::new();
     m.insert("validate".into(), validate.into());
+    // Read by the core as given, so a wrong type or range is the core's `ConfigError`.
+    for (k, v) in [
+        ("probe_every_frames", probe_every_frames),
+        ("durable_acks", durable_acks),
+    ] {
+        if let Some(v) = v.filter(|v| !v.is_none()) {
+            m.insert(k.into(), py_to_value(v)?);
+        }
+    }
     for (k, v) in [
         ("ping_interval_ms", ping_interval_ms),
         ("peer_timeout_ms", peer_timeout_ms),
@@ -145,7 +166,7 @@ fn config(
     if let Some(s) = sequencing.filter(|s| !s.is_none()) {
         m.insert("sequencing".into(), py_to_value(s)?);
     }
-    SessionConfig::from_value(&Value::Object(m)).map_err(|e| config_error(py, None, &e))
+    SessionConfig::from_value(&Value::Object(m)).map_err(|e| config_error(py, &e))
 }
 
 /// The common part of `HubSession` and `RunnerSession` (not constructed directly).
@@ -241,6 +262,31 @@ impl PySession {
             set_seq(message, stamped.seq)?;
         }
         Ok(stamped.seq)
+    }
+
+    /// Durable acknowledgements (a session built with `durable_acks=True`): the host's
+    /// store committed the inbound stream `(task_id, attempt)` through `seq`
+    /// (`attempt=None` for a command stream); nothing above the confirmed position is
+    /// acknowledged, on any path. Refused with `ProtocolStateError` `not_durable` (no
+    /// `durable_acks`) or `confirm_ahead` (beyond what was applied).
+    #[pyo3(signature = (now_ms, task_id, attempt, seq))]
+    fn confirm(
+        &mut self,
+        py: Python<'_>,
+        now_ms: u64,
+        task_id: String,
+        attempt: Option<u64>,
+        seq: u64,
+    ) -> PyResult<()> {
+        self.input(
+            py,
+            now_ms,
+            Input::Confirm {
+                task_id,
+                attempt,
+                seq,
+            },
+        )
     }
 
     /// Time passed (the deadline of the last timeout was reached).
@@ -339,7 +385,9 @@ macro_rules! session_new {
             min_protocol_version: Option<u64> = None,
             max_protocol_version: Option<u64> = None,
             max_line_bytes: Option<usize> = None,
-            sequencing: Option<&Bound<'_, PyAny>> = None
+            sequencing: Option<&Bound<'_, PyAny>> = None,
+            probe_every_frames: Option<&Bound<'_, PyAny>> = None,
+            durable_acks: Option<&Bound<'_, PyAny>> = None
         );
     };
     (@keywords $class:ident($($lead:ident: $lead_ty:ty),*) => $machine:path;

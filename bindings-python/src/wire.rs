@@ -111,7 +111,7 @@ fn message_type(py: Python<'_>, name: &str) -> PyResult<MessageType> {
     MessageType::from_wire(name).ok_or_else(|| {
         raise(
             py,
-            "UnknownMessageError",
+            "decode",
             format!(
                 "unknown message type {name:?}; known: {:?}",
                 MessageType::ALL.map(MessageType::as_str)
@@ -157,7 +157,7 @@ pub fn validate(instance: &Bound<'_, PyAny>, name: &str) -> PyResult<()> {
     match check(instance, name)? {
         Ok(()) => Ok(()),
         Err(e @ DecodeError::Schema { .. }) => Err(decode_error(py, &e)),
-        Err(e) => Err(raise(py, "SchemaValidationError", e.to_string(), e.code())),
+        Err(e) => Err(raise(py, "schema", e.to_string(), e.code())),
     }
 }
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from conftest import json_equal
-from stapel_runner_protocol import ProtocolStateError
+from stapel_runner_protocol import ConfigError, ProtocolStateError
 from stapel_runner_protocol._native import bearer_authorization, host_config
 from stapel_runner_protocol.transport_ws import HubHost, SocketHost
 
@@ -138,7 +138,7 @@ def run_host(vector: Dict[str, Any]) -> None:
             try:
                 SocketHost(inp["parse_config"])
                 got = host_config(inp["parse_config"])
-            except ProtocolStateError as e:
+            except ConfigError as e:
                 assert "config_error" in expect, f"step {i}: unexpected config error {e.code}"
                 _eq(f"step {i} config_error", {"code": e.code, "key": getattr(e, "key", None)},
                     expect["config_error"])

@@ -10,7 +10,7 @@ import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from conftest import json_equal
-from stapel_runner_protocol import ProtocolStateError
+from stapel_runner_protocol import ConfigError, ProtocolStateError
 from conformance_session import check_config
 from stapel_runner_protocol.local import LocalRun
 
@@ -231,7 +231,7 @@ def run_local(vector: Dict[str, Any]) -> None:
     config = vector.get("config", {})
     try:
         machine = LocalRun(config)
-    except ProtocolStateError as e:  # a refused config (the core's code and key on it)
+    except ConfigError as e:  # a refused config (the core's code and key on it)
         if check_config(vector, e):
             return
         raise

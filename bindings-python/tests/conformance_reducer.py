@@ -7,7 +7,7 @@ import json
 from typing import Any, Dict, List, Optional
 
 from conftest import json_equal
-from stapel_runner_protocol.errors import ReducerError
+from stapel_runner_protocol.errors import ConfigError, ReducerError
 from conformance_session import check_config
 from stapel_runner_protocol.reducer import SessionReducer
 
@@ -27,7 +27,7 @@ def run_reducer(vector: Dict[str, Any]) -> None:
     config = vector.get("config", {})
     try:
         reducer = SessionReducer(config)
-    except ReducerError as e:  # a refused config (the core's code and key on it)
+    except ConfigError as e:  # a refused config (the core's code and key on it)
         if check_config(vector, e):
             return
         raise

@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Union
 
 from conftest import json_equal
-from stapel_runner_protocol import ConnectionState, Hello, ProtocolStateError, decode, encode
+from stapel_runner_protocol import (ConfigError, ConnectionState, Hello, ProtocolStateError,
+                                    decode, encode)
 from stapel_runner_protocol.session import HubSession, RunnerSession
 
 _CONFIG_KEYS = ("validate", "ping_interval_ms", "peer_timeout_ms", "ack_every_frames",
                 "ack_delay_ms", "max_ack_entries", "max_control_frame_bytes",
                 "max_held_frames", "max_held_bytes", "min_protocol_version",
-                "max_protocol_version", "max_line_bytes", "sequencing")
+                "max_protocol_version", "max_line_bytes", "sequencing",
+                "probe_every_frames", "durable_acks")
 
 
 def _eq(what: str, got: Any, want: Any) -> None:
@@ -61,7 +63,7 @@ def run_session(vector: Dict[str, Any]) -> None:
         assert isinstance(hello, Hello)
     try:
         session = HubSession(**kwargs) if hello is None else RunnerSession(hello, **kwargs)
-    except ValueError as e:  # a refused config (the core's code and key on it)
+    except ConfigError as e:  # a refused config (the core's code and key on it)
         if check_config(vector, e):
             return
         raise
@@ -93,6 +95,9 @@ def run_session(vector: Dict[str, Any]) -> None:
                 saved = session.state.snapshot()
             elif "forget_task" in inp:
                 session.forget_task(inp["forget_task"])
+            elif "confirm" in inp:
+                c = inp["confirm"]
+                session.confirm(now, c["task_id"], c.get("attempt"), c["seq"])
             elif "restart" in inp:
                 how = inp["restart"]
                 if how is True:

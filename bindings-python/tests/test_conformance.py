@@ -16,7 +16,9 @@ import pytest
 
 from conformance_adapter import run_adapter
 from conformance_contract import run_contract
+from conformance_errors import run_errors
 from conformance_host import run_host
+from conformance_link import run_link
 from conformance_local import run_local
 from conformance_reducer import run_reducer
 from conformance_runner_task import run_runner_task
@@ -220,6 +222,8 @@ RUNNERS["local"] = run_local
 RUNNERS["contract"] = run_contract
 RUNNERS["host"] = run_host
 RUNNERS["runner_task"] = run_runner_task
+RUNNERS["link"] = run_link
+RUNNERS["errors"] = run_errors
 
 
 def test_vectors_exist() -> None:

@@ -189,3 +189,40 @@ def test_the_cli_needs_a_token() -> None:
     with pytest.raises(SystemExit) as e:
         main(["--port", "0"])
     assert e.value.code == 2
+
+
+def test_the_hub_with_durable_acks_acknowledges_what_it_printed() -> None:
+    """``--durable-acks``: the hub confirms each frame once its line is written; the
+    runner's kept frames are acknowledged (its kept log empties), and the run ends as
+    without durable acks."""
+    async def scenario() -> Dict[str, Any]:
+        out = io.StringIO()
+        hub = asyncio.ensure_future(run_hub("127.0.0.1", 0, "tok", [task_assign("T-1")],
+                                            exit_after_reports=False, out=out,
+                                            durable_acks=True,
+                                            session={"ack_delay_ms": 20}))
+        url = await _url(out)
+        runner = RunnerConnection(url, hello=Hello(project_id="p", runner_version="1"),
+                                  auth_token="tok")
+        await runner.connect()
+        assign: Any = None
+        while not isinstance(assign, TaskAssign):
+            kind, assign = await asyncio.wait_for(runner.recv(), 5)
+        for i in range(3):
+            await runner.send(TaskProgress(task_id="T-1", kind="state", attempt=1,
+                                           payload={"i": i}))
+        for _ in range(100):
+            if runner.link.outbox_frames == 0 and out.getvalue().count('"progress"') == 3:
+                break
+            await asyncio.sleep(0.02)
+        kept = runner.link.outbox_frames
+        await runner.close()
+        hub.cancel()
+        try:
+            await hub
+        except asyncio.CancelledError:
+            pass
+        return {"kept": kept, "lines": out.getvalue()}
+
+    got = asyncio.run(scenario())
+    assert got["kept"] == 0 and got["lines"].count('"progress"') == 3

@@ -15,6 +15,7 @@ from stapel_runner_protocol import (
     LineError,
     LineFramer,
     ProtocolStateError,
+    DecodeError,
     RunnerProtocolError,
     SchemaValidationError,
     UnknownMessageError,
@@ -36,7 +37,7 @@ SEEDS = [
 
 # The error classes and codes each entry point documents for bad input.
 DECODE_ERRORS: Dict[Type[Exception], Set[str]] = {
-    RunnerProtocolError: {"not_json", "duplicate_key", "not_object"},
+    DecodeError: {"not_json", "duplicate_key", "not_object"},
     UnknownMessageError: {"unknown_type"},
     SchemaValidationError: {"schema_violation"},
 }

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from stapel_runner_protocol import Hello, ProtocolStateError, TaskCancel, TaskProgress
-from stapel_runner_protocol.session import HubSession
+from stapel_runner_protocol import (
+    ConfigError,
+    Hello,
+    PanicError,
+    ProtocolStateError,
+    TaskCancel,
+    TaskProgress,
+    TransportError,
+)
+from stapel_runner_protocol.link import HubLink
 from stapel_runner_protocol.transport_ws import Event, HubConnection, RunnerConnection
 
 try:
@@ -31,13 +39,13 @@ async def next_of(conn: Any, kind: str) -> Any:
 
 def test_runner_and_hub_over_websocket_with_resume() -> None:
     async def main() -> None:
-        hub_session = HubSession()
+        hub_link = HubLink()  # the runner's session on the hub, across its sockets
         hubs: "asyncio.Queue[HubConnection]" = asyncio.Queue()
         headers: List[Optional[str]] = []
 
         async def handler(ws: Any) -> None:
             headers.append(ws.request.headers.get("Authorization"))
-            hub = HubConnection(ws, session=hub_session)
+            hub = HubConnection(ws, link=hub_link)
             await hub.start()
             await hubs.put(hub)
             await ws.wait_closed()
@@ -85,9 +93,8 @@ def test_without_hello_the_first_send_must_be_a_hello() -> None:
     # 0.1.1's form: the session starts with the Hello the application sends.
     async def main() -> None:
         conn = RunnerConnection("ws://127.0.0.1:1")
-        with pytest.raises(ProtocolStateError) as info:
+        with pytest.raises(TypeError, match="Hello first"):
             await conn.send(TaskProgress(task_id="T-1", kind="state"))
-        assert info.value.code == "no_hello"
         await conn.send(Hello(project_id="p", runner_version="1"))
         progress = TaskProgress(task_id="T-1", kind="state")
         await conn.send(progress)  # kept for the first connect
@@ -134,79 +141,7 @@ def test_dead_peer_timeout_closes_the_socket() -> None:
 # --------------------------------------------------------------------------------------
 # HubServer: bearer token, one session per runner, resume across dropped connections
 
-
-class _Link:
-    """One relayed TCP connection: the runner-facing and the hub-facing writer."""
-
-    def __init__(self, runner_side: asyncio.StreamWriter, hub_side: asyncio.StreamWriter) -> None:
-        self.runner_side, self.hub_side = runner_side, hub_side
-        self.silent = False  # bytes are read and dropped: the peer looks alive but mute
-
-
-class Proxy:
-    """A TCP relay on 127.0.0.1 between the runner and the hub that can cut every
-    connection abruptly (no close handshake; bytes in flight are lost), cut only the
-    runner's side (the hub's TCP connection stays open, silent: a half-open peer), or
-    blackhole the existing connections (both TCP connections stay open, nothing passes).
-    New connections always work."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.links: List[_Link] = []
-        self.tasks: List["asyncio.Task[None]"] = []
-        self.server: Optional[asyncio.AbstractServer] = None
-        self.cuts = 0
-
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._link, "127.0.0.1", 0)
-        port: int = self.server.sockets[0].getsockname()[1]
-        return port
-
-    async def _link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-        link = _Link(writer, up_writer)
-        self.links.append(link)
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(4096):
-                    if not link.silent:
-                        dst.write(data)
-                        await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                if not link.silent:
-                    dst.transport.abort()
-
-        self.tasks += [asyncio.ensure_future(pipe(reader, up_writer)),
-                       asyncio.ensure_future(pipe(up_reader, writer))]
-
-    def cut(self) -> None:
-        self.cuts += 1
-        for link in self.links:
-            link.runner_side.transport.abort()
-            link.hub_side.transport.abort()
-        self.links = []
-
-    def cut_runner_side(self) -> None:
-        for link in self.links:
-            link.silent = True
-            link.runner_side.transport.abort()
-
-    def blackhole(self) -> None:
-        for link in self.links:
-            link.silent = True
-
-    async def close(self) -> None:
-        for link in self.links:
-            link.runner_side.transport.abort()
-            link.hub_side.transport.abort()
-        for t in self.tasks:
-            t.cancel()
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
+from proxy import Proxy  # noqa: E402
 
 
 def test_hub_server_resumes_a_runner_across_dropped_connections() -> None:
@@ -498,7 +433,9 @@ def test_events_go_on_after_connect_on_an_open_connection() -> None:
                         return
 
             await asyncio.wait_for(consume(), 5)
-            assert kinds[0] == "disconnected" and kinds[-1] == "received"
+            # the first socket's events, its end ("stopped" by connect()), the next one's
+            assert kinds[0] == "connected" and kinds[-1] == "received"
+            assert kinds.index("disconnected") < len(kinds) - 1 - kinds[::-1].index("connected")
             await runner.close()
 
     asyncio.run(main())
@@ -524,9 +461,10 @@ def test_the_event_queue_is_bounded_and_loses_nothing() -> None:
             await next_of(hub, "hello")
             for i in range(total):
                 await hub.send(TaskCancel(task_id="T", reason=f"c{i}"))
-            # the queue fills up to the bound ...
+            # the queue fills up to the bound (the link counts the untaken events and
+            # pauses the socket) ...
             async def filled() -> None:
-                while runner._events.qsize() < bound:
+                while runner.link.queued_events < bound:
                     await asyncio.sleep(0.01)
 
             await asyncio.wait_for(filled(), 5)
@@ -535,7 +473,7 @@ def test_the_event_queue_is_bounded_and_loses_nothing() -> None:
             # makes it less likely to catch an unbounded reader, never a false failure)
             for _ in range(20):
                 await asyncio.sleep(0.01)
-                assert runner._events.qsize() <= bound + 2  # one frame's events may overshoot
+                assert runner.link.queued_events <= bound + 2  # one frame's events may overshoot
             got = [(await next_of(runner, "received")).reason for _ in range(total)]
             assert got == [f"c{i}" for i in range(total)]
             await runner.close()
@@ -620,8 +558,11 @@ def test_reader_failures_surface_as_error_events_and_log(
         await hub.start()
         assert isinstance(await next_of(hub, "hello"), Hello)
         kind, value = await asyncio.wait_for(hub.recv(), 5)
-        assert kind == "error" and isinstance(value, RuntimeError)
-        assert await asyncio.wait_for(hub.recv(), 5) == ("disconnected", None)
+        # the link's code, the reader's exception as the cause
+        assert kind == "error" and isinstance(value, TransportError)
+        assert value.code == "transport_failed" and isinstance(value.__cause__, RuntimeError)
+        assert await asyncio.wait_for(hub.recv(), 5) == ("disconnected", "transport_failed")
+        await asyncio.sleep(0)
         assert socket.closed.is_set()  # the failed connection was closed
         await hub.close()
 
@@ -636,8 +577,9 @@ def test_a_closed_socket_is_a_plain_disconnect(caplog: pytest.LogCaptureFixture)
     async def main() -> None:
         hub = HubConnection(FakeSocket([hello_frame(), ConnectionClosedError(None, None)]))
         await hub.start()
-        kinds = [kind async for kind, _ in hub.events()]
-        assert kinds == ["hello", "disconnected"]
+        events = [event async for event in hub.events()]
+        assert [kind for kind, _ in events] == ["connected", "hello", "disconnected"]
+        assert events[-1] == ("disconnected", "peer_closed")
         await hub.close()
 
     with caplog.at_level("WARNING", logger="stapel_runner_protocol.transport_ws"):
@@ -645,40 +587,42 @@ def test_a_closed_socket_is_a_plain_disconnect(caplog: pytest.LogCaptureFixture)
     assert caplog.records == []
 
 
-def test_timer_failures_surface_and_drop_the_connection(
+def test_a_panic_in_the_core_tears_the_connection_down(
         caplog: pytest.LogCaptureFixture) -> None:
-    class FailingTick:
-        """A HubSession whose tick raises."""
-
-        def __init__(self) -> None:
-            self.inner = HubSession(ping_interval_ms=20, peer_timeout_ms=60_000)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.inner, name)
-
-        def tick(self, now_ms: int) -> None:
-            raise RuntimeError("timer bug")
+    """A panic inside a link call (the link's test hook) never leaves the connection
+    half-attached: the socket is aborted, the pump's tasks end, the application gets
+    ``("error", PanicError)`` and every later call raises it."""
 
     async def main() -> None:
         socket = FakeSocket([hello_frame()])
-        hub = HubConnection(socket, session=FailingTick())  # type: ignore[arg-type]
+        link = HubLink({"session": {"ping_interval_ms": 20, "peer_timeout_ms": 60_000}})
+        hub = HubConnection(socket, link=link)
         await hub.start()
         await next_of(hub, "hello")
+        link._panic_on_next_call()  # the next timer tick panics inside the core
         kind, value = await asyncio.wait_for(hub.recv(), 5)
-        assert kind == "error" and str(value) == "timer bug"
-        assert await asyncio.wait_for(hub.recv(), 5) == ("disconnected", None)
-        assert socket.closed.is_set() and not hub.connected
+        assert kind == "error" and isinstance(value, PanicError) and value.code == "panic"
+        await asyncio.sleep(0)
+        assert socket.closed.is_set() and not hub.connected and link.is_poisoned
+        pump = hub._pump()
+        assert pump.sockets == {} and pump.timer is None
+        assert all(t.done() for t in hub._attached.tasks)  # type: ignore[union-attr]
+        with pytest.raises(PanicError):
+            await hub.send(TaskCancel(task_id="T", reason="after"))
+        with pytest.raises(PanicError):
+            await asyncio.wait_for(hub.recv(), 5)
         await hub.close()
 
     with caplog.at_level("WARNING", logger="stapel_runner_protocol.transport_ws"):
         asyncio.run(main())
-    assert any("timer bug" in r.getMessage() for r in caplog.records)
+    assert any("panicked" in r.getMessage() for r in caplog.records)
 
 
 def test_binary_frames_are_decoded_strictly() -> None:
     async def main() -> None:
         hub = HubConnection(FakeSocket([b"\xff\xfe not utf-8", hello_frame().encode()]))
         await hub.start()
+        assert await asyncio.wait_for(hub.recv(), 5) == ("connected", None)
         kind, value = await asyncio.wait_for(hub.recv(), 5)
         assert kind == "peer_error" and value["code"] == "invalid_utf8"
         kind, value = await asyncio.wait_for(hub.recv(), 5)  # valid UTF-8 is taken
@@ -689,23 +633,25 @@ def test_binary_frames_are_decoded_strictly() -> None:
     asyncio.run(main())
 
 
-def test_a_cancelled_hub_runner_serve_stops_its_driver() -> None:
+def test_a_cancelled_hub_runner_serve_ends_its_socket() -> None:
     from stapel_runner_protocol.transport_ws import HubServer
 
     async def main() -> None:
         server = HubServer(tokens={"t": "R"})
         runner = server.runner("R")
         socket = FakeSocket([hello_frame()])
-        serving = asyncio.ensure_future(runner._serve(socket))
+        serving = asyncio.ensure_future(runner._serve(socket, 1))
         await next_of(runner, "hello")
-        driver = runner._driver
-        assert driver is not None and runner.connected
+        pump = runner._pump()
+        s = pump.sockets[1]
+        assert runner.connected
         serving.cancel()
         with pytest.raises(asyncio.CancelledError):
             await serving
-        assert runner._driver is None and not runner.connected
-        assert driver.tasks == [] and socket.closed.is_set()
-        assert await asyncio.wait_for(runner.recv(), 5) == ("disconnected", None)
+        await asyncio.sleep(0)
+        assert not runner.connected and pump.sockets == {} and s.gone.is_set()
+        assert all(t.done() for t in s.tasks) and socket.closed.is_set()
+        assert await asyncio.wait_for(runner.recv(), 5) == ("disconnected", "peer_closed")
 
     asyncio.run(main())
 
@@ -716,7 +662,7 @@ def test_host_config_follows_the_one_config_policy() -> None:
     and a bad event queue bound is a ValueError, as before."""
     from stapel_runner_protocol import ProtocolStateError
     from stapel_runner_protocol._native import HubHost, SocketHost, host_config
-    from stapel_runner_protocol.transport_ws import HubServer, _queue_bound
+    from stapel_runner_protocol.transport_ws import HubServer, RunnerClient
 
     cases: List[Tuple[Dict[str, Any], str, str]] = [
         ({"close_timeout": 5}, "unknown_key", "close_timeout"),
@@ -735,9 +681,16 @@ def test_host_config_follows_the_one_config_policy() -> None:
         HubServer(tokens={"t": "R"}, max_idle_runners=-1)
     assert (info.value.code, getattr(info.value, "key", None)) == ("out_of_range",
                                                                    "max_idle_runners")
-    with pytest.raises(ValueError, match="max_queued_events"):
-        _queue_bound(0)
-    assert _queue_bound(1) == 1
+    # a bad link bound is the core's ConfigError (a ValueError, as before), at once
+    builders: List[Callable[[], Any]] = [
+        lambda: HubServer(tokens={"t": "R"}, max_queued_events=0),
+        lambda: RunnerConnection("ws://x", hello=hello_of(), max_queued_events=0),
+        lambda: RunnerClient("ws://x", hello=hello_of(), max_queued_events=0)]
+    for build in builders:
+        with pytest.raises(ValueError, match="max_queued_events") as refused:
+            build()
+        assert isinstance(refused.value, ConfigError)
+        assert (refused.value.code, refused.value.key) == ("out_of_range", "max_queued_events")
     assert host_config({"tokens": {"a": "R", "b": "R"}})["tokens"] == 2
     assert host_config() == {"close_timeout_ms": 2000, "max_idle_runners": 1024,
                              "max_pending_connections": 1024, "max_queued_events": 1024,

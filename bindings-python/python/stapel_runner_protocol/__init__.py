@@ -71,6 +71,13 @@ _LAZY = {
     "AdapterError": "errors",
     "AdapterUnavailableError": "errors",
     "Violation": "errors",
+    "DecodeError": "errors",
+    "ConfigError": "errors",
+    "ReducerError": "errors",
+    "ContractError": "errors",
+    "ResolutionRefused": "errors",
+    "TransportError": "errors",
+    "PanicError": "errors",
 }
 
 __all__ = [
@@ -119,6 +126,13 @@ __all__ = [
     "AdapterError",
     "AdapterUnavailableError",
     "Violation",
+    "DecodeError",
+    "ConfigError",
+    "ReducerError",
+    "ContractError",
+    "ResolutionRefused",
+    "TransportError",
+    "PanicError",
 ]
 
 
@@ -141,9 +155,16 @@ if TYPE_CHECKING:
     from .errors import (
         AdapterError,
         AdapterUnavailableError,
+        ConfigError,
+        ContractError,
+        DecodeError,
+        PanicError,
         ProtocolStateError,
+        ReducerError,
+        ResolutionRefused,
         RunnerProtocolError,
         SchemaValidationError,
+        TransportError,
         UnknownMessageError,
         Violation,
     )

@@ -20,6 +20,12 @@ is ``done``, 1 otherwise).
 A task file holds one JSON object per line: ``{"task_id", "goal"?, "invocation"?,
 "role"?, "attempt"?}``; ``--assign ID`` is the same with the defaults (invocation
 ``{"backend": BACKEND}``).
+
+The token comes from a file (``--token-file``) or an environment variable
+(``--token-env NAME``), never from the command line (argv is visible to every user of
+the machine); it is never printed or logged. ``--durable-acks`` holds acknowledgements
+until the hub has printed (and flushed) each frame's line: a crash loses nothing the
+runner was told is safe.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, TextIO
 
@@ -53,13 +60,18 @@ def _emit(out: TextIO, obj: Dict[str, Any]) -> None:
 async def run_hub(host: str, port: int, token: str, tasks: Sequence[TaskAssign], *,
                   runner_id: str = "runner", cancel: Sequence[str] = (),
                   exit_after_reports: bool = False, out: Optional[TextIO] = None,
-                  session: Optional[Dict[str, Any]] = None) -> int:
+                  session: Optional[Dict[str, Any]] = None,
+                  durable_acks: bool = False) -> int:
     """Serve until interrupted (or, with ``exit_after_reports``, until every task in
     ``tasks`` reported). Returns the exit status. Lines go to ``out`` (default: the
-    ``sys.stdout`` of the moment)."""
+    ``sys.stdout`` of the moment). ``session``: the core's session config keys;
+    ``durable_acks``: acknowledge a frame only once its line is written."""
     if out is None:
         out = sys.stdout
-    server = HubServer(tokens={token: runner_id}, **(session or {}))
+    session = dict(session or {})
+    if durable_acks:
+        session["durable_acks"] = True
+    server = HubServer(tokens={token: runner_id}, session=session)
     async with server.serve(host, port) as ws_server:
         bound = ws_server.sockets[0].getsockname()
         _emit(out, {"listening": f"ws://{bound[0]}:{bound[1]}/"})
@@ -78,16 +90,20 @@ async def run_hub(host: str, port: int, token: str, tasks: Sequence[TaskAssign],
                 _emit(out, {"progress": {"task_id": value.task_id, "attempt": value.attempt,
                                          "seq": value.seq, "kind": value.kind,
                                          "payload": value.payload}})
+                if durable_acks:
+                    runner.confirm(value.task_id, value.attempt, value.seq)
             elif kind == "received" and isinstance(value, TaskReportMessage):
                 body = value.report
                 _emit(out, {"report": {"task_id": value.task_id, "attempt": value.attempt,
                                        "seq": value.seq, "report": body}})
+                if durable_acks:
+                    runner.confirm(value.task_id, value.attempt, value.seq)
                 if (value.task_id, value.attempt) in waiting:
                     waiting.discard((value.task_id, value.attempt))
                     statuses.append(str(body.get("status")))
                 if exit_after_reports and not waiting:
                     return 0 if all(s == "done" for s in statuses) else 1
-            elif kind in ("inbound_gap", "peer_error", "error"):
+            elif kind in ("inbound_gap", "peer_error", "error", "stalled"):
                 _emit(out, {kind: str(value)})
     return 0
 
@@ -111,26 +127,41 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765, help="0: any free port (printed)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--token", help="the bearer token runners must present")
-    g.add_argument("--token-file", help="a file holding the token")
+    g.add_argument("--token-file", help="a file holding the bearer token runners must present")
+    g.add_argument("--token-env", metavar="NAME",
+                   help="an environment variable holding the token")
     p.add_argument("--runner-id", default="runner")
     p.add_argument("--assign", action="append", default=[], metavar="TASK_ID")
     p.add_argument("--tasks", metavar="FILE", help="JSON lines: {task_id, goal?, invocation?, role?, attempt?}")
     p.add_argument("--backend", default="fake", help="invocation backend of --assign tasks (default fake)")
     p.add_argument("--cancel", action="append", default=[], metavar="TASK_ID")
     p.add_argument("--exit-after-reports", action="store_true")
+    p.add_argument("--durable-acks", action="store_true",
+                   help="acknowledge a frame only after its line is written")
+    p.add_argument("--session-config", metavar="JSON",
+                   help='the core\'s session config keys, e.g. \'{"validate": false}\' to take '
+                        "a runner's frames without schema validation")
     a = p.parse_args(argv)
     if a.token_file:
-        with open(a.token_file, encoding="utf-8") as f:
-            token = f.read().strip()
+        try:
+            with open(a.token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as exc:
+            p.error(f"cannot read --token-file: {exc.strerror}")
     else:
-        token = a.token
+        token = os.environ.get(a.token_env, "").strip()
+    if not token:
+        p.error("the token is empty (give it in --token-file or the --token-env variable)")
     tasks = [task_assign(t, invocation={"backend": a.backend}) for t in a.assign]
     if a.tasks:
         tasks.extend(_read_tasks(a.tasks, a.backend))
     try:
+        session = json.loads(a.session_config) if a.session_config else None
+        if session is not None and not isinstance(session, dict):
+            p.error("--session-config must be a JSON object")
         return asyncio.run(run_hub(a.host, a.port, token, tasks, runner_id=a.runner_id,
-                                   cancel=a.cancel, exit_after_reports=a.exit_after_reports))
+                                   cancel=a.cancel, exit_after_reports=a.exit_after_reports,
+                                   session=session, durable_acks=a.durable_acks))
     except KeyboardInterrupt:
         return 130
 

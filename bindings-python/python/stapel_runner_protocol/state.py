@@ -59,8 +59,9 @@ a ``window`` of seqs above ``last_seq`` — with ``ProtocolStateError`` codes
 (True, True, False, 1)
 
 The :class:`TaskChannel`, :class:`OutboxLog` and :class:`InboxTracker` objects a
-state gives (``state.channel(task_id)``, ``state.channels``) are read-only copies of its
-streams.
+state gives (``state.channel(task_id)``, ``state.channels``) are copies of its streams:
+emitting or receiving through them raises ``TypeError``, but ``outbox.ack(seq)`` trims
+the state's stream, as 0.1.1's live log did.
 """
 
 from __future__ import annotations

@@ -1,94 +1,91 @@
-"""WebSocket transport (optional extra ``websockets``) driven by the session machines.
+"""WebSocket transport (optional extra ``websockets``): a pump around the core's links.
 
-Everything the protocol decides — hello with resume, replay, duplicate suppression,
-in-order delivery, acknowledgements, keepalive pings and the dead-peer timeout — is the
-Rust core's :class:`~stapel_runner_protocol.session.RunnerSession` /
-:class:`~stapel_runner_protocol.session.HubSession`. This module only moves their
-frames over a WebSocket, feeds them the clock, and hands their events to the
-application as ``(kind, value)`` pairs (``("received", message)``, ``("hello",
-hello)``, ``("inbound_gap", resync)``, ``("outbound_resync", resync)``, ``("peer_error",
-{"code", "detail"})``, ``("error", exception)`` when this transport itself failed — it
-is also logged at WARNING on the ``stapel_runner_protocol.transport_ws`` logger — and
-``("disconnected", None)`` when the socket is gone).
+Every decision about a connection is the Rust core's link machine
+(:mod:`stapel_runner_protocol.link`): :class:`RunnerLink` for the runner (when to
+connect and reconnect, with what backoff, the connect deadline, the session over one
+socket at a time, what a frame is, the bounds of the event queue and of a paused
+socket's backlog, abort of a dead peer or a bounded close handshake, every error code)
+and :class:`HubLink` for one runner on the hub (its session across sockets, which socket
+serves it, the same bounds and close policy, durable acknowledgements); the hub's door
+(the bearer-token check, eviction of idle runners) is :class:`HubHost`. This module only
+pumps them: it opens, reads, writes, pauses, closes and aborts sockets when a link says
+so, arms one timer at the link's deadline, reports what the sockets did, and hands the
+link's events to the application as ``(kind, value)`` pairs, reporting each one taken.
 
-* runner side — :class:`RunnerConnection`: the outbound connection (the container has no
-  inbound ports), authorised with a bearer token. Reconnecting with the same connection
-  object keeps the session's sequencing state: the hello declares the resume positions
-  and both sides replay what the other missed.
-* hub side — :class:`HubServer`: accepts runner sockets, checks the bearer token
-  (a wrong, missing or repeated one is refused with HTTP 401 before the WebSocket
-  opens), and keeps one :class:`HubSession` per runner across reconnects
-  (:class:`HubRunner`), so a reconnecting runner resumes: both sides replay what the
-  other missed, nothing is delivered twice. :class:`HubConnection` is the lower-level
-  piece (one accepted socket, a session the caller supplies).
+Events: the session's ``("hello", hello)``, ``("received", message)`` (exactly once and
+in order per stream), ``("inbound_gap", resync)``, ``("outbound_resync", resync)``,
+``("peer_error", {"code", "detail"})``; the link's ``("connected", None)``,
+``("disconnected", reason)`` (a code: ``peer_closed``, ``peer_timeout``, ``stopped``,
+``closed``, ``replaced``, ``transport_failed``, ``backlog_full``, …),
+``("reconnecting", {"delay_ms", "failures"})``, ``("error", TransportError)`` (the
+link's code: ``upgrade_refused`` with ``status``, ``connect_failed``,
+``connect_timeout``, ``no_token``, ``transport_failed``, ``backlog_full``; also logged at
+WARNING on the ``stapel_runner_protocol.transport_ws`` logger), ``("stalled", {...})`` /
+``("unstalled", None)`` (the kept log is full: hold sends) and ``("stopped", None)``.
 
-Each connection object keeps one event queue for its whole life, so events the
-session produced before a reconnect are never dropped. Frames of one connection are
-written in the order the session produced them. Text frames carry the protocol; a
-binary frame is decoded strictly as UTF-8 (one that is not is dropped with a
-``("peer_error", {"code": "invalid_utf8", ...})`` event).
+* runner side — :class:`RunnerClient`: the reconnecting client (the core's schedule,
+  resume from a snapshot, ``send`` that waits while stalled); :class:`RunnerConnection`:
+  one connection at a time driven by ``connect()`` / ``close()`` (0.1.1's form
+  ``RunnerConnection(url, auth_token=...)`` included).
+* hub side — :class:`HubServer`: the door (HTTP 401 before the upgrade for a wrong,
+  missing or repeated token) and one :class:`HubRunner` (one :class:`HubLink`) per
+  runner across reconnects; :class:`HubConnection`: one accepted socket over a link the
+  caller may keep across sockets.
 
-Every decision about the sockets — the token check and its order, HTTP 401 or close
-code 1008, abort or bounded close handshake, binary frames, which idle runner is
-evicted, when a runner is announced — is the Rust core's connection host policy
-(:class:`SocketHost` per socket, :class:`HubHost` for the server, ``core/src/host/``);
-this module performs their outputs (reads, writes, closes, aborts, queues events) and
-nothing else.
+A panic inside the core (a bug: :class:`~stapel_runner_protocol.errors.PanicError`, or
+PyO3's ``PanicException``) never leaves a connection half-attached: its sockets are
+aborted, its tasks end, and the application gets ``("error", exc)``; every later call
+raises it.
 
-Bounds and timing:
-
-* the event queue holds :data:`EVENT_QUEUE_SIZE` events (``max_queued_events=``): when
-  it is full the reader stops reading frames until the application takes events
-  (backpressure down to TCP; nothing is dropped — frames not yet read are not
-  acknowledged, so a reconnect replays them). An application that stops reading
-  events for longer than the peer's dead-peer timeout loses the connection (and then
-  resumes);
-* closing a connection that is still alive performs the WebSocket close handshake for
-  at most :data:`CLOSE_TIMEOUT_S` seconds, then aborts the TCP connection; a
-  connection the session declared dead (``peer_timeout``) or that failed is aborted
-  at once — a reconnect never waits for a dead peer;
-* :class:`HubServer` keeps every runner that is connected or has state in flight; of
-  the disconnected, fully idle ones it keeps at most :data:`MAX_IDLE_RUNNERS`
-  (``max_idle_runners=``), dropping the oldest first.
+Secrets: the bearer token is never logged. The loggers handed to ``websockets`` (which
+logs handshake headers at DEBUG) redact ``Authorization`` values and anything that looks
+like a bearer credential (:class:`RedactingLogger`), on both ends; no event or error
+text carries the token.
 
 ``websockets`` (≥ 14, the extra ``websockets``) is imported only when a runner connects
-or a hub serves; importing this module does not need it. Without it,
-:meth:`RunnerConnection.connect` and :meth:`HubServer.serve` raise
-:class:`~stapel_runner_protocol.errors.AdapterUnavailableError`.
+or a hub serves; importing this module does not need it. Without it, connecting and
+serving raise :class:`~stapel_runner_protocol.errors.AdapterUnavailableError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
+import os
+import re
 import time
 import weakref
 from typing import (
     Any,
     AsyncIterator,
+    Awaitable,
     Callable,
     Deque,
     Dict,
     List,
     Mapping,
+    MutableMapping,
     Optional,
-    Sequence,
+    Set,
     Tuple,
     Type,
     Union,
+    cast,
 )
 
 from ._native import (
-    host_adapter_error,
-    HOST_CLOSE_TIMEOUT_MS,
     HOST_MAX_IDLE_RUNNERS,
-    HOST_MAX_QUEUED_EVENTS,
-    HOST_REPLACED_REASON,
+    LINK_CONFIG_KEYS,
+    SESSION_CONFIG_KEYS,
+    ConnectionState,
     Hello,
     HubHost,
+    HubLink,
     Ping,
     Pong,
+    RunnerLink,
     SocketHost,
     TaskAssign,
     TaskCancel,
@@ -98,14 +95,22 @@ from ._native import (
     bearer_token,
     decode,
     encode,
+    host_adapter_error,
+    link_config,
     runner_is_idle,
 )
-from .errors import AdapterUnavailableError, ProtocolStateError
-from .session import HubSession, RunnerSession, SessionMachine
+from .errors import (  # noqa: F401 (AdapterUnavailableError: 0.1.1's name here)
+    AdapterUnavailableError,
+    PanicError,
+    ProtocolStateError,
+    TransportError,
+    class_for,
+)
 
-__all__ = ["RunnerConnection", "HubConnection", "HubServer", "HubRunner", "Event",
-           "Authenticate", "EVENT_QUEUE_SIZE", "CLOSE_TIMEOUT_S", "MAX_IDLE_RUNNERS",
-           "SocketHost", "HubHost", "send", "recv", "iter_messages"]
+__all__ = ["RunnerClient", "RunnerConnection", "HubConnection", "HubServer", "HubRunner",
+           "Event", "Authenticate", "RedactingLogger", "EVENT_QUEUE_SIZE", "CLOSE_TIMEOUT_S",
+           "MAX_IDLE_RUNNERS", "SocketHost", "HubHost", "RunnerLink", "HubLink", "send",
+           "recv", "iter_messages"]
 
 #: A sequenced message a connection sends.
 Sequenced = Union[TaskAssign, TaskProgress, TaskReportMessage, TaskCancel]
@@ -118,13 +123,15 @@ Event = Tuple[str, Any]
 
 Clock = Callable[[], float]
 
-#: Events a connection queues for the application before its reader waits (the core's
-#: default).
-EVENT_QUEUE_SIZE: int = HOST_MAX_QUEUED_EVENTS
+_DEFAULTS: Dict[str, Any] = link_config()
+
+#: Events a connection's application may leave untaken before its socket is paused (the
+#: core's default ``max_queued_events``).
+EVENT_QUEUE_SIZE: int = _DEFAULTS["max_queued_events"]
 
 #: Seconds a close handshake with a live peer may take before the TCP connection is
-#: aborted (the core's default).
-CLOSE_TIMEOUT_S: float = HOST_CLOSE_TIMEOUT_MS / 1000
+#: aborted (the core's default ``close_timeout_ms``).
+CLOSE_TIMEOUT_S: float = _DEFAULTS["close_timeout_ms"] / 1000
 
 #: Disconnected, fully idle runners a :class:`HubServer` keeps (oldest dropped first;
 #: the core's default).
@@ -136,6 +143,52 @@ _MISSING_WEBSOCKETS = (
     'websockets >= 14 is not installed; install it with: '
     'pip install "stapel-runner-protocol[websockets]"'
 )
+
+
+# --- secrets ---------------------------------------------------------------------------
+
+#: Header names whose values are credentials.
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s,;\"']+")
+_REDACTED = "[redacted]"
+
+
+def _redact_text(text: str) -> str:
+    return _BEARER.sub(lambda m: f"{m.group(1)} {_REDACTED}", text)
+
+
+class RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """A logger for ``websockets`` that never lets a credential through: the value of a
+    logged header named ``Authorization`` (``Proxy-Authorization``, ``Cookie``,
+    ``Set-Cookie``) is replaced, and so is anything that reads ``Bearer <token>`` or
+    ``Basic <credentials>`` in the message or its arguments. ``websockets`` logs every
+    handshake header at DEBUG (``"> %s: %s"``); this package hands it one of these on
+    both ends (pass your own ``logger=`` to wrap it in one too)."""
+
+    def __init__(self, logger: Union[logging.Logger, logging.LoggerAdapter]) -> None:  # type: ignore[type-arg]
+        super().__init__(logger, {})  # type: ignore[arg-type]
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if not self.isEnabledFor(level):
+            return
+        if (len(args) == 2 and isinstance(args[0], str)
+                and args[0].strip().lower() in _SECRET_HEADERS):
+            args = (args[0], _REDACTED)
+        args = tuple(_redact_text(a) if isinstance(a, str) else a for a in args)
+        if isinstance(msg, str):
+            msg = _redact_text(msg)
+        self.logger.log(level, msg, *args, **kwargs)
+
+
+def _redacting(logger: Any, default: str) -> RedactingLogger:
+    if logger is None:
+        logger = logging.getLogger(default)
+    elif isinstance(logger, str):
+        logger = logging.getLogger(logger)
+    return logger if isinstance(logger, RedactingLogger) else RedactingLogger(logger)
+
+
+# --- websockets ------------------------------------------------------------------------
 
 
 def _websockets_connect() -> Callable[..., Any]:
@@ -154,8 +207,8 @@ def _websockets_serve() -> Callable[..., Any]:
     return serve
 
 
-def _socket_closed_errors() -> Tuple[Type[BaseException], ...]:
-    """The exceptions that mean "the socket went away" (a normal disconnect)."""
+def _closed_errors() -> Tuple[Type[BaseException], ...]:
+    """The exceptions that mean "the socket went away" (a normal end of a socket)."""
     errors: Tuple[Type[BaseException], ...] = (OSError, EOFError)
     try:
         from websockets.exceptions import ConnectionClosed
@@ -164,400 +217,728 @@ def _socket_closed_errors() -> Tuple[Type[BaseException], ...]:
     return errors + (ConnectionClosed,)
 
 
-def _next_output(machine: Union[SocketHost, HubHost]) -> Optional[Tuple[str, Any]]:
-    """The machine's next ``(kind, value)`` output, ``None`` when drained."""
-    output: Optional[Tuple[str, Any]] = machine.poll_output()
-    return output
+def _refused_status(exc: BaseException) -> Optional[int]:
+    """The HTTP status of a refused upgrade (``websockets``' ``InvalidStatus``)."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) and type(exc).__name__ == "InvalidStatus" else None
 
 
-def _now_ms(clock: Clock) -> int:
-    return int(clock() * 1000)
+def _describe(exc: BaseException) -> str:
+    """An exception as event detail (its type and message, any credential redacted)."""
+    text = str(exc)
+    return _redact_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
-async def _abort(socket: Any) -> None:
-    """Drop the socket's TCP connection at once (no close handshake). A socket without a
-    transport to abort (an injected one) gets a close bounded by :data:`CLOSE_TIMEOUT_S`
-    instead, the nearest it has."""
-    transport = getattr(socket, "transport", None)
+def _is_panic(exc: BaseException) -> bool:
+    return isinstance(exc, PanicError) or type(exc).__name__ == "PanicException"
+
+
+def _abort_socket(ws: Any) -> None:
+    """Drop a socket's TCP connection at once (no close handshake)."""
+    transport = getattr(ws, "transport", None)
     abort = getattr(transport, "abort", None)
     if abort is not None:
         abort()
         return
-    try:
-        await asyncio.wait_for(socket.close(), CLOSE_TIMEOUT_S)
-    except Exception:
-        pass
-
-
-async def _handshake(socket: Any, host: SocketHost, clock: Clock, code: int, reason: str,
-                     deadline_ms: int, failed: Callable[[str, BaseException], None]) -> None:
-    """Run the close handshake the host machine asked for until its deadline and report
-    how it ended (the machine then asks for an abort, or nothing)."""
-    try:
-        await asyncio.wait_for(socket.close(code, reason),
-                               max(0.0, deadline_ms / 1000 - clock()))
-    except asyncio.TimeoutError:
-        host.timeout(max(_now_ms(clock), deadline_ms))
-        return
-    except _socket_closed_errors():
-        pass
-    except Exception as exc:
-        failed("close handshake", exc)
-        host.failed(_now_ms(clock))
-        return
-    host.socket_closed(_now_ms(clock))
-
-
-async def _refuse(socket: Any, code: int, reason: str, clock: Clock) -> None:
-    """Close a socket the hub refused, as its own :class:`SocketHost` decides."""
-    host = SocketHost()
-    host.close(_now_ms(clock), code, reason)
-
-    def failed(where: str, exc: BaseException) -> None:
-        _log.warning("transport_ws: the %s failed: %r", where, exc, exc_info=exc)
-
-    while (output := _next_output(host)) is not None:
-        kind, value = output
-        if kind == "close":
-            code, reason, deadline_ms = value
-            await _handshake(socket, host, clock, code, reason, deadline_ms, failed)
-        elif kind == "abort":
-            await _abort(socket)
-
-
-def _queue_bound(maxsize: int) -> int:
-    """``maxsize`` if the core accepts it as an event queue bound, else ``ValueError``."""
-    try:
-        SocketHost({"max_queued_events": maxsize})
-    except (ProtocolStateError, OverflowError, TypeError) as exc:
-        raise ValueError(f"max_queued_events must be at least 1 ({exc})") from None
-    return maxsize
-
-
-class _EventQueue:
-    """The application's FIFO of events. Events the peer's frames produce are bounded:
-    the reader waits for space (:meth:`wait_for_space`) before it reads the next frame.
-    Events of local origin (a send, a timer, the disconnect) are queued at once
-    (:meth:`put_nowait`), so a task that both sends and receives never waits on its own
-    queue; there are few of those. Created inside the running loop."""
-
-    def __init__(self, maxsize: int) -> None:
-        self.maxsize = _queue_bound(maxsize)
-        self._items: Deque[Event] = collections.deque()
-        self._nonempty = asyncio.Event()
-        self._space = asyncio.Event()
-        self._space.set()
-        self.getters = 0
-
-    def qsize(self) -> int:
-        return len(self._items)
-
-    def put_nowait(self, event: Event) -> None:
-        self._items.append(event)
-        self._nonempty.set()
-        if len(self._items) >= self.maxsize:
-            self._space.clear()
-
-    async def wait_for_space(self) -> None:
-        while len(self._items) >= self.maxsize:
-            self._space.clear()
-            await self._space.wait()
-
-    async def get(self) -> Event:
-        self.getters += 1
+    # An injected socket without a transport: the nearest it has is a close that
+    # nobody waits for.
+    close = getattr(ws, "close", None)
+    if close is not None:
         try:
-            while not self._items:
-                self._nonempty.clear()
-                await self._nonempty.wait()
-        finally:
-            self.getters -= 1
-        event = self._items.popleft()
-        if not self._items:
-            self._nonempty.clear()
-        if len(self._items) < self.maxsize:
-            self._space.set()
-        return event
+            asyncio.ensure_future(close())
+        except Exception:  # pragma: no cover - a socket whose close() is not a coroutine
+            pass
 
 
-class _Driver:
-    """Runs one session machine over one socket, as the socket's :class:`SocketHost`
-    decides: a reader task, a timer task for the session's deadlines, and the machine's
-    outputs performed after every input. The outputs that need no waiting (attach,
-    deliver, peer error, detach) are performed at once; the rest (send, close, abort)
-    go through :attr:`io` in order, so a task cancelled while writing leaves them for
-    the next one. Once detached it never touches the session again (a newer driver may
-    own it)."""
+class _NoToken(Exception):
+    """The token source gave nothing to present."""
 
-    def __init__(
-        self,
-        session: SessionMachine,
-        socket: Any,
-        clock: Clock,
-        events: _EventQueue,
-    ) -> None:
-        self.session = session
-        self.socket = socket
-        self.clock = clock
-        self.events = events
-        self.host = SocketHost()
-        self.io: Deque[Tuple[str, Any]] = collections.deque()
-        self.deadline: Optional[int] = None
-        self.wake = asyncio.Event()
+
+def _cancel(tasks: List["asyncio.Future[Any]"]) -> None:
+    current = asyncio.current_task()
+    for t in tasks:
+        if t is not current and not t.done():
+            t.cancel()
+
+
+# --- the pump --------------------------------------------------------------------------
+
+
+class _Socket:
+    """One socket a link drives: the websocket once open, its tasks, its write queue
+    and whether reading is paused."""
+
+    def __init__(self, sid: int, ws: Any = None) -> None:
+        self.id = sid
+        self.ws = ws
+        self.tasks: List["asyncio.Future[Any]"] = []
+        self.out: Deque[str] = collections.deque()
+        self.out_ready = asyncio.Event()
+        self.writer: Optional["asyncio.Task[None]"] = None
+        self.readable = asyncio.Event()
+        self.readable.set()
         self.gone = asyncio.Event()
-        self.send_lock = asyncio.Lock()
-        self.tasks: List["asyncio.Task[None]"] = []
 
-    @property
-    def open(self) -> bool:
-        """``True`` while the socket is open and the session attached."""
-        return self.host.is_open
+
+class _Pump:
+    """Pumps one link: performs its outputs in order, runs its one timer, feeds it what
+    the sockets did, and queues its events for the application, reporting the ones
+    taken (``events_taken``, batched before the next input; at once while a socket is
+    paused). Feeding and performing are synchronous; only socket I/O runs in tasks.
+    Created inside the running loop."""
+
+    def __init__(self, link: Union[RunnerLink, HubLink], clock: Clock,
+                 opener: Optional[Callable[[], Awaitable[Any]]] = None) -> None:
+        self.link = link
+        self.clock = clock
+        self.opener = opener
+        self.loop = asyncio.get_running_loop()
+        self.sockets: Dict[int, _Socket] = {}
+        self.paused: Set[int] = set()
+        self.events: Deque[Event] = collections.deque()
+        self.nonempty = asyncio.Event()
+        self.getters = 0
+        self.taken = 0
+        self.timer: Optional[asyncio.TimerHandle] = None
+        self.timer_at: Optional[int] = None
+        self.dead: Optional[BaseException] = None
+        #: Set while no socket is open (after ``stopped``, before a connect).
+        self.stopped = asyncio.Event()
+        self.stopped.set()
+        self.unstalled = asyncio.Event()
+        self.unstalled.set()
+        self.connected = asyncio.Event()
+        #: ``connect()`` waiting for the next socket: it takes its failure (the error
+        #: event is not queued) or its success.
+        self.connect_waiter: Optional["asyncio.Future[None]"] = None
+        #: The exception behind the error event of the input being fed.
+        self.cause: Optional[BaseException] = None
 
     def now(self) -> int:
-        return _now_ms(self.clock)
+        return int(self.clock() * 1000)
 
-    async def start(self) -> None:
-        self.host.opened(self.now())
-        await self.flush()
-        self.tasks = [asyncio.ensure_future(self.read()), asyncio.ensure_future(self.timer())]
+    # feeding -------------------------------------------------------------------------
 
-    def failed(self, where: str, exc: BaseException) -> None:
-        """Surface a failure of this transport: log it and queue ``("error", exc)``."""
-        _log.warning("transport_ws: the %s failed: %r", where, exc, exc_info=exc)
-        self.events.put_nowait(("error", exc))
-
-    def relay(self) -> None:
-        """Hand the session's outputs on: frames and close requests to the socket's
-        machine, the deadline to the timer, events to the application."""
-        outputs: Sequence[Tuple[str, Any]] = self.session.drain_outputs()
-        for kind, value in outputs:
-            if kind == "transmit":
-                self.host.transmit(self.now(), value)
-            elif kind == "close":
-                self.host.session_close(self.now(), value if isinstance(value, str) else "close")
-            elif kind == "timeout":
-                self.deadline = value if isinstance(value, int) else None
-                self.wake.set()
-            else:
-                self.events.put_nowait((kind, value))
-
-    def step(self) -> None:
-        """Perform the machine's outputs that need no waiting; queue the others."""
-        while (output := _next_output(self.host)) is not None:
-            kind, value = output
-            if kind == "attach":
-                self.session.connected(self.now())
-                self.relay()
-            elif kind == "deliver":
-                self.session.frame(self.now(), value)
-                self.relay()
-            elif kind == "peer_error":
-                self.events.put_nowait(("peer_error", value))
-            elif kind == "detach":
-                try:
-                    self.session.disconnected(self.now())
-                    self.relay()
-                finally:
-                    self.events.put_nowait(("disconnected", None))
-                    self.gone.set()
-                    self.wake.set()
-            else:
-                self.io.append(output)
-
-    async def flush(self) -> None:
-        """:meth:`step`, then perform the queued writes, closes and aborts in order."""
-        self.step()
-        while self.io:
-            kind, value = self.io.popleft()
-            if kind == "send":
-                frames = [value]
-                while self.io and self.io[0][0] == "send":
-                    frames.append(self.io.popleft()[1])
-                # One writer at a time, batches in the order they were queued (the lock
-                # is FIFO), so frames reach the socket in the session's order.
-                async with self.send_lock:
-                    for frame in frames:
-                        try:
-                            await self.socket.send(frame)
-                        except _socket_closed_errors():
-                            self.host.socket_closed(self.now())
-                            break
-                        except Exception as exc:
-                            self.failed("send", exc)
-                            self.host.failed(self.now())
-                            break
-            elif kind == "close":
-                code, reason, deadline_ms = value
-                await _handshake(self.socket, self.host, self.clock, code, reason, deadline_ms,
-                                 self.failed)
-            elif kind == "abort":
-                await _abort(self.socket)
-            self.step()
-
-    async def read(self) -> None:
-        ended = False
+    def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Feed the link one input (or a send) on behalf of the application: its own
+        refusal (``ProtocolStateError``, ``TypeError``) is raised to the caller, a panic
+        tears the connection down and is raised too."""
+        self.check_alive()
         try:
-            frames = self.socket.__aiter__()
-            while self.open:
-                await self.events.wait_for_space()
-                if not self.open:
-                    break
+            self.report_taken()
+            result = method(self.now(), *args, **kwargs)
+        except BaseException as exc:
+            if _is_panic(exc):
+                self.die(exc)
+            else:
+                self.perform()
+            raise
+        self.perform()
+        return result
+
+    def feed(self, method: Optional[Callable[..., Any]], *args: Any) -> None:
+        """Feed the link what a socket or the timer did (``None``: only the events taken
+        since the last input). Any failure here is the binding's or the core's bug: the
+        connection is torn down."""
+        if self.dead is not None:
+            return
+        try:
+            now = int(self.clock() * 1000)
+            if self.taken:
+                n, self.taken = self.taken, 0
+                self.link.events_taken(now, n)
+            if method is not None:
+                method(now, *args)
+            self.perform()
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            self.die(exc)
+
+    def feed_failure(self, exc: BaseException, method: Callable[..., Any], *args: Any) -> None:
+        """:meth:`feed` a failure: the error event it causes carries ``exc`` as its
+        cause."""
+        self.cause = exc
+        try:
+            self.feed(method, *args)
+        finally:
+            self.cause = None
+
+    def report_taken(self) -> None:
+        if self.taken:
+            n, self.taken = self.taken, 0
+            self.link.events_taken(self.now(), n)
+
+    def check_alive(self) -> None:
+        if self.dead is not None:
+            raise self.dead
+
+    # performing ----------------------------------------------------------------------
+
+    def perform(self) -> None:
+        """Perform every queued output of the link, in order, then arm the timer."""
+        outputs: List[Tuple[str, Any]] = self.link.drain_outputs()  # type: ignore[assignment]
+        events = self.events
+        for kind, value in outputs:
+            if kind == "event":
+                if value[0] == "received":  # the firehose: nothing to do but queue it
+                    events.append(value)
+                    self.nonempty.set()
+                else:
+                    self.event(value)
+            elif kind == "send":
+                sid, frame = value
+                s = self.sockets.get(sid)
+                if s is not None:
+                    s.out.append(frame)
+                    if s.writer is None:
+                        s.writer = asyncio.ensure_future(self.write(s))
+                    s.out_ready.set()
+            elif kind == "pause":
+                s = self.sockets.get(value)
+                if s is not None:
+                    s.readable.clear()
+                    self.paused.add(value)
+            elif kind == "resume":
+                s = self.sockets.get(value)
+                self.paused.discard(value)
+                if s is not None:
+                    s.readable.set()
+            elif kind == "close":
+                sid, code, reason = value
+                s = self.sockets.get(sid)
+                if s is not None and s.ws is not None:
+                    s.tasks.append(asyncio.ensure_future(self.close_socket(s, code, reason)))
+            elif kind == "abort":
+                self.abort(value)
+            elif kind == "connect":
+                s = _Socket(value)
+                self.sockets[value] = s
+                self.stopped.clear()
+                s.tasks.append(asyncio.ensure_future(self.open(s)))
+        deadline = self.link.poll_timeout()
+        if deadline != self.timer_at:
+            self.arm(deadline)
+
+    def event(self, event: Event) -> None:
+        kind, value = event
+        if kind == "error":
+            status = value["status"]
+            cls: Any = class_for("transport", value["code"])
+            exc = cls(value["detail"], code=value["code"], status=status)
+            cause, self.cause = self.cause, None
+            if cause is not None:
+                exc.__cause__ = cause
+            waiter = self.connect_waiter
+            if waiter is not None and not waiter.done():
+                # connect() is waiting for its socket (none is attached): this is its
+                # failure, and connect() raises it itself (0.1.1's behaviour).
+                self.taken += 1
+                waiter.set_exception(exc if cause is None or isinstance(cause, _NoToken)
+                                     else cause)
+                return
+            _log.warning("transport_ws: %s: %s", value["code"], value["detail"],
+                         exc_info=cause)
+            event = ("error", exc)
+        elif kind == "connected":
+            self.connected.set()
+            waiter = self.connect_waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+        elif kind == "disconnected":
+            self.connected.clear()
+        elif kind == "stalled":
+            self.unstalled.clear()
+        elif kind == "unstalled":
+            self.unstalled.set()
+        elif kind == "stopped":
+            self.stopped.set()
+        self.events.append(event)
+        self.nonempty.set()
+
+    def arm(self, deadline: Optional[int]) -> None:
+        """One timer, at the link's deadline."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.timer_at = deadline
+        if deadline is not None:
+            self.timer = self.loop.call_later(max(0.0, deadline / 1000 - self.clock()),
+                                              self.fire)
+
+    def fire(self) -> None:
+        self.timer = None
+        deadline, self.timer_at = self.timer_at, None
+        if deadline is not None and self.now() < deadline:
+            self.arm(deadline)  # woke early (clock granularity): wait the rest
+            return
+        self.feed(self.link.tick)
+
+    # sockets -------------------------------------------------------------------------
+
+    async def open(self, s: _Socket) -> None:
+        """Open socket ``s`` (the link asked for it) and report how that went."""
+        assert self.opener is not None, "a hub link never asks to connect"
+        try:
+            ws = await self.opener()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            status = _refused_status(exc)
+            failure, detail = (
+                ("no_token", str(exc)) if isinstance(exc, _NoToken)
+                else ("refused", f"the hub answered the upgrade with HTTP {status}")
+                if status is not None else ("failed", _describe(exc)))
+            self.feed_failure(exc, lambda now: self.link.connect_failed(
+                now, s.id, failure, status=status, detail=detail))
+            return
+        if self.sockets.get(s.id) is not s:
+            _abort_socket(ws)  # aborted while connecting
+            return
+        s.ws = ws
+        self.feed(self.link.opened, s.id)
+        if self.sockets.get(s.id) is s:
+            s.tasks.append(asyncio.ensure_future(self.read(s)))
+
+    def add(self, sid: int, ws: Any) -> _Socket:
+        """A socket the host opened (hub): read it once attached."""
+        s = _Socket(sid, ws)
+        self.sockets[sid] = s
+        self.stopped.clear()
+        return s
+
+    def start_reading(self, s: _Socket) -> None:
+        if self.sockets.get(s.id) is s:
+            s.tasks.append(asyncio.ensure_future(self.read(s)))
+
+    async def read(self, s: _Socket) -> None:
+        closed = _closed_errors()
+        try:
+            frames = s.ws.__aiter__()
+            while True:
+                if not s.readable.is_set():
+                    await s.readable.wait()
                 try:
                     frame = await frames.__anext__()
                 except StopAsyncIteration:
-                    ended = True
                     break
-                self.host.frame(self.now(), frame)
-                await self.flush()
-        except _socket_closed_errors():
-            ended = True  # the socket went away: a normal disconnect
+                self.feed(self.link.frame, s.id, frame)
+                if self.sockets.get(s.id) is not s:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except closed:
+            pass
         except Exception as exc:
-            self.failed("reader", exc)
-            self.host.failed(self.now())
-            await self.flush()
+            self.feed_failure(exc, self.link.failed, s.id, _describe(exc))
+            self.gone(s)
             return
-        if ended:
-            self.host.socket_closed(self.now())
-            await self.flush()
+        self.feed(self.link.socket_closed, s.id)
+        self.gone(s)
 
-    async def timer(self) -> None:
+    async def write(self, s: _Socket) -> None:
+        closed = _closed_errors()
         try:
-            while self.open:
-                self.wake.clear()
-                if self.deadline is None:
-                    await self.wake.wait()
-                    continue
-                delay = self.deadline / 1000 - self.clock()
-                if delay > 0:
-                    try:
-                        await asyncio.wait_for(self.wake.wait(), delay)
-                        continue
-                    except asyncio.TimeoutError:
-                        pass
-                self.deadline = None
-                if self.open:
-                    self.session.tick(self.now())
-                    self.relay()
-                    await self.flush()
+            while True:
+                while not s.out:
+                    s.out_ready.clear()
+                    await s.out_ready.wait()
+                frame = s.out.popleft()
+                await s.ws.send(frame)
+        except asyncio.CancelledError:
+            raise
+        except closed:
+            self.feed(self.link.socket_closed, s.id)
+            self.gone(s)
         except Exception as exc:
-            # Without its timer the connection has no keepalive: give it up (the
-            # application reconnects and resumes).
-            self.failed("timer", exc)
-            self.host.failed(self.now())
-            await self.flush()
+            self.feed_failure(exc, self.link.failed, s.id, _describe(exc))
+            self.gone(s)
 
-    async def send(self, message: Any, resend: bool = False) -> None:
-        if resend:
-            self.session.resend(self.now(), message)
+    async def close_socket(self, s: _Socket, code: int, reason: str) -> None:
+        """The close handshake the link asked for (its deadline is the link's: it asks
+        for an abort when it passes)."""
+        try:
+            await s.ws.close(code, reason)
+        except asyncio.CancelledError:
+            raise
+        except _closed_errors():
+            pass
+        except Exception as exc:
+            self.feed(self.link.failed, s.id, _describe(exc))
+            self.gone(s)
+            return
+        self.feed(self.link.socket_closed, s.id)
+        self.gone(s)
+
+    def gone(self, s: _Socket) -> None:
+        """Socket ``s`` is finished (reported, or aborted): forget it and end its other
+        tasks."""
+        if self.sockets.get(s.id) is s:
+            del self.sockets[s.id]
+        elif s.gone.is_set():
+            return
+        self.paused.discard(s.id)
+        if s.writer is not None:
+            _cancel([s.writer])
+        _cancel(s.tasks)
+        s.gone.set()
+        if not self.sockets and self.link.side == "hub":
+            self.stopped.set()
+
+    def abort(self, sid: int) -> None:
+        s = self.sockets.get(sid)
+        if s is None:
+            return
+        if s.ws is not None:
+            _abort_socket(s.ws)
+        self.gone(s)
+
+    def die(self, exc: BaseException) -> None:
+        """The link cannot be trusted any more (a panic, or a bug in this pump): abort
+        every socket, end every task, tell the application."""
+        if self.dead is not None:
+            return
+        if _is_panic(exc):
+            _log.error("transport_ws: the core panicked; the connection is torn down: %s",
+                       exc)
         else:
-            self.session.send(self.now(), message)
-        self.relay()
-        await self.flush()
+            _log.error("transport_ws: the connection failed and is torn down: %r", exc,
+                       exc_info=exc)
+        self.dead = exc
+        for s in list(self.sockets.values()):
+            if s.ws is not None:
+                _abort_socket(s.ws)
+            self.gone(s)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.connected.clear()
+        self.stopped.set()
+        self.unstalled.set()
+        waiter = self.connect_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+        self.events.append(("error", exc))
+        self.nonempty.set()
 
-    def begin_stop(self, reason: str = "") -> None:
-        """Ask the socket's machine to close (detaching the session now); the close
-        itself waits for :meth:`finish_stop`."""
-        self.host.close(self.now(), reason=reason)
-        self.step()
+    # the application's side ----------------------------------------------------------
 
-    async def finish_stop(self) -> None:
-        """End the tasks, then perform the close the machine decided (a bounded
-        handshake with a live socket, an abort of one being closed, nothing for one
-        gone)."""
-        current = asyncio.current_task()
-        tasks = [t for t in self.tasks if t is not current]
-        self.tasks = []
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-        for t in tasks:
-            if not t.cancelled() and t.exception() is not None:
-                self.failed("connection task", t.exception())  # type: ignore[arg-type]
-        await self.flush()
+    async def get(self) -> Event:
+        """The next event (reported taken)."""
+        self.getters += 1
+        try:
+            while not self.events:
+                if self.dead is not None:
+                    raise self.dead
+                self.nonempty.clear()
+                await self.nonempty.wait()
+        finally:
+            self.getters -= 1
+        event = self.events.popleft()
+        if self.dead is None:
+            self.taken += 1
+            if self.paused or not self.sockets:
+                # A paused socket waits for room, and without a socket no input will
+                # come soon: tell the link now.
+                self.feed(None)
+        return event
 
-    async def stop(self) -> None:
-        """Detach from the session, end the tasks, close the socket."""
-        self.begin_stop()
-        await self.finish_stop()
+    async def wait_stopped(self, timeout: Optional[float] = None) -> None:
+        await asyncio.wait_for(self.stopped.wait(), timeout)
 
 
-class _Connection:
-    _driver: Optional[_Driver]
-    _clock: Clock
-    _event_queue: Optional[_EventQueue] = None
-    _max_queued_events: int = EVENT_QUEUE_SIZE
-    session: SessionMachine
+#: The one pump of each link, by the link's ``id`` (handles that share a link share its
+#: pump, its event queue and its sockets). A pump lives while a handle holds it, and it
+#: holds its link, so an id is not reused while its entry exists.
+_PUMPS: "weakref.WeakValueDictionary[int, _Pump]" = weakref.WeakValueDictionary()
+
+
+def _pump_of(link: Union[RunnerLink, HubLink], clock: Clock,
+             opener: Optional[Callable[[], Awaitable[Any]]] = None) -> _Pump:
+    pump = _PUMPS.get(id(link))
+    loop = asyncio.get_running_loop()
+    if pump is None or (pump.loop is not loop and not pump.sockets):
+        pump = _PUMPS[id(link)] = _Pump(link, clock, opener)
+    return pump
+
+
+class _PumpOwner:
+    """What the runner and hub handles share: the link's pump (created in the running
+    loop) and the application's event methods."""
+
+    _pump_: Optional[_Pump] = None
+    _clock: Clock = time.monotonic
 
     @property
-    def _events(self) -> _EventQueue:
-        # Created inside the running loop, which owns it.
-        if self._event_queue is None:
-            self._event_queue = _EventQueue(self._max_queued_events)
-        return self._event_queue
+    def link(self) -> Union[RunnerLink, HubLink]:
+        """The link this handle pumps (read its ``stats``, ``session_stats``,
+        ``outbox_frames``, … ; feed it only through this handle)."""
+        raise NotImplementedError
+
+    def _pump(self) -> _Pump:
+        if self._pump_ is None or self._pump_.loop is not asyncio.get_running_loop():
+            self._pump_ = self._make_pump()
+        return self._pump_
+
+    def _make_pump(self) -> _Pump:
+        return _pump_of(self.link, self._clock)
 
     @property
     def connected(self) -> bool:
-        """``True`` while a socket is attached and open."""
-        return self._driver is not None and self._driver.open
-
-    async def send(self, message: Sequenced) -> None:
-        """Send a sequenced message (stamped with its seq, kept for replay). While
-        disconnected it is kept and sent after the next connect."""
-        await self._send(message, resend=False)
-
-    async def _send(self, message: Any, resend: bool) -> None:
-        driver = self._driver
-        if driver is None or not driver.open:
-            now = int(self._clock() * 1000)
-            if resend:
-                self.session.resend(now, message)
-            else:
-                self.session.send(now, message)
-            for kind, value in self.session.drain_outputs():
-                if kind not in ("transmit", "timeout", "close"):
-                    self._events.put_nowait((kind, value))
-            return
-        await driver.send(message, resend)
+        """``True`` while a socket serves the session."""
+        return self._pump_ is not None and self._pump_.dead is None and self.link.is_connected
 
     async def recv(self) -> Event:
-        """The next application event (events survive reconnects: nothing the session
-        delivered is dropped)."""
-        return await self._events.get()
+        """The next application event ``(kind, value)`` (events survive reconnects:
+        nothing the session delivered is dropped)."""
+        return await self._pump().get()
 
-    async def events(self) -> AsyncIterator[Event]:
-        """Every application event until the socket is gone: ``("disconnected", None)``
-        is the last one, unless a newer socket is already attached when it is taken
-        (say, ``connect()`` on an open connection) — then the events go on."""
-        while True:
-            event = await self._events.get()
-            yield event
-            if event[0] == "disconnected" and not self.connected:
-                return
+    def _queued(self) -> int:
+        return 0 if self._pump_ is None else len(self._pump_.events)
 
-    async def close(self) -> None:
-        """Close the socket (the session state is kept), as its :class:`SocketHost`
-        decides: a close handshake of at most :data:`CLOSE_TIMEOUT_S` while the
-        connection is alive, an abort while it is being closed. Idempotent."""
-        if self._driver is not None:
-            driver, self._driver = self._driver, None
-            await driver.stop()
+    def _getters(self) -> int:
+        return 0 if self._pump_ is None else self._pump_.getters
 
 
-#: The keyword arguments of :class:`RunnerSession` a :class:`RunnerConnection` passes on.
-_SESSION_KEYWORDS = frozenset({
-    "state", "validate", "ping_interval_ms", "peer_timeout_ms", "ack_every_frames",
-    "ack_delay_ms", "max_ack_entries", "max_control_frame_bytes", "max_held_frames",
-    "max_held_bytes", "min_protocol_version", "max_protocol_version", "max_line_bytes",
-    "sequencing",
-})
+# --- configuration ---------------------------------------------------------------------
+
+
+def _config(config: Optional[Mapping[str, Any]], kwargs: MutableMapping[str, Any],
+            session: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """A link config: ``config`` (the core's ``LinkConfig`` keys), then the keyword
+    arguments that name a link key or a session key (``ping_interval_ms``,
+    ``durable_acks``, …), and ``session`` (a dict of session keys). The keys taken are
+    removed from ``kwargs``."""
+    out: Dict[str, Any] = dict(config or {})
+    nested: Dict[str, Any] = dict(out.get("session") or {})
+    for key in list(kwargs):
+        if key in LINK_CONFIG_KEYS and key != "session":
+            out[key] = kwargs.pop(key)
+        elif key in SESSION_CONFIG_KEYS:
+            nested[key] = kwargs.pop(key)
+    nested.update(session or {})
+    if nested:
+        out["session"] = nested
+    return out
+
+
+def _seed() -> int:
+    return int.from_bytes(os.urandom(8), "little")
+
+
+# --- runner side -----------------------------------------------------------------------
+
+
+class _Runner(_PumpOwner):
+    """The runner handles' common part: a :class:`RunnerLink` and how to open its
+    sockets."""
+
+    _link: Optional[RunnerLink] = None
+    url: str
+    _connect_kwargs: Dict[str, Any]
+    _connect: Optional[Callable[..., Any]]
+    _token: Union[str, Callable[[], Optional[str]], None]
+    _logger: Any
+
+    @property
+    def link(self) -> RunnerLink:
+        if self._link is None:
+            raise TypeError("no link yet: in 0.1.1's form the connection's session starts "
+                            "with the Hello the application sends")
+        return self._link
+
+    def _make_pump(self) -> _Pump:
+        return _pump_of(self.link, self._clock, self._open_socket)
+
+    async def _open_socket(self) -> Any:
+        kwargs = dict(self._connect_kwargs)
+        if callable(self._token):
+            try:
+                token = self._token()
+            except Exception as exc:
+                raise _NoToken(f"the token source failed: {_describe(exc)}") from None
+            if not token:
+                raise _NoToken("the token source gave no token")
+        else:
+            token = self._token
+        authorization = bearer_authorization(token or "")
+        if authorization is not None:
+            from collections.abc import Mapping as _Mapping
+
+            headers = kwargs.pop("additional_headers", None)
+            if headers is None:
+                headers = {}
+            if isinstance(headers, _Mapping) and not hasattr(headers, "raw_items"):
+                headers = dict(headers)
+                headers["Authorization"] = authorization
+            else:  # websockets' Headers or a list of pairs
+                headers = list(headers.raw_items() if hasattr(headers, "raw_items")
+                               else headers) + [("Authorization", authorization)]
+            kwargs["additional_headers"] = headers
+        if self._connect is not None:
+            return await self._connect(self.url, **kwargs)
+        kwargs.setdefault("open_timeout", None)  # the link's connect deadline decides
+        kwargs.setdefault("ping_interval", None)  # keepalive is the session's
+        kwargs["logger"] = _redacting(kwargs.get("logger"), "websockets.client")
+        return await _websockets_connect()(self.url, **kwargs)
+
+    def snapshot(self) -> bytes:
+        """The session's sequencing state as bytes (``ConnectionState.snapshot()``):
+        persist it (say, after each send and when stopping) and pass it as
+        ``snapshot=`` to resume after a restart — kept frames are replayed, numbering
+        goes on, nothing is applied twice."""
+        return self.link.snapshot()
+
+    def forget_task(self, task_id: str) -> bool:
+        """Forget a finished task in the link's state (safe once
+        ``link.is_fully_acknowledged(task_id)``); ``True`` when it was known."""
+        return self.link.forget_task(task_id)
+
 
 #: The :class:`Hello` fields a :class:`RunnerConnection` builds its hello from.
 _HELLO_KEYWORDS = frozenset({"project_id", "runner_version", "capabilities",
                              "protocol_version"})
 
 
-class RunnerConnection(_Connection):
-    """The runner's outbound connection to the hub::
+class RunnerClient(_Runner):
+    """The runner's reconnecting connection to its hub::
+
+        client = RunnerClient(url, hello=Hello(project_id=..., runner_version=...),
+                              auth_token=token, snapshot=saved_or_None)
+        async with client:
+            await client.send(progress)          # waits while the kept log is full
+            async for kind, value in client.events():
+                ...
+            saved = client.snapshot()            # persist it to resume after a restart
+
+    A :class:`RunnerLink` driven by this pump: it connects at once, reconnects on the
+    core's schedule (backoff with jitter from ``seed``, default ``os.urandom``) after a
+    lost connection or a failed connect, resumes the session on every socket (hello
+    with resume, replay), bounds the application's events and aborts a dead hub. Give
+    ``snapshot=`` (bytes from :meth:`snapshot`) or ``state=`` to resume a runner's
+    streams after a restart.
+
+    ``auth_token``: the bearer token, or a callable returning it (called for every
+    connect, e.g. to re-read a file; a callable that returns nothing or raises is the
+    link's ``no_token``). ``config``: the core's link config keys; keyword arguments
+    naming a link key (``max_queued_events``, ``backoff_initial_ms``, …) or a session
+    key (``ping_interval_ms``, ``peer_timeout_ms``, …) go into it; any other goes to
+    ``websockets.connect`` (as do ``connect_kwargs``). ``connect`` replaces
+    ``websockets.connect``.
+
+    Events (:meth:`events`, :meth:`recv`): see the module docs; ``("error",
+    TransportError)`` for every failed connect or lost socket, followed by
+    ``("reconnecting", {"delay_ms", "failures"})``. :meth:`events` ends after
+    ``("stopped", None)``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        hello: Hello,
+        auth_token: Union[str, Callable[[], Optional[str]], None] = None,
+        snapshot: Optional[bytes] = None,
+        state: Optional[ConnectionState] = None,
+        config: Optional[Mapping[str, Any]] = None,
+        session: Optional[Mapping[str, Any]] = None,
+        seed: Optional[int] = None,
+        clock: Clock = time.monotonic,
+        connect: Optional[Callable[..., Any]] = None,
+        connect_kwargs: Optional[Dict[str, Any]] = None,
+        **kwargs: Any,
+    ) -> None:
+        cfg = _config(config, kwargs, session)
+        if snapshot is not None:
+            if state is not None:
+                raise TypeError("RunnerClient takes snapshot= or state=, not both")
+            state = ConnectionState.restore(snapshot)
+        self._link = RunnerLink(hello, cfg, seed=_seed() if seed is None else seed,
+                                state=state)
+        self.url = url
+        self._token = auth_token
+        self._clock = clock
+        self._connect = connect
+        self._connect_kwargs = dict(connect_kwargs or {})
+        self._connect_kwargs.update(kwargs)
+
+    async def start(self) -> "RunnerClient":
+        """Start connecting (and keep reconnecting until :meth:`stop`)."""
+        pump = self._pump()
+        pump.call(self.link.start)
+        return self
+
+    async def wait_connected(self, timeout: Optional[float] = None) -> None:
+        """Wait until a socket serves the session."""
+        pump = self._pump()
+        await asyncio.wait_for(pump.connected.wait(), timeout)
+        pump.check_alive()
+
+    async def send(self, message: Sequenced, *, timeout: Optional[float] = None) -> int:
+        """Send a sequenced message (stamped with its seq, kept for replay, transmitted
+        when connected); returns the seq. While the kept log is full (the link's
+        ``stalled``: the hub has not acknowledged the kept frames) it waits for
+        ``unstalled`` — at most ``timeout`` seconds (``None``: until then or until the
+        client stops), then raises the core's ``backpressure`` error."""
+        pump = self._pump()
+        loop = asyncio.get_running_loop()
+        end = None if timeout is None else loop.time() + timeout
+        while True:
+            try:
+                seq: int = pump.call(self.link.send, message)
+                return seq
+            except ProtocolStateError as exc:
+                if exc.code != "backpressure":
+                    raise
+                if pump.stopped.is_set() and self.link.phase == "idle":
+                    raise
+                left = None if end is None else end - loop.time()
+                if left is not None and left <= 0:
+                    raise
+                waits = [asyncio.ensure_future(pump.unstalled.wait()),
+                         asyncio.ensure_future(pump.stopped.wait())]
+                try:
+                    await asyncio.wait(waits, timeout=left,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for w in waits:
+                        w.cancel()
+                pump.check_alive()
+
+    async def resend(self, message: Any) -> int:
+        """Send a message that may have been sent before (a ``seq`` its stream already
+        emitted is not sent again: the session replays it itself)."""
+        seq: int = self._pump().call(self.link.resend, message)
+        return seq
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Every event, across reconnects, until ``("stopped", None)`` (included)."""
+        while True:
+            event = await self.recv()
+            yield event
+            if event[0] == "stopped":
+                return
+
+    async def stop(self, code: int = 1000, reason: str = "",
+                   timeout: Optional[float] = None) -> None:
+        """Close the socket and stop reconnecting; returns once every socket is gone
+        (the close handshake is bounded by the link)."""
+        pump = self._pump()
+        if pump.dead is not None:
+            return
+        pump.call(self.link.stop, code, reason)
+        await pump.wait_stopped(timeout)
+
+    async def __aenter__(self) -> "RunnerClient":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+class RunnerConnection(_Runner):
+    """The runner's outbound connection to the hub, one socket per :meth:`connect`::
 
         async with RunnerConnection(url, hello=Hello(project_id=..., runner_version=...),
                                     auth_token=token) as conn:
@@ -565,26 +946,31 @@ class RunnerConnection(_Connection):
             async for kind, value in conn.events():
                 ...
 
-    ``session`` defaults to a new :class:`RunnerSession` over ``hello``. Keyword
-    arguments: ``RunnerSession``'s (``ping_interval_ms``, ``validate``, …) go to it,
-    ``Hello``'s fields (``project_id``, ``runner_version``, ``capabilities``,
+    A :class:`RunnerLink` without reconnects (``reconnect: false``): :meth:`connect`
+    opens a socket (closing the current one first) and the session resumes on it (hello
+    with resume, replay); a lost socket stays lost until the next :meth:`connect`
+    (:class:`RunnerClient` reconnects by itself). ``link=`` a :class:`RunnerLink` of
+    your own (its config as you built it), else ``state=`` to resume. Keyword arguments
+    naming a link or session key (``ping_interval_ms``, ``validate``, …) configure the
+    link, ``Hello``'s fields (``project_id``, ``runner_version``, ``capabilities``,
     ``protocol_version``) build the hello when ``hello`` is not given, and any other
     goes to ``websockets.connect`` (as do ``connect_kwargs``, e.g.
-    ``additional_headers``). ``connect`` replaces ``websockets.connect`` (it is awaited
-    with the url and the connect keywords). ``max_queued_events`` bounds the event queue
-    (:data:`EVENT_QUEUE_SIZE`).
+    ``additional_headers``). ``connect`` replaces ``websockets.connect``.
+    ``max_queued_events`` bounds the events the application may leave untaken
+    (:data:`EVENT_QUEUE_SIZE`) before the socket is paused.
 
     **stapel-runner-protocol 0.1.1's form** — ``RunnerConnection(url, auth_token=...)``
-    without ``hello`` or ``session`` — works as 0.1.1 code expects: the session is
-    created from the first :class:`Hello` the application sends (``await
-    conn.send(hello)``; the session sends it, with ``resume``, and does so by itself
-    on every later connect), ``recv()`` returns the next received message and
-    ``async for message in conn`` yields them until the socket is gone. Received
-    frames are validated only with ``validate=True`` (0.1.1's default is ``False``).
-    Keepalive is the session's: it pings and answers the hub's pings itself, so a
-    ``Ping`` never reaches the application, :meth:`answer_ping` has nothing to do and
-    ``send`` of a ``Ping`` or ``Pong`` sends nothing. In the other form, ``recv()``
-    returns ``(kind, value)`` events.
+    without ``hello`` — works as 0.1.1 code expects: :meth:`connect` opens the socket,
+    the link is created from the first :class:`Hello` the application sends (``await
+    conn.send(hello)``; the session sends it, with ``resume``, and does so by itself on
+    every later connect), ``recv()`` returns the next received message and ``async for
+    message in conn`` yields them until the socket is gone. Received frames are
+    validated only with ``validate=True`` (0.1.1's default is ``False``). Keepalive is
+    the session's: it pings and answers the hub's pings itself, so a ``Ping`` never
+    reaches the application, :meth:`answer_ping` has nothing to do and ``send`` of a
+    ``Ping`` or ``Pong`` sends nothing. A failed :meth:`connect` raises what
+    ``websockets`` raised (0.1.1 code catches ``InvalidStatus``, ``OSError``). In the
+    other form, ``recv()`` returns ``(kind, value)`` events.
     """
 
     def __init__(
@@ -593,80 +979,90 @@ class RunnerConnection(_Connection):
         *,
         hello: Optional[Hello] = None,
         auth_token: Optional[str] = None,
-        session: Optional[RunnerSession] = None,
+        link: Optional[RunnerLink] = None,
+        state: Optional[ConnectionState] = None,
         connect: Optional[Callable[..., Any]] = None,
         clock: Clock = time.monotonic,
         connect_kwargs: Optional[dict] = None,  # type: ignore[type-arg]
-        max_queued_events: int = EVENT_QUEUE_SIZE,
+        config: Optional[Mapping[str, Any]] = None,
         **kwargs: Any,
     ) -> None:
-        session_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _SESSION_KEYWORDS}
         hello_fields = {k: kwargs.pop(k) for k in list(kwargs) if k in _HELLO_KEYWORDS}
         #: 0.1.1's form: messages (not events) from recv() and iteration.
-        self._messages_only = hello is None and session is None
+        self._messages_only = hello is None and link is None and not hello_fields
         if hello_fields:
-            if hello is not None or session is not None:
+            if hello is not None or link is not None:
                 raise TypeError(
                     f"RunnerConnection takes hello fields ({', '.join(sorted(hello_fields))}) "
-                    "only without hello= or session="
+                    "only without hello= or link="
                 )
             hello = Hello(**hello_fields)
+        cfg = _config(config, kwargs)
+        if link is not None and (len(cfg) > 0 or state is not None):
+            raise TypeError(f"RunnerConnection got link configuration ({', '.join(sorted(cfg))})"
+                            " or state= next to link=")
+        cfg["reconnect"] = False
         if self._messages_only:
-            session_kwargs.setdefault("validate", False)
-        self._session_kwargs = session_kwargs
-        if session is None and hello is not None:
-            session = RunnerSession(hello, **session_kwargs)
-        elif session is not None and session_kwargs:
-            raise TypeError(
-                f"RunnerConnection got session keywords ({', '.join(sorted(session_kwargs))}) "
-                "next to session="
-            )
-        if session is not None:
-            self.session = session
-        self._has_session = session is not None
+            cfg.setdefault("session", {}).setdefault("validate", False)
+        self._cfg = cfg
+        self._state = state
+        if link is None and hello is not None:
+            link = RunnerLink(hello, cfg, seed=_seed(), state=state)
+        self._link = link
         self.url = url
+        self._token = auth_token
         self._connect = connect
         self._clock = clock
-        self._max_queued_events = max_queued_events
         self._connect_kwargs = dict(connect_kwargs or {})
         self._connect_kwargs.update(kwargs)
-        authorization = bearer_authorization(auth_token or "")
-        if authorization is not None:
-            headers = dict(self._connect_kwargs.pop("additional_headers", None) or {})
-            headers["Authorization"] = authorization
-            self._connect_kwargs["additional_headers"] = headers
-        self._driver = None
         self._connecting: Optional[asyncio.Lock] = None
-        #: A socket opened before the session exists (0.1.1's form, before its Hello).
+        #: A socket opened before the link exists (0.1.1's form, before its Hello).
         self._waiting_socket: Any = None
 
+    async def _open_socket(self) -> Any:
+        socket, self._waiting_socket = self._waiting_socket, None
+        if socket is not None:
+            return socket
+        return await super()._open_socket()
+
     async def connect(self) -> "RunnerConnection":
-        """Open the socket (closing the current one first); the session sends its hello
+        """Open a socket (closing the current one first); the session sends its hello
         (with resume) and replays. Concurrent calls run one after the other: the last
-        one's socket stays, every earlier one is closed. In 0.1.1's form, before the
-        first ``Hello`` is sent, the socket waits for it."""
+        one's socket stays. In 0.1.1's form, before the first ``Hello`` is sent, the
+        socket waits for it. A failed connect raises what ``websockets`` raised."""
         if self._connecting is None:
             self._connecting = asyncio.Lock()
         async with self._connecting:
-            await self.close()
-            connect = self._connect or _websockets_connect()
-            socket = await connect(self.url, **self._connect_kwargs)
-            if self._has_session:
-                await self._attach(socket)
-            else:
-                self._waiting_socket = socket
+            if self._link is None:
+                socket, self._waiting_socket = self._waiting_socket, None
+                if socket is not None:
+                    _abort_socket(socket)
+                self._waiting_socket = await super()._open_socket()
+                return self
+            await self._start()
         return self
 
-    async def _attach(self, socket: Any) -> None:
-        driver = _Driver(self.session, socket, self._clock, self._events)
-        self._driver = driver
-        await driver.start()
+    async def _start(self) -> None:
+        pump = self._pump()
+        pump.check_alive()
+        if self.link.phase != "idle":
+            pump.call(self.link.stop)
+        waiter: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
+        pump.connect_waiter = waiter
+        try:
+            pump.call(self.link.start)
+            await waiter
+        finally:
+            if pump.connect_waiter is waiter:
+                pump.connect_waiter = None
 
     async def send(self, message: Any) -> None:
         """Send a sequenced message (stamped with its seq, kept for replay). While
-        disconnected it is kept and sent after the next connect. A ``Hello`` creates the
-        session in 0.1.1's form (and is sent as its hello); once the session exists, a
-        ``Hello``, ``Ping`` or ``Pong`` sends nothing (the session sends its own).
+        disconnected it is kept and sent after the next connect; a full kept log raises
+        the core's ``backpressure`` (after a ``("stalled", …)`` event). A ``Hello``
+        creates the link in 0.1.1's form (and is sent as its hello); once the link
+        exists, a ``Hello``, ``Ping`` or ``Pong`` sends nothing (the session sends its
+        own).
 
         In 0.1.1's form the application numbers its frames (its own
         :class:`ConnectionState`) and may send one again, say from a checkpoint after a
@@ -678,21 +1074,21 @@ class RunnerConnection(_Connection):
         if isinstance(message, dict) and self._messages_only:
             message = decode(message)
         if isinstance(message, Hello):
-            if not self._has_session:
-                self.session = RunnerSession(message, **self._session_kwargs)
-                self._has_session = True
-                socket, self._waiting_socket = self._waiting_socket, None
-                if socket is not None:
-                    await self._attach(socket)
+            if self._link is None:
+                self._link = RunnerLink(message, self._cfg, seed=_seed(), state=self._state)
+                if self._waiting_socket is not None:
+                    await self._start()
             return
         if isinstance(message, (Ping, Pong)):
             return
-        if not self._has_session:
-            raise ProtocolStateError(
-                "send a Hello first: the connection's session starts with it",
-                code="no_hello",
-            )
-        await self._send(message, resend=self._messages_only)
+        if self._link is None:
+            raise TypeError("send a Hello first: in 0.1.1's form the connection's session "
+                            "starts with the Hello the application sends")
+        pump = self._pump()
+        if self._messages_only:
+            pump.call(self.link.resend, message)
+        else:
+            pump.call(self.link.send, message)
 
     async def recv(self) -> Any:
         """The next application event ``(kind, value)`` (events survive reconnects:
@@ -702,14 +1098,27 @@ class RunnerConnection(_Connection):
         if not self._messages_only:
             return await super().recv()
         while True:
-            kind, value = await self._events.get()
+            kind, value = await super().recv()
             if kind == "received":
                 return value
             if kind == "error" and isinstance(value, BaseException):
                 raise value
-            if kind == "disconnected" and not self.connected:
+            if kind == "disconnected" and not self._connecting_or_connected():
                 raise _connection_closed()
-            _log.debug("transport_ws: %s event not delivered by recv(): %r", kind, value)
+
+    def _connecting_or_connected(self) -> bool:
+        return self._link is not None and self.link.phase in ("connecting", "open")
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Every application event until the socket is gone: ``("disconnected",
+        reason)`` is the last one, unless a newer socket is already being opened or
+        attached when it is taken (say, ``connect()`` on an open connection) — then the
+        events go on."""
+        while True:
+            event = await _PumpOwner.recv(self)
+            yield event
+            if event[0] == "disconnected" and not self._connecting_or_connected():
+                return
 
     def __aiter__(self) -> AsyncIterator[Any]:
         """The received messages, in order, until the socket is gone (0.1.1's
@@ -728,25 +1137,23 @@ class RunnerConnection(_Connection):
         its code runs)."""
 
     async def close(self) -> None:
-        """Close the socket (the session state is kept). Idempotent."""
+        """Close the socket (the session state is kept): a close handshake bounded by
+        the link while the connection is alive, an abort of a dead one. Idempotent."""
         socket, self._waiting_socket = self._waiting_socket, None
         if socket is not None:
-            await _close_quietly(socket)
-        await super().close()
+            _abort_socket(socket)
+        if self._link is None or self._pump_ is None or self._pump_.dead is not None:
+            return
+        pump = self._pump_
+        if self.link.phase != "idle" or pump.sockets:
+            pump.call(self.link.stop)
+            await pump.wait_stopped()
 
     async def __aenter__(self) -> "RunnerConnection":
         return await self.connect()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-async def _close_quietly(socket: Any) -> None:
-    """Close a socket no session ever used (bounded by :data:`CLOSE_TIMEOUT_S`)."""
-    try:
-        await asyncio.wait_for(socket.close(), CLOSE_TIMEOUT_S)
-    except Exception:
-        await _abort(socket)
 
 
 def _connection_closed() -> BaseException:
@@ -772,12 +1179,81 @@ async def recv(websocket: Any, *, validate: bool = False) -> Any:
 
 async def iter_messages(websocket: Any, *, validate: bool = False) -> AsyncIterator[Any]:
     """Decode every frame of ``websocket`` until it closes (0.1.1's helper for a hub-side
-    socket; :class:`HubServer` is the session-driven hub)."""
+    socket; :class:`HubServer` is the link-driven hub)."""
     async for frame in websocket:
         yield decode(frame, validate=validate)
 
 
-class HubConnection(_Connection):
+# --- hub side --------------------------------------------------------------------------
+
+#: Socket ids of the sockets :class:`HubConnection` attaches (unique per process, so a
+#: link kept across sockets never sees an id twice).
+_hub_socket_ids = itertools.count(1)
+
+
+class _Hub(_PumpOwner):
+    """The hub handles' common part: a :class:`HubLink` and its sockets."""
+
+    _link: HubLink
+
+    @property
+    def link(self) -> HubLink:
+        return self._link
+
+    async def send(self, message: Sequenced) -> int:
+        """Send a command (stamped with its seq, kept for replay); kept while the runner
+        is away and replayed after its next hello. Returns the seq. A full kept log
+        raises the core's ``backpressure`` (after a ``("stalled", …)`` event)."""
+        seq: int = self._pump().call(self.link.send, message)
+        return seq
+
+    def confirm(self, task_id: str, attempt: Optional[int], seq: int) -> None:
+        """Durable acknowledgements (``durable_acks=True``): the store committed the
+        runner's stream ``(task_id, attempt)`` through ``seq``; nothing above it is
+        acknowledged to the runner before this. Refused with ``ProtocolStateError``
+        ``not_durable`` or ``confirm_ahead``."""
+        self._pump().call(self.link.confirm, task_id, attempt, seq)
+
+    def _attach(self, socket: Any, sid: int) -> _Socket:
+        """Attach ``socket`` as socket ``sid`` (a newer socket replaces an older one: the
+        link closes it) and start reading it."""
+        pump = self._pump()
+        pump.check_alive()
+        s = pump.add(sid, socket)
+        try:
+            pump.call(self.link.attach, sid)
+        except BaseException:
+            if pump.sockets.get(sid) is s:
+                _abort_socket(socket)
+                pump.gone(s)
+            raise
+        pump.start_reading(s)
+        return s
+
+    async def _serve(self, socket: Any, sid: int) -> None:
+        """:meth:`_attach`, then pump the socket until it is gone."""
+        pump = self._pump()
+        s = self._attach(socket, sid)
+        try:
+            await s.gone.wait()
+        except asyncio.CancelledError:
+            # The handler is cancelled (say, the server shuts down): the socket is gone.
+            if pump.sockets.get(sid) is s:
+                pump.feed(self.link.socket_closed, sid)
+                pump.gone(s)
+            raise
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        """Close the runner's socket (the link's state is kept; the runner may connect
+        again)."""
+        pump = self._pump()
+        if pump.dead is not None or not pump.sockets:
+            return
+        pump.call(self.link.close, code, reason)
+        await pump.wait_stopped()
+
+
+class HubConnection(_Hub):
     """The hub's side of one accepted runner socket::
 
         async def handler(websocket):
@@ -786,37 +1262,58 @@ class HubConnection(_Connection):
             async for kind, value in hub.events():
                 ...
 
-    ``session`` defaults to a new :class:`HubSession` (extra keyword arguments go to
-    it); pass one built over a persisted state to resume a runner's task streams.
-    ``max_queued_events`` bounds the event queue (:data:`EVENT_QUEUE_SIZE`).
+    ``link`` defaults to a new :class:`HubLink` (``config``, and keyword arguments naming
+    a link or session key, configure it); pass one to keep a runner's session across its
+    sockets (or build it over a persisted ``ConnectionState`` to resume its streams).
     """
 
     def __init__(
         self,
         socket: Any,
         *,
-        session: Optional[HubSession] = None,
+        link: Optional[HubLink] = None,
         clock: Clock = time.monotonic,
-        max_queued_events: int = EVENT_QUEUE_SIZE,
-        **session_kwargs: Any,
+        config: Optional[Mapping[str, Any]] = None,
+        **kwargs: Any,
     ) -> None:
-        self.session = session if session is not None else HubSession(**session_kwargs)
+        cfg = _config(config, kwargs)
+        if kwargs:
+            raise TypeError(f"HubConnection got unexpected keywords: {', '.join(sorted(kwargs))}")
+        if link is not None and cfg:
+            raise TypeError("HubConnection takes a link or its configuration, not both")
+        self._link = link if link is not None else HubLink(cfg)
         self._socket = socket
         self._clock = clock
-        self._max_queued_events = max_queued_events
-        self._driver = None
+        self._attached: Optional[_Socket] = None
 
     async def start(self) -> "HubConnection":
-        """Start driving the session over the socket."""
-        if self._driver is None:
-            self._driver = _Driver(self.session, self._socket, self._clock, self._events)
-            await self._driver.start()
+        """Attach the socket to the link and start pumping it."""
+        if self._attached is None:
+            self._attached = self._attach(self._socket, next(_hub_socket_ids))
         return self
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Every event until the socket is gone (``("disconnected", reason)`` last)."""
+        while True:
+            event = await self.recv()
+            yield event
+            if event[0] == "disconnected" and not self.connected:
+                return
 
     async def wait_closed(self) -> None:
         """Wait until the socket is gone."""
-        if self._driver is not None:
-            await self._driver.gone.wait()
+        if self._attached is not None:
+            await self._attached.gone.wait()
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        """Close this socket (bounded by the link; the link's state and its queued
+        events are kept for the next socket over it). Idempotent."""
+        s = self._attached
+        if s is None or s.gone.is_set() or self._pump_ is None or self._pump_.dead is not None:
+            return
+        if self.link.socket == s.id:
+            self._pump_.call(self.link.close, code, reason)
+        await s.gone.wait()
 
     async def __aenter__(self) -> "HubConnection":
         return await self.start()
@@ -825,24 +1322,21 @@ class HubConnection(_Connection):
         await self.close()
 
 
-class HubRunner(_Connection):
-    """One runner as the hub sees it, across all its connections: one
-    :class:`HubSession` (sequencing state, replay, duplicate suppression) and one event
+class HubRunner(_Hub):
+    """One runner as the hub sees it, across all its connections: one :class:`HubLink`
+    (the session's sequencing state, replay, duplicate suppression) and one event
     queue. :meth:`send` works whether or not the runner is connected (commands are kept
-    and replayed); :meth:`recv` / :meth:`events` deliver the session's events —
-    ``("hello", hello)`` after each (re)connect, ``("received", message)`` exactly once
-    and in order per stream, ``("disconnected", None)`` when a socket goes away."""
+    and replayed); :meth:`recv` / :meth:`events` deliver the link's events —
+    ``("connected", None)`` and ``("hello", hello)`` after each (re)connect,
+    ``("received", message)`` exactly once and in order per stream,
+    ``("disconnected", reason)`` when a socket goes away."""
 
-    def __init__(self, runner_id: str, session: HubSession, clock: Clock,
-                 max_queued_events: int = EVENT_QUEUE_SIZE) -> None:
+    def __init__(self, runner_id: str, link: HubLink, clock: Clock) -> None:
         self.runner_id = runner_id
-        self.session = session
+        self._link = link
         self._clock = clock
-        self._max_queued_events = max_queued_events
-        self._driver = None
-        self._lock: Optional[asyncio.Lock] = None
         self._announced = False  # in the arrivals queue, not yet taken by accept()
-        self._serving = 0
+        self._server: Optional["weakref.ReferenceType[HubServer]"] = None
 
     async def events(self) -> AsyncIterator[Event]:
         """Every event of this runner, across reconnects (it never ends by itself)."""
@@ -858,44 +1352,8 @@ class HubRunner(_Connection):
 
     def _activity(self) -> Tuple[str, int, int, int, int, bool]:
         """What this handle is doing, for the core's eviction decision."""
-        queue = self._event_queue
-        return (
-            self.runner_id,
-            self._serving + (self._driver is not None),
-            self.session.outbox_frames,
-            0 if queue is None else queue.qsize(),
-            0 if queue is None else queue.getters,
-            self._announced,
-        )
-
-    async def _serve(self, socket: Any) -> None:
-        """Drive the session over ``socket`` until it is gone; a newer socket of the same
-        runner replaces an older one. The swap happens under the lock (the older socket's
-        machine detaches the session before the newer one attaches); closing the older
-        socket (as its machine decides: a bounded handshake, or an abort when it is
-        already being closed) does not, so the newer socket's hello is processed at
-        once."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        self._serving += 1
-        try:
-            async with self._lock:
-                old, self._driver = self._driver, None
-                if old is not None:
-                    old.begin_stop(HOST_REPLACED_REASON)
-                driver = _Driver(self.session, socket, self._clock, self._events)
-                self._driver = driver
-                await driver.start()
-            try:
-                if old is not None:
-                    await old.finish_stop()
-                await driver.gone.wait()
-            finally:
-                if self._driver is driver:
-                    self._driver = None
-                await driver.stop()
-        finally:
-            self._serving -= 1
+        return (self.runner_id, self.link.sockets, self.link.outbox_frames, self._queued(),
+                self._getters(), self._announced)
 
 
 def _header_pairs(headers: Any) -> List[Tuple[str, str]]:
@@ -918,19 +1376,23 @@ class HubServer:
     The runner's ``Authorization: Bearer <token>`` header is checked before the
     WebSocket opens (``tokens`` maps accepted tokens to runner ids, compared in
     constant time; or pass ``authenticate(token) -> runner id | None``); anything else
-    — including a repeated ``Authorization`` header — is refused with HTTP 401. Each
-    runner id has one :class:`HubRunner` with one :class:`HubSession`, so a reconnect
-    resumes the runner's streams. ``session_factory(runner_id)`` builds the sessions
-    (e.g. over a persisted state); otherwise extra keyword arguments go to
-    :class:`HubSession`.
+    — including a repeated ``Authorization`` header — is refused with HTTP 401 (the
+    core's :class:`HubHost`). Each runner id has one :class:`HubRunner` with one
+    :class:`HubLink`, so a reconnect resumes the runner's streams.
+    ``link_factory(runner_id)`` builds the links (e.g. over a persisted state);
+    otherwise ``config`` (the core's link keys) and keyword arguments naming a link or
+    session key configure them — ``durable_acks=True`` holds acknowledgements until
+    :meth:`HubRunner.confirm` (a hub whose store must commit first; the default
+    acknowledges automatically).
 
     Memory: runners that are connected, have frames kept for replay, queued events, a
-    waiting reader, or wait to be taken by :meth:`accept` are always kept. Beyond ``max_idle_runners``
-    (:data:`MAX_IDLE_RUNNERS`) disconnected, fully idle runners
+    waiting reader, or wait to be taken by :meth:`accept` are always kept. Beyond
+    ``max_idle_runners`` (:data:`MAX_IDLE_RUNNERS`) disconnected, fully idle runners
     (:attr:`HubRunner.idle`), the oldest are dropped; such a runner that connects again
-    gets a new :class:`HubRunner` and session (announced by :meth:`accept` again; build
-    sessions over persisted state with ``session_factory`` to keep its positions).
-    ``max_queued_events`` bounds each runner's event queue (:data:`EVENT_QUEUE_SIZE`).
+    gets a new :class:`HubRunner` and link (announced by :meth:`accept` again; build
+    links over persisted state with ``link_factory`` to keep its positions). A runner
+    whose link panicked is dropped the same way. ``max_queued_events`` bounds each
+    runner's untaken events (:data:`EVENT_QUEUE_SIZE`) before its socket is paused.
     """
 
     def __init__(
@@ -938,22 +1400,28 @@ class HubServer:
         *,
         tokens: Optional[Mapping[str, str]] = None,
         authenticate: Optional[Authenticate] = None,
-        session_factory: Optional[Callable[[str], HubSession]] = None,
+        link_factory: Optional[Callable[[str], HubLink]] = None,
         clock: Clock = time.monotonic,
         max_idle_runners: int = MAX_IDLE_RUNNERS,
-        max_queued_events: int = EVENT_QUEUE_SIZE,
-        **session_kwargs: Any,
+        config: Optional[Mapping[str, Any]] = None,
+        session: Optional[Mapping[str, Any]] = None,
+        logger: Any = None,
+        **kwargs: Any,
     ) -> None:
         if (tokens is None) == (authenticate is None):
             raise TypeError("HubServer needs exactly one of tokens= and authenticate=")
-        config: Dict[str, Any] = {"max_idle_runners": max_idle_runners}
+        cfg = _config(config, kwargs, session)
+        if kwargs:
+            raise TypeError(f"HubServer got unexpected keywords: {', '.join(sorted(kwargs))}")
+        link_config(cfg)  # refuse a bad config now (ConfigError), not at the first runner
+        host: Dict[str, Any] = {"max_idle_runners": max_idle_runners}
         if tokens is not None:
-            config["tokens"] = dict(tokens)  # compared in constant time by the core
-        self._host = HubHost(config)
+            host["tokens"] = dict(tokens)  # compared in constant time by the core
+        self._host = HubHost(host)
         self._authenticate = authenticate
-        self._session_factory = session_factory or (lambda _id: HubSession(**session_kwargs))
+        self._link_factory = link_factory or (lambda _id: HubLink(cfg))
         self._clock = clock
-        self._max_queued_events = max_queued_events
+        self._logger = _redacting(logger, "websockets.server")
         self._runners: Dict[str, HubRunner] = {}
         self._arrivals: "Optional[asyncio.Queue[HubRunner]]" = None
         # the host machine's connection ids (process_request and the handler of one
@@ -962,7 +1430,7 @@ class HubServer:
         self._next_conn = 0
 
     def _now(self) -> int:
-        return _now_ms(self._clock)
+        return int(self._clock() * 1000)
 
     def _conn_id(self, connection: Any) -> int:
         conn = self._conn_ids.get(connection)
@@ -972,10 +1440,11 @@ class HubServer:
         return conn
 
     def _decide(self) -> List[Tuple[str, Any]]:
-        """The host machine's outputs, its questions to ``authenticate`` answered."""
+        """The host machine's outputs, its questions to ``authenticate`` answered (a
+        raising authenticator refuses the connection and the exception propagates)."""
         outputs: List[Tuple[str, Any]] = []
-        while (output := _next_output(self._host)) is not None:
-            kind, value = output
+        while (output := self._host.poll_output()) is not None:
+            kind, value = cast(Tuple[str, Any], output)
             if kind != "authenticate":
                 outputs.append(output)
                 continue
@@ -999,9 +1468,11 @@ class HubServer:
         """The runner's handle (created on first use; kept while it is connected or
         not idle, see the class docs)."""
         runner = self._runners.get(runner_id)
+        if runner is not None and runner._pump_ is not None and runner._pump_.dead is not None:
+            del self._runners[runner_id]
+            runner = None
         if runner is None:
-            runner = HubRunner(runner_id, self._session_factory(runner_id), self._clock,
-                               self._max_queued_events)
+            runner = HubRunner(runner_id, self._link_factory(runner_id), self._clock)
             self._runners[runner_id] = runner
             self._host.runner_added(self._now(), runner_id,
                                     [r._activity() for r in self._runners.values()])
@@ -1035,8 +1506,9 @@ class HubServer:
 
     def serve(self, host: Optional[str] = None, port: Optional[int] = None,
               **serve_kwargs: Any) -> Any:
-        """``websockets.asyncio.server.serve`` with this server's handler and token
-        check: an async context manager (and awaitable) yielding the ``Server``."""
+        """``websockets.asyncio.server.serve`` with this server's handler, token check
+        and redacting logger: an async context manager (and awaitable) yielding the
+        ``Server``."""
         serve = _websockets_serve()
         from http import HTTPStatus
 
@@ -1050,14 +1522,18 @@ class HubServer:
                     return connection.respond(HTTPStatus(status), body)
             return None
 
-        return serve(self.handler, host, port, process_request=process_request, **serve_kwargs)
+        serve_kwargs.setdefault("ping_interval", None)  # keepalive is the session's
+        serve_kwargs["logger"] = _redacting(serve_kwargs.get("logger", self._logger),
+                                            "websockets.server")
+        return serve(self.handler, host, port, process_request=process_request,
+                     **serve_kwargs)
 
     async def handler(self, socket: Any) -> None:
         """The connection handler (for a server you start yourself: it checks the token
         and closes the socket with code 1008 when it is not valid; behind
         :meth:`serve` the check already happened)."""
-        self._host.upgraded(self._now(), self._conn_id(socket),
-                            _header_pairs(socket.request.headers))
+        conn = self._conn_id(socket)
+        self._host.upgraded(self._now(), conn, _header_pairs(socket.request.headers))
         for kind, value in self._decide():
             if kind == "refuse":
                 _conn, code, reason, refusal = value
@@ -1070,5 +1546,31 @@ class HubServer:
                 if announce:
                     runner._announced = True
                     self._arrivals_queue().put_nowait(runner)
-                await runner._serve(socket)
+                await runner._serve(socket, conn)
                 return
+
+
+async def _refuse(socket: Any, code: int, reason: str, clock: Clock) -> None:
+    """Close a socket the hub refused (an upgraded socket whose token is not valid) as
+    its own :class:`SocketHost` decides: a close handshake until the machine's
+    deadline, then an abort."""
+    host = SocketHost()
+    host.close(int(clock() * 1000), code, reason)
+    while (output := host.poll_output()) is not None:
+        kind, value = cast(Tuple[str, Any], output)
+        if kind == "close":
+            code, reason, deadline_ms = value
+            try:
+                await asyncio.wait_for(socket.close(code, reason),
+                                       max(0.0, deadline_ms / 1000 - clock()))
+            except asyncio.TimeoutError:
+                host.timeout(max(int(clock() * 1000), deadline_ms))
+                continue
+            except _closed_errors():
+                pass
+            except Exception:
+                host.failed(int(clock() * 1000))
+                continue
+            host.socket_closed(int(clock() * 1000))
+        elif kind == "abort":
+            _abort_socket(socket)
