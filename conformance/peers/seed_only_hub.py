@@ -9,7 +9,7 @@ from ``hello.resume`` after a reconnect, and drops duplicate progress with
 with this project's package installed: it must behave the same with both.
 
     python seed_only_hub.py --port 0 --token-file TOKEN --tasks 100 [--inflight 4]
-        [--cut-every N] [--cut-limit M] [--backend fake]
+        [--cut-every N] [--cut-limit M] [--backend fake] [--silent-for SECONDS]
 
 stdout, one JSON object per line: ``{"listening": "ws://127.0.0.1:PORT/"}`` first, then
 ``{"report": {"task_id", "status", "failure_type"}}`` for each task's first report, and at the end
@@ -18,12 +18,15 @@ stdout, one JSON object per line: ``{"listening": "ws://127.0.0.1:PORT/"}`` firs
 order (``gaps`` counts tasks whose applied seqs were not exactly that), else 1.
 ``--cut-every N`` aborts the runner's TCP connection after every N applied frames (at
 most ``--cut-limit`` times): the runner must reconnect and lose nothing.
+``--silent-for S`` leaves pings unanswered for the first S seconds (a hub that gives
+the runner no proof of receipt at all: its kept log fills, and it must say so).
 """
 
 import argparse
 import asyncio
 import json
 import sys
+import time
 
 from stapel_runner_protocol import ConnectionState, Ping, Pong, TaskAssign, decode, encode
 
@@ -52,6 +55,7 @@ class Hub:
         self.frames = 0
         self.cuts = 0
         self.finished = asyncio.Event()
+        self.silent_until = time.monotonic() + args.silent_for
 
     def emit(self, obj):
         sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
@@ -90,7 +94,8 @@ class Hub:
                             await ws.send(encode(m))
                     await self.assign_more(ws)
                 elif kind == "ping":
-                    await ws.send(encode(Pong.answer(msg)))
+                    if time.monotonic() >= self.silent_until:
+                        await ws.send(encode(Pong.answer(msg)))
                 elif kind in ("task.progress", "task.report"):
                     if not self.state.receive(msg):
                         self.duplicates += 1
@@ -139,6 +144,7 @@ async def main():
     parser.add_argument("--cut-every", type=int, default=0)
     parser.add_argument("--cut-limit", type=int, default=1 << 30)
     parser.add_argument("--backend", default="fake")
+    parser.add_argument("--silent-for", type=float, default=0.0)
     args = parser.parse_args()
     with open(args.token_file, encoding="utf-8") as f:
         token = f.read().strip()

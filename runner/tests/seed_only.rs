@@ -143,6 +143,15 @@ struct Runner {
 
 impl Runner {
     fn start(dir: &Path, port: u16, harness: &str) -> Self {
+        Self::start_with(
+            dir,
+            port,
+            harness,
+            r#"{"ping_interval_ms":500,"peer_timeout_ms":5000}"#,
+        )
+    }
+
+    fn start_with(dir: &Path, port: u16, harness: &str, session: &str) -> Self {
         let mark = format!("seed-only-{}-{}", std::process::id(), port);
         let args = vec![
             "connect".into(),
@@ -161,7 +170,7 @@ impl Runner {
             "--backoff-max-ms".into(),
             "400".into(),
             "--session-config".into(),
-            r#"{"ping_interval_ms":500,"peer_timeout_ms":5000}"#.into(),
+            session.into(),
         ];
         let mut r = Self {
             child: None,
@@ -418,4 +427,31 @@ fn the_test_hub_serves_a_seed_only_runner_to_the_end() {
     println!(
         "testhub: {TASKS} tasks of a seed-only runner matched to attempt 1; at most {most_kept} commands kept at once"
     );
+}
+
+#[test]
+#[ignore = "needs Python with the seed-only hub's packages: run by scripts/test-all"]
+fn a_hub_that_answers_no_pings_stalls_the_runner_visibly_and_loses_nothing() {
+    // A kept log of 64 frames and a hub that answers no ping for 3 s: the runner has no
+    // proof of receipt, its log fills, it says so once (the bound and what the hub must
+    // do) and waits; once pongs come, it goes on, and every frame arrives once.
+    let dir = tmpdir("silent");
+    std::fs::write(dir.join("token"), "seed-only-token").unwrap();
+    let mut hub = SeedHub::start(&dir, true, &["--tasks", "2", "--silent-for", "3"]);
+    let runner = Runner::start_with(
+        &dir,
+        hub.port,
+        &harness(&dir, 400),
+        r#"{"ping_interval_ms":500,"peer_timeout_ms":10000,"sequencing":{"max_outbox_frames":64}}"#,
+    );
+    let (status, done) = hub.finish(Duration::from_secs(120));
+    let err = runner.stderr();
+    assert_eq!(status, Some(0), "{done}\n{err}");
+    assert_eq!(done["progress"], 800, "{done}");
+    let waits = err.matches("waiting: the kept log is full").count();
+    assert!(waits >= 1, "the runner never said why it waited:\n{err}");
+    assert!(err.contains("bound max_outbox_frames = 64"), "{err}");
+    assert!(err.contains("answer pings in order"), "{err}");
+    assert!(err.contains("the kept log has room again"), "{err}");
+    println!("silent: the runner stalled visibly {waits} time(s) and lost nothing");
 }

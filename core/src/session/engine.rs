@@ -816,8 +816,10 @@ impl Engine {
                     }
                 }
                 self.extensions(now, &p.extra);
-                if barrier.is_some()
-                    && matches!(p.nonce, Some(wire::Nonce::Integer(n)) if Some(n) == barrier)
+                // The barrier's pong, or a pong to any later ping of this connection (a
+                // peer that skipped the barrier ping: on an ordered connection its pong to a
+                // later ping comes after everything it sent in answer to the hello too).
+                if matches!((p.nonce.as_ref(), barrier), (Some(wire::Nonce::Integer(n)), Some(b)) if *n >= b)
                 {
                     self.finish_barrier();
                 }

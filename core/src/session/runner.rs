@@ -38,7 +38,7 @@ use super::{Machine, SessionConfig};
 /// | Up | `Connected` | error `already_connected` | same |
 /// | `Down`, `Closing` | `Bytes`, `Frame` | error `not_connected` | same |
 /// | any | `Disconnected` | queued `Transmit`s and `Close`s dropped | `Down` |
-/// | `Barrier` | `pong` echoing the barrier nonce | its `ack` applied first; provisional frames confirmed and transmitted | `Open` |
+/// | `Barrier` | `pong` echoing the barrier nonce, or the nonce of a later ping of this connection | its `ack` applied first; provisional frames confirmed and transmitted | `Open` |
 /// | Up | `ping` / other `pong` | `ack` / `replay_from` applied (an ack ahead of provisional frames re-stamps them after it: `PeerError(ack_ahead)`); a ping is answered by a `pong` carrying owed acks | same |
 /// | Up | `hello` | `PeerError(unexpected_message)` | same |
 /// | Up | command frame | `Received` exactly once in stream order (ahead: held; duplicate: dropped); acked after `ack_every_frames` frames or `ack_delay_ms` | same |
