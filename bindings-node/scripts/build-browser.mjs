@@ -7,14 +7,20 @@
 //   node scripts/build-browser.mjs [--out DIR] [--check]
 //
 // --out DIR   writes the files under DIR instead of browser/dist/.
+// --target wasm32-wasip1-threads
+//             the threaded WASI target instead (needs --out; for bench/browser.mjs, which
+//             measures it: it needs cross-origin isolation and starts workers, see README),
+//             with its worker module wasi-worker-browser.mjs bundled beside the entry.
 // --analyze   prints what the bundle is made of (bytes per input).
+// --no-minify readable modules (for profiling; not the shipped build).
 // --check     builds into a temporary folder and compares it with browser/dist/ byte for
 //             byte (exit 1 on any difference), after checking that browser/dist/
 //             manifest.json names the current sources (scripts/browser-inputs.mjs).
 //
 // The files (stable names, loaded from one folder, no bundler and no import map needed):
 //   stapel-runner-protocol.js                 the ES module: `import * as srp from '…/stapel-runner-protocol.js'`
-//   stapel-runner-protocol.wasm32-wasip1.wasm fetched by it, relative to its own URL
+//   stapel-runner-protocol.runtime.js         imported by it (napi's loader, emnapi, the runtime)
+//   stapel-runner-protocol.wasm32-wasip1.wasm fetched by the runtime, relative to its own URL
 //   THIRD-PARTY-LICENSES.txt                  licenses of the bundled npm packages
 //   manifest.json                             sizes, sha256, the inputs' fingerprint, tool versions
 import { execFileSync } from 'node:child_process';
@@ -31,10 +37,16 @@ const check = args.includes('--check');
 const outIndex = args.indexOf('--out');
 const committed = join(root, 'browser', 'dist');
 const out = check ? mkdtempSync(join(tmpdir(), 'srp-browser-')) : outIndex >= 0 ? resolve(args[outIndex + 1]) : committed;
-const TARGET = 'wasm32-wasip1';
-const WASM = 'stapel-runner-protocol.wasm32-wasip1.wasm';
+const targetIndex = args.indexOf('--target');
+const TARGET = targetIndex >= 0 ? args[targetIndex + 1] : 'wasm32-wasip1';
+const THREADS = TARGET === 'wasm32-wasip1-threads';
+if (!THREADS && TARGET !== 'wasm32-wasip1') throw new Error(`unknown --target ${TARGET}`);
+if (THREADS && (out === committed || check)) throw new Error('--target wasm32-wasip1-threads is for measurements: give it --out DIR');
+const WASM = THREADS ? 'stapel-runner-protocol.wasm32-wasi.wasm' : 'stapel-runner-protocol.wasm32-wasip1.wasm';
 const ENTRY = 'stapel-runner-protocol.js';
-const LOADER = 'stapel-runner-protocol.wasip1-browser.js';
+const RUNTIME = 'stapel-runner-protocol.runtime.js';
+const LOADER = THREADS ? 'stapel-runner-protocol.wasi-browser.js' : 'stapel-runner-protocol.wasip1-browser.js';
+const WORKER = 'wasi-worker-browser.mjs';
 const run = (cmd, argv, env = {}) => execFileSync(cmd, argv, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } });
 const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
 
@@ -66,11 +78,13 @@ const workspace = resolve(root, '..');
 const cargoHome = process.env.CARGO_HOME ?? join(process.env.HOME ?? '/root', '.cargo');
 const remap = [`--remap-path-prefix=${workspace}=/stapel`, `--remap-path-prefix=${cargoHome}=/cargo`];
 if (process.env.CARGO_TARGET_DIR) remap.push(`--remap-path-prefix=${resolve(process.env.CARGO_TARGET_DIR)}=/target`);
-const rustflags = [process.env.CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS ?? '', ...remap].filter(Boolean).join(' ');
-run(join(root, 'node_modules', '.bin', 'napi'), ['build', '--target', TARGET, '--release', '--dts', 'native.d.ts', '--output-dir', work], {
-  CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS: rustflags,
+const flagsVar = `CARGO_TARGET_${TARGET.toUpperCase().replace(/-/g, '_')}_RUSTFLAGS`;
+const rustflags = [process.env[flagsVar] ?? '', ...remap].filter(Boolean).join(' ');
+// The workspace's `browser-wasm` profile (Cargo.toml: size-optimized release).
+run(join(root, 'node_modules', '.bin', 'napi'), ['build', '--target', TARGET, '--profile', 'browser-wasm', '--dts', 'native.d.ts', '--output-dir', work], {
+  [flagsVar]: rustflags,
 });
-for (const f of [WASM, LOADER]) {
+for (const f of THREADS ? [WASM, LOADER, WORKER] : [WASM, LOADER]) {
   if (!existsSync(join(work, f))) throw new Error(`napi build wrote no ${f}`);
 }
 
@@ -81,51 +95,77 @@ for (const name of readdirSync(join(root, 'schemas')).sort()) {
 }
 writeFileSync(join(work, 'schemas.mjs'), `export const SCHEMA_TEXT = ${JSON.stringify(schemas)};\n`);
 
-// One ES module: the TypeScript layer (ts/index.ts, the package's own entry) with the
-// browser's native module and shims for the three Node modules it names.
+// Two ES modules. The runtime: napi's generated loader with emnapi and
+// @napi-rs/wasm-runtime (it fetches and instantiates the wasm), plus the Buffer both
+// modules use. The entry: the TypeScript layer (ts/index.ts, the package's own entry)
+// with the browser's native module (importing the runtime) and shims for the three Node
+// modules it names. They are separate so that only the entry keeps its function names
+// (`keepNames`: error classes are named as in Node), which costs a call per closure made;
+// emnapi makes closures on every N-API call.
 const esbuild = await import(join(root, 'node_modules', 'esbuild', 'lib', 'main.js'));
 const src = join(root, 'browser', 'src');
-const aliases = {
-  'node:fs': join(src, 'node-fs.ts'),
-  'node:path': join(src, 'node-path.ts'),
-  'node:child_process': join(src, 'node-child-process.ts'),
-  'stapel-runner-protocol-wasm': join(work, LOADER),
-  'stapel-runner-protocol-schemas': join(work, 'schemas.mjs'),
-};
-const browserPlugin = {
-  name: 'stapel-browser',
-  setup(build) {
-    build.onResolve({ filter: /^\.\/native$/ }, (a) =>
-      a.importer.startsWith(join(root, 'ts') + sep) ? { path: join(src, 'native.ts') } : undefined,
-    );
-    build.onResolve({ filter: /^(node:(fs|path|child_process)|stapel-runner-protocol-(wasm|schemas))$/ }, (a) => ({
-      path: aliases[a.path],
-    }));
-  },
-};
-mkdirSync(out, { recursive: true });
-const result = await esbuild.build({
+const common = {
   absWorkingDir: root,
-  entryPoints: [join(root, 'ts', 'index.ts')],
-  outfile: join(out, ENTRY),
   bundle: true,
   format: 'esm',
   platform: 'browser',
   target: ['es2022', 'chrome111'],
-  minify: true,
-  // Error classes keep their names (`err.name`, as in Node).
-  keepNames: true,
+  minify: !args.includes('--no-minify'),
   legalComments: 'none',
   charset: 'utf8',
-  inject: [join(src, 'buffer.ts')],
-  define: { __dirname: '"."', 'process.env.PATH': 'undefined' },
-  plugins: [browserPlugin],
   metafile: true,
   logLevel: 'warning',
   banner: { js: '// stapel-runner-protocol browser build: generated by scripts/build-browser.mjs (see THIRD-PARTY-LICENSES.txt).' },
+};
+mkdirSync(out, { recursive: true });
+const runtime = await esbuild.build({
+  ...common,
+  entryPoints: [join(src, 'runtime.ts')],
+  outfile: join(out, RUNTIME),
+  inject: [join(src, 'buffer.ts')],
+  plugins: [
+    {
+      name: 'stapel-runtime',
+      setup(build) {
+        build.onResolve({ filter: /^stapel-runner-protocol-wasm$/ }, () => ({ path: join(work, LOADER) }));
+      },
+    },
+  ],
+});
+const aliases = {
+  'node:fs': join(src, 'node-fs.ts'),
+  'node:path': join(src, 'node-path.ts'),
+  'node:child_process': join(src, 'node-child-process.ts'),
+  'stapel-runner-protocol-schemas': join(work, 'schemas.mjs'),
+};
+const entry = await esbuild.build({
+  ...common,
+  entryPoints: [join(root, 'ts', 'index.ts')],
+  outfile: join(out, ENTRY),
+  keepNames: true,
+  inject: [join(src, 'buffer-from-runtime.ts')],
+  define: { __dirname: '"."', 'process.env.PATH': 'undefined' },
+  plugins: [
+    {
+      name: 'stapel-entry',
+      setup(build) {
+        build.onResolve({ filter: /^\.\/native$/ }, (a) =>
+          a.importer.startsWith(join(root, 'ts') + sep) ? { path: join(src, 'native.ts') } : undefined,
+        );
+        build.onResolve({ filter: /^(node:(fs|path|child_process)|stapel-runner-protocol-schemas)$/ }, (a) => ({ path: aliases[a.path] }));
+        // The runtime module, beside the entry.
+        build.onResolve({ filter: /^stapel-runner-protocol-runtime$/ }, () => ({ path: `./${RUNTIME}`, external: true }));
+      },
+    },
+  ],
 });
 cpSync(join(work, WASM), join(out, WASM));
-if (args.includes('--analyze')) console.log(await esbuild.analyzeMetafile(result.metafile));
+if (THREADS) {
+  // The threaded loader starts its workers from this module (beside the entry).
+  await esbuild.build({ ...common, entryPoints: [join(work, WORKER)], outfile: join(out, WORKER), inject: [join(src, 'buffer.ts')] });
+}
+const result = { metafile: { inputs: { ...runtime.metafile.inputs, ...entry.metafile.inputs } } };
+if (args.includes('--analyze')) for (const r of [entry, runtime]) console.log(await esbuild.analyzeMetafile(r.metafile));
 
 // The licenses of every npm package bundled into the module; the project's own sources
 // bundled (their fingerprint goes into the manifest).
@@ -138,7 +178,7 @@ for (const input of Object.keys(result.metafile.inputs)) {
 }
 sources.sort();
 const licenses = [
-  'Third-party software bundled into stapel-runner-protocol.js, with its licenses.',
+  'Third-party software bundled into stapel-runner-protocol.js and stapel-runner-protocol.runtime.js, with its licenses.',
   'The wasm module also links the emnapi package\'s C archive (MIT).',
   '',
 ];
@@ -154,7 +194,7 @@ writeFileSync(join(out, 'THIRD-PARTY-LICENSES.txt'), licenses.join('\n'));
 
 const version = (name) => JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')).version;
 const files = {};
-for (const f of [ENTRY, WASM, 'THIRD-PARTY-LICENSES.txt']) {
+for (const f of [ENTRY, RUNTIME, WASM, ...(THREADS ? [WORKER] : []), 'THIRD-PARTY-LICENSES.txt']) {
   const bytes = readFileSync(join(out, f));
   files[f] = { bytes: bytes.length, sha256: sha256(bytes) };
 }
@@ -165,6 +205,7 @@ const manifest = {
   inputs_sha256: inputsFingerprint(sources),
   sources,
   target: TARGET,
+  profile: 'browser-wasm',
   rustc: execFileSync('rustc', ['--version'], { encoding: 'utf8' }).trim(),
   tools: Object.fromEntries(['@napi-rs/cli', '@napi-rs/wasm-runtime', 'emnapi', '@emnapi/core', '@emnapi/runtime', 'esbuild', 'buffer'].map((n) => [n, version(n)])),
   bundled: [...packages.keys()].sort(),

@@ -1,12 +1,10 @@
 /* The browser build's native module, in place of ts/native.ts: the same N-API exports,
    compiled from the same crate (bindings-node) to wasm32-wasip1 and run by emnapi through
-   @napi-rs/wasm-runtime. `stapel-runner-protocol-wasm` is napi's generated browser loader
-   (scripts/build-browser.mjs points the bundler at it); it fetches the .wasm next to the
-   bundle (`new URL(..., import.meta.url)`) and instantiates it before this module's
-   importers run (top-level await). */
+   @napi-rs/wasm-runtime. The runtime module (runtime.ts) fetches the .wasm beside it
+   and instantiates it before this module's importers run (top-level await). */
 import type * as Native from '../../native';
-// @ts-expect-error resolved by scripts/build-browser.mjs (napi's generated loader)
-import binding from 'stapel-runner-protocol-wasm';
+// @ts-expect-error the runtime module, beside the entry (scripts/build-browser.mjs)
+import binding from 'stapel-runner-protocol-runtime';
 
 export const native: typeof Native = binding as typeof Native;
 
