@@ -394,7 +394,10 @@ impl Drop for Out {
         }
         let mut buffer = ptr::null_mut();
         // SAFETY: the reference and the environment were made together by `scratch`, and
-        // the page's environment lives as long as the module; `end <= len`.
+        // the page's environment lives as long as the module; `end <= len`. The status is
+        // not checked: emnapi refuses only a value that is no ArrayBuffer (the reference
+        // holds the scratch's) and a drop cannot report; the conformance suite runs every
+        // fast path through this copy in a browser (tests/browser/).
         unsafe {
             if sys::napi_get_reference_value(env, reference, &mut buffer) == sys::Status::napi_ok {
                 let _ = emnapi_sync_memory(
