@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Builds the browser build of the package into browser/dist/ (committed; see the README's
 // "Browser" section): the binding crate compiled by `napi build` for wasm32-wasip1 (the
-// same N-API exports, run by emnapi through @napi-rs/wasm-runtime), and the TypeScript
-// layer bundled with napi's generated browser loader and the runtime into one ES module.
+// same N-API exports, run by emnapi through @napi-rs/wasm-runtime), napi's generated
+// browser loader bundled with the runtime into one ES module, and the TypeScript layer
+// into another that imports it.
 //
 //   node scripts/build-browser.mjs [--out DIR] [--check]
 //
@@ -78,12 +79,18 @@ const workspace = resolve(root, '..');
 const cargoHome = process.env.CARGO_HOME ?? join(process.env.HOME ?? '/root', '.cargo');
 const remap = [`--remap-path-prefix=${workspace}=/stapel`, `--remap-path-prefix=${cargoHome}=/cargo`];
 if (process.env.CARGO_TARGET_DIR) remap.push(`--remap-path-prefix=${resolve(process.env.CARGO_TARGET_DIR)}=/target`);
-const flagsVar = `CARGO_TARGET_${TARGET.toUpperCase().replace(/-/g, '_')}_RUSTFLAGS`;
-const rustflags = [process.env[flagsVar] ?? '', ...remap].filter(Boolean).join(' ');
+// Cargo takes the first of these that is set (a target's own flags only without the others).
+const flagsEnv = {};
+if (process.env.CARGO_ENCODED_RUSTFLAGS) {
+  flagsEnv.CARGO_ENCODED_RUSTFLAGS = [process.env.CARGO_ENCODED_RUSTFLAGS, ...remap].join('\x1f');
+} else if (process.env.RUSTFLAGS) {
+  flagsEnv.RUSTFLAGS = [process.env.RUSTFLAGS, ...remap].join(' ');
+} else {
+  const flagsVar = `CARGO_TARGET_${TARGET.toUpperCase().replace(/-/g, '_')}_RUSTFLAGS`;
+  flagsEnv[flagsVar] = [process.env[flagsVar] ?? '', ...remap].filter(Boolean).join(' ');
+}
 // The workspace's `browser-wasm` profile (Cargo.toml: size-optimized release).
-run(join(root, 'node_modules', '.bin', 'napi'), ['build', '--target', TARGET, '--profile', 'browser-wasm', '--dts', 'native.d.ts', '--output-dir', work], {
-  [flagsVar]: rustflags,
-});
+run(join(root, 'node_modules', '.bin', 'napi'), ['build', '--target', TARGET, '--profile', 'browser-wasm', '--dts', 'native.d.ts', '--output-dir', work], flagsEnv);
 for (const f of THREADS ? [WASM, LOADER, WORKER] : [WASM, LOADER]) {
   if (!existsSync(join(work, f))) throw new Error(`napi build wrote no ${f}`);
 }
