@@ -66,6 +66,7 @@
 )]
 
 pub mod adapter;
+pub mod admission;
 pub mod config;
 pub mod contract;
 pub(crate) mod fields;

@@ -7,6 +7,7 @@
 //! `-- FILTER` to run only vectors whose path contains FILTER).
 
 mod adapter;
+mod admission;
 mod common;
 mod contract;
 mod framing;
@@ -29,6 +30,7 @@ fn run_vector(area: &str, vector: &Value) -> Result<(), String> {
         "session" => session::run(vector),
         "contract" => contract::run(vector),
         "adapter" => adapter::run(vector),
+        "admission" => admission::run(vector),
         "local" => local::run(vector),
         "reducer" => reducer::run(vector),
         "host" => host::run(vector),
