@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional
 import pytest
 
 from conformance_adapter import run_adapter
+from conformance_admission import run_admission
 from conformance_contract import run_contract
 from conformance_host import run_host
 from conformance_local import run_local
@@ -220,6 +221,7 @@ RUNNERS["local"] = run_local
 RUNNERS["contract"] = run_contract
 RUNNERS["host"] = run_host
 RUNNERS["runner_task"] = run_runner_task
+RUNNERS["admission"] = run_admission
 
 
 def test_vectors_exist() -> None:
