@@ -251,7 +251,8 @@ async function act(body) {
   render();
   try {
     const { status, json } = await api('POST', `/api/runs/${live.runId}/actions`, body);
-    if (status === 202) logLine('commands', [['', `… ${json.commandId} queued (no receipt yet)`]], true);
+    if (status === 202) logLine('commands', [['', `… ${body.type}: ${json.commandId} queued (no receipt yet)`]], true);
+    else logLine('commands', [['', `↳ your ${body.type} was ${json.commandId} (${json.status})`]], true);
   } catch (e) {
     logLine('commands', [['kind', `✗ ${body.type} refused`], ['', ` ${e.code}: ${e.message}`]]);
   } finally {

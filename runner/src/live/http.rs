@@ -116,6 +116,7 @@ async fn request(
             .collect(),
     };
     let head_only = req.method() == Method::HEAD;
+    let what = format!("{} {:.200}", head.method, head.target);
     shared.feed(AdmissionInput::Request(head));
     let mut verdict = verdicts.recv().await;
     if matches!(verdict, Some(Verdict::ReadBody)) {
@@ -145,7 +146,14 @@ async fn request(
     }
     let reply = match verdict {
         Some(Verdict::Admit(route)) => route_response(&shared, id, route, head_only).await,
-        Some(Verdict::Refuse(r)) => refused(r),
+        Some(Verdict::Refuse(r)) => {
+            eprintln!(
+                "stapel-runner live: refused {what:?} from {peer}: {} {}",
+                r.status(),
+                r.code()
+            );
+            refused(r)
+        }
         // Not a verdict (cannot happen: the machine answers every request).
         _ => full(500, "text/plain", ""),
     };
