@@ -9,6 +9,7 @@ const $ = (id) => document.getElementById(id);
 /** What the page knows, also read by the browser tests (never written by them). */
 const live = {
   coreLoaded: false,
+  coreLoadedAt: null,
   runId: null,
   sessionId: null,
   applied: 0,
@@ -49,6 +50,7 @@ async function loadCore() {
   try {
     core = await import('./core/stapel-runner-protocol.js');
     live.coreLoaded = true;
+    live.coreLoadedAt = performance.now();
     setText('core-status', `Protocol core ${core.VERSION} loaded (WebAssembly).`);
   } catch (e) {
     setText('core-status', `✗ The protocol core could not be loaded: ${e?.message ?? e}`);
