@@ -432,6 +432,23 @@ fn page_assets_and_response_headers() {
         assert!(!r.body.is_empty(), "{path}");
         assert_headers(&r);
     }
+    // The embedded core is exactly the committed browser build (every file of it).
+    let dist =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bindings-node/browser/dist");
+    let mut served = 0;
+    for entry in std::fs::read_dir(&dist).expect("bindings-node/browser/dist") {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let r = req(p, "GET", &format!("/core/{name}"), None, &[], "");
+        assert_eq!(r.status, 200, "{name}");
+        assert!(
+            r.body == std::fs::read(&path).unwrap(),
+            "/core/{name} differs from {}",
+            path.display()
+        );
+        served += 1;
+    }
+    assert!(served >= 2, "the browser build has its module and its wasm");
     // The page holds no inline script (the CSP would refuse it anyway).
     let html = String::from_utf8_lossy(&page.body);
     for tag in html.match_indices("<script").map(|(i, _)| &html[i..]) {
