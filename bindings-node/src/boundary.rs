@@ -11,6 +11,13 @@
 //!
 //! This module is the crate's only `unsafe` code: the raw N-API calls and the writes
 //! into the scratch's memory, each bounds-checked and documented at its use.
+//!
+//! In the WebAssembly build (the browser, through emnapi) an `ArrayBuffer`'s memory is
+//! not the wasm memory the native code writes: emnapi hands out a copy inside the wasm
+//! memory. There an [`Out`] copies the numbers it wrote into the JS array when it is
+//! dropped, before the export returns (`emnapi_sync_memory`), and the scratch keeps
+//! its environment instead of registering a cleanup hook (the page's one environment
+//! lives as long as the module).
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
@@ -35,6 +42,25 @@ thread_local! {
     /// `ArrayBuffer` alive; null before [`scratch`] ran in this thread's environment.
     static SCRATCH: Cell<(*mut f64, usize, sys::napi_ref)> =
         const { Cell::new((ptr::null_mut(), 0, ptr::null_mut())) };
+}
+
+#[cfg(target_family = "wasm")]
+thread_local! {
+    /// The environment the scratch was made in (WebAssembly: [`Out`] syncs through it).
+    static SCRATCH_ENV: Cell<sys::napi_env> = const { Cell::new(ptr::null_mut()) };
+}
+
+#[cfg(target_family = "wasm")]
+extern "C" {
+    /// emnapi: copy `length` bytes from `byte_offset` between the wasm-side memory of an
+    /// `ArrayBuffer` and the `ArrayBuffer` itself (`js_to_wasm` false: wasm to JS).
+    fn emnapi_sync_memory(
+        env: sys::napi_env,
+        js_to_wasm: bool,
+        arraybuffer_or_view: *mut sys::napi_value,
+        byte_offset: usize,
+        length: usize,
+    ) -> sys::napi_status;
 }
 
 /// Length of the scratch in `f64`s.
@@ -230,6 +256,7 @@ impl TypeName for RawValue {
     }
 }
 
+#[cfg(not(target_family = "wasm"))]
 unsafe extern "C" fn forget_scratch(_arg: *mut c_void) {
     SCRATCH.with(|s| s.set((ptr::null_mut(), 0, ptr::null_mut())));
 }
@@ -299,12 +326,15 @@ pub fn scratch(env: Env) -> Result<RawValue> {
             "keeping the scratch",
         )?;
         // SAFETY: registering a plain function without state.
+        #[cfg(not(target_family = "wasm"))]
         status(
             unsafe {
                 sys::napi_add_env_cleanup_hook(raw_env, Some(forget_scratch), ptr::null_mut())
             },
             "registering the scratch cleanup",
         )?;
+        #[cfg(target_family = "wasm")]
+        SCRATCH_ENV.with(|e| e.set(raw_env));
         if data.is_null() || (data as usize) % std::mem::align_of::<f64>() != 0 {
             return Err(Error::from_reason("the scratch memory is not usable"));
         }
@@ -318,13 +348,21 @@ pub fn scratch(env: Env) -> Result<RawValue> {
 pub struct Out {
     ptr: *mut f64,
     len: usize,
+    /// WebAssembly: one past the highest index written (synced to JS on drop).
+    #[cfg(target_family = "wasm")]
+    end: Cell<usize>,
 }
 
 impl Out {
     /// The scratch of this thread (empty before [`scratch`] ran: every write is dropped).
     pub fn new() -> Self {
         let (ptr, len, _) = SCRATCH.with(Cell::get);
-        Out { ptr, len }
+        Out {
+            ptr,
+            len,
+            #[cfg(target_family = "wasm")]
+            end: Cell::new(0),
+        }
     }
 
     /// Whether `n` numbers from index `at` fit.
@@ -338,6 +376,38 @@ impl Out {
             // SAFETY: `index < len`, the scratch's memory is live (its ArrayBuffer is
             // referenced) and only this thread's JS reads it, after the call returns.
             unsafe { self.ptr.add(index).write(value) };
+            #[cfg(target_family = "wasm")]
+            self.end.set(self.end.get().max(index + 1));
+        }
+    }
+}
+
+#[cfg(target_family = "wasm")]
+impl Drop for Out {
+    /// Copy the numbers written into the JS scratch array (see the module docs).
+    fn drop(&mut self) {
+        let end = self.end.get();
+        let (_, _, reference) = SCRATCH.with(Cell::get);
+        let env = SCRATCH_ENV.with(Cell::get);
+        if end == 0 || reference.is_null() || env.is_null() {
+            return;
+        }
+        let mut buffer = ptr::null_mut();
+        // SAFETY: the reference and the environment were made together by `scratch`, and
+        // the page's environment lives as long as the module; `end <= len`. The status is
+        // not checked: emnapi refuses only a value that is no ArrayBuffer (the reference
+        // holds the scratch's) and a drop cannot report; the conformance suite runs every
+        // fast path through this copy in a browser (tests/browser/).
+        unsafe {
+            if sys::napi_get_reference_value(env, reference, &mut buffer) == sys::Status::napi_ok {
+                let _ = emnapi_sync_memory(
+                    env,
+                    false,
+                    &mut buffer,
+                    0,
+                    end * std::mem::size_of::<f64>(),
+                );
+            }
         }
     }
 }

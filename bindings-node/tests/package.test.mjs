@@ -1,9 +1,12 @@
 // How users get the package: `npm pack`, `npm install ./stapel-runner-protocol-X.tgz` into
 // an empty project, then `require`, `import`, and `tsc --strict` of a consumer that uses
-// the whole API, as CommonJS and as ESM. And the package's version is the workspace's.
+// the whole API, as CommonJS and as ESM; the browser build's files are in the tarball and
+// `stapel-runner-protocol/browser` resolves to them. And the package's version is the
+// workspace's.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -37,6 +40,11 @@ test('the packed tarball installs into an empty project and works from require, 
       assert.ok(files.includes(f), `${f} is not in the tarball`);
     }
     assert.ok(!files.some((f) => f.startsWith('src/') || f.startsWith('tests/') || f.startsWith('ts/')), 'sources and tests stay out of the tarball');
+    // The browser build (`stapel-runner-protocol/browser`): every file its manifest lists,
+    // and nothing else of browser/ (its sources and the build folder stay out).
+    const browser = JSON.parse(readFileSync(join(root, 'browser', 'dist', 'manifest.json'), 'utf8'));
+    const browserFiles = [...Object.keys(browser.files), 'manifest.json'].map((f) => `browser/dist/${f}`).sort();
+    assert.deepEqual(files.filter((f) => f.startsWith('browser/')).sort(), browserFiles);
 
     const app = join(work, 'app');
     mkdirSync(app);
@@ -57,15 +65,29 @@ test('the packed tarball installs into an empty project and works from require, 
     );
     assert.equal(execFileSync(process.execPath, ['use.cjs', frame], { cwd: app, encoding: 'utf8' }).trim(), `${frame} ping function`);
     assert.equal(execFileSync(process.execPath, ['use.mjs', frame], { cwd: app, encoding: 'utf8' }).trim(), `${frame} ping function function`);
+    // The browser export resolves to the installed build, byte for byte the committed one.
+    const entry = execFileSync(process.execPath, ['-e', "console.log(require.resolve('stapel-runner-protocol/browser'))"], { cwd: app, encoding: 'utf8' }).trim();
+    assert.equal(entry, join(app, 'node_modules', 'stapel-runner-protocol', 'browser', 'dist', browser.entry));
+    for (const [f, { sha256 }] of Object.entries(browser.files)) {
+      const installed = readFileSync(join(dirname(entry), f));
+      assert.equal(createHash('sha256').update(installed).digest('hex'), sha256, `installed browser/dist/${f}`);
+    }
 
     // The published types: a consumer using the whole API type-checks under --strict, as
     // CommonJS (node16 and the older node10 resolution) and as ESM.
     copyFileSync(join(root, 'tests', 'consumer', 'consumer.ts'), join(app, 'consumer.cts'));
     copyFileSync(join(root, 'tests', 'consumer', 'consumer.ts'), join(app, 'consumer.mts'));
     copyFileSync(join(root, 'tests', 'consumer', 'consumer.ts'), join(app, 'consumer.ts'));
+    // The browser export has the same types.
+    writeFileSync(
+      join(app, 'browser.mts'),
+      "import { decode, DecodeError, SessionReducer } from 'stapel-runner-protocol/browser';\n" +
+        "const m = decode('{\"schema_version\":1,\"type\":\"ping\"}');\n" +
+        "export const ok: boolean = m.type === 'ping' && DecodeError.name === 'DecodeError' && typeof SessionReducer === 'function';\n",
+    );
     const base = { strict: true, noEmit: true, target: 'ES2022', types: ['node'], typeRoots: [join(root, 'node_modules', '@types')], skipLibCheck: false };
     const configs = {
-      'tsconfig.node16.json': { compilerOptions: { ...base, module: 'node16', moduleResolution: 'node16' }, files: ['consumer.cts', 'consumer.mts'] },
+      'tsconfig.node16.json': { compilerOptions: { ...base, module: 'node16', moduleResolution: 'node16' }, files: ['consumer.cts', 'consumer.mts', 'browser.mts'] },
       'tsconfig.node10.json': { compilerOptions: { ...base, module: 'commonjs', moduleResolution: 'node10' }, files: ['consumer.ts'] },
     };
     for (const [name, config] of Object.entries(configs)) {
