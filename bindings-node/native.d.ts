@@ -8,6 +8,31 @@ export declare class ExternalObject<T> {
   }
 }
 
+/**
+ * The live server's admission machine: every request's verdict, the run registry and
+ * the stream-client counts.
+ */
+export declare class NativeAdmission {
+  /** `config`: JSON text of the admission config. */
+  constructor(config?: string | undefined | null)
+  /** Feed one input: the JSON text of its JSON form. */
+  handle(nowMs: number, input: string): void
+  /** Bytes of the body of request `id`, as they arrive. */
+  body(nowMs: number, id: number, data: Uint8Array): void
+  /** The next output's JSON form as JSON text, or `null`. */
+  pollOutput(): string | null
+  /** Every pending output as the JSON text of an array. */
+  drainOutputs(): string
+  /** The earliest body deadline, or `null`. */
+  pollTimeout(): number | null
+  /** The runs kept, oldest first, as the JSON text of `[{run, active, streams}]`. */
+  runs(): string
+  /** Requests whose body is being read. */
+  pendingBodies(): number
+  /** Runs whose harness has not ended. */
+  activeRuns(): number
+}
+
 /** The gateway lifecycle machine of contract 1.0. */
 export declare class NativeGateway {
   /**
@@ -257,6 +282,18 @@ export declare class NativeSubprocessSession {
 
 /** The adapter defaults: `{role, session, grace_ms, turn_max_line_bytes}` as JSON text. */
 export declare function adapterDefaults(): string
+
+/** The admission config as the core reads it (JSON text in and out). */
+export declare function admissionConfig(config?: string | undefined | null): string
+
+/** The JSON error body of a refusal code, or `null` for an unknown code. */
+export declare function admissionErrorBody(code: string): string | null
+
+/**
+ * The headers every live-server response carries, as the JSON text of `[name, value]`
+ * pairs.
+ */
+export declare function admissionResponseHeaders(): string
 
 /**
  * The agent options of the role spec of an invocation, with an optional system prompt

@@ -14,6 +14,7 @@
 //! line to prove it).
 
 mod adapter;
+mod admission;
 mod boundary;
 mod contract;
 mod errors;

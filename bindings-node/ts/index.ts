@@ -58,3 +58,4 @@ export * from './adapter';
 export * from './subprocess-adapter';
 export * from './host';
 export * from './runner-task';
+export * from './admission';

@@ -19,3 +19,4 @@ export * from './adapter';
 export * from './subprocess-adapter';
 export * from './host';
 export * from './runner-task';
+export * from './admission';

@@ -7,6 +7,7 @@
 //! seed-000 module layout.
 
 mod adapter;
+mod admission;
 mod contract;
 mod encode;
 mod errors;
@@ -65,6 +66,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host::host_config, m)?)?;
     m.add_function(wrap_pyfunction!(runner_task::runner_task_call, m)?)?;
     link::register(m)?;
+    m.add_class::<admission::PyAdmission>()?;
+    m.add_function(wrap_pyfunction!(admission::admission_config, m)?)?;
+    m.add_function(wrap_pyfunction!(admission::admission_error_body, m)?)?;
+    m.add_function(wrap_pyfunction!(admission::admission_response_headers, m)?)?;
     m.add(
         "HOST_REPLACED_REASON",
         stapel_runner_protocol::host::REPLACED_REASON,

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional
 import pytest
 
 from conformance_adapter import run_adapter
+from conformance_admission import run_admission
 from conformance_contract import run_contract
 from conformance_errors import run_errors
 from conformance_host import run_host
@@ -224,6 +225,7 @@ RUNNERS["host"] = run_host
 RUNNERS["runner_task"] = run_runner_task
 RUNNERS["link"] = run_link
 RUNNERS["errors"] = run_errors
+RUNNERS["admission"] = run_admission
 
 
 def test_vectors_exist() -> None:

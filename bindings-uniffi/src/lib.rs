@@ -15,6 +15,7 @@
 uniffi::setup_scaffolding!();
 
 mod adapter;
+mod admission;
 mod contract;
 mod errors;
 mod events;

@@ -23,6 +23,8 @@
 //! * [`local`] — the local-runner protocol of seed 002 (commands, canonical events,
 //!   supervision as actions, terminal reconciliation);
 //! * [`reducer`] — folds canonical local-runner events into a session snapshot;
+//! * [`admission`] — the trust model of the loopback live server (`stapel-runner live`):
+//!   every HTTP request admitted or refused before route lookup, runs and streams capped;
 //! * [`contract`] — the harness-execution contract of seed 001: strict models, profile
 //!   resolution, the gateway lifecycle machine, evidence and redaction;
 //! * [`adapter`] — the harness-adapter seam of seed 000: `RoleSpec`, the subprocess turn
@@ -70,6 +72,7 @@
 )]
 
 pub mod adapter;
+pub mod admission;
 pub mod config;
 pub mod contract;
 pub mod errors;

@@ -20,6 +20,9 @@ pub struct OperatorPlan {
     pub interrupt_after: Option<String>,
     /// Answer to `input` requests.
     pub input_answer: String,
+    /// Answer runtime requests at all (`false`: a person answers them through
+    /// [`AutoController::steer`], as on the live page).
+    pub answer_requests: bool,
 }
 
 impl Default for OperatorPlan {
@@ -29,6 +32,7 @@ impl Default for OperatorPlan {
             turn_id: "turn_local_1".into(),
             interrupt_after: None,
             input_answer: "local trace".into(),
+            answer_requests: true,
         }
     }
 }
@@ -74,6 +78,18 @@ impl AutoController {
         line
     }
 
+    /// A command chosen from outside (a person on the live page): the next `commandId`
+    /// and `controllerSeq`, so it goes through the machine's ledger like every other
+    /// command. Returns `(commandId, line)`.
+    pub fn steer(
+        &mut self,
+        kind: CommandType,
+        payload: serde_json::Map<String, Value>,
+    ) -> (String, String) {
+        let id = format!("cmd_auto_{:03}", self.next_seq);
+        (id, self.command(kind, Value::Object(payload)))
+    }
+
     /// A `run.cancel` command (the hub cancelled the task): the machine ends the harness
     /// and the run terminates as cancelled.
     pub fn cancel(&mut self, reason: &str) -> String {
@@ -108,7 +124,7 @@ impl AutoController {
                 let payload = json!({"turnId": self.plan.turn_id, "text": self.plan.turn_text});
                 out.push(self.command(CommandType::TurnStart, payload));
             }
-            "runtime_request.created" => {
+            "runtime_request.created" if self.plan.answer_requests => {
                 let request = &event["payload"]["request"];
                 let id = request["requestId"].as_str().unwrap_or_default().to_owned();
                 let response = match request["type"].as_str() {

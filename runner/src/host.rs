@@ -25,7 +25,9 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use stapel_runner_protocol::local::{Input, LocalConfig, LocalRun, Output, SignalKind};
+use stapel_runner_protocol::local::{
+    CommandType, Input, LocalConfig, LocalRun, Output, SignalKind,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::signal::unix::{signal, SignalKind as UnixSignal};
 use tokio::sync::mpsc;
@@ -101,6 +103,21 @@ pub struct TaskLink {
     pub cancel: mpsc::Receiver<String>,
     /// The harness's working directory (`None`: the runner's).
     pub cwd: Option<String>,
+    /// Commands chosen from outside (`stapel-runner live`: a person's actions), sent by
+    /// the built-in controller with its next `commandId` and `controllerSeq`. `None`
+    /// for a connected runner's task.
+    pub steer: Option<mpsc::Receiver<Steer>>,
+}
+
+/// A command a live host asks the built-in controller to send (see [`TaskLink::steer`]).
+#[derive(Debug)]
+pub struct Steer {
+    /// The command type.
+    pub kind: CommandType,
+    /// The command payload.
+    pub payload: serde_json::Map<String, serde_json::Value>,
+    /// Receives the command's `commandId` once it is queued for the machine.
+    pub reply: tokio::sync::oneshot::Sender<String>,
 }
 
 enum Event {
@@ -203,9 +220,9 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
         wrapper,
         task,
     } = opts;
-    let (task_lines, mut task_cancel, cwd) = match task {
-        Some(t) => (Some(t.lines), Some(t.cancel), t.cwd),
-        None => (None, None, None),
+    let (task_lines, mut task_cancel, cwd, mut task_steer) = match task {
+        Some(t) => (Some(t.lines), Some(t.cancel), t.cwd, t.steer),
+        None => (None, None, None, None),
     };
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as u64;
@@ -377,7 +394,22 @@ async fn drive(opts: HostOptions) -> io::Result<i32> {
                 None => std::future::pending().await,
             }
         };
+        let steered = async {
+            match &mut task_steer {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            steer = steered => match (steer, &mut controller) {
+                (Some(s), Controller::Auto(auto)) => {
+                    let (id, line) = auto.steer(s.kind, s.payload);
+                    let _ = s.reply.send(id);
+                    pending.push(Input::ControllerBytes(line.into_bytes()));
+                }
+                // Nothing steers this run any more (or no built-in controller to do it).
+                _ => task_steer = None,
+            },
             ev = rx.recv() => match ev {
                 Some(Event::Controller(bytes)) => pending.push(Input::ControllerBytes(bytes)),
                 Some(Event::ControllerEof) => pending.push(Input::ControllerEof),

@@ -14,6 +14,10 @@
 //!   [`store`] (the atomic, locked state directory) and [`exec`] (the `harness-exec`
 //!   wrapper: each harness in its own user + PID namespace, so it and its escapees die
 //!   with the task and with the runner);
+//! * [`live`] — `stapel-runner live`: seed 002's browser live mode, a loopback HTTP
+//!   server whose every request the core's admission machine judges, serving the page
+//!   (which validates and reduces every event with the core's browser build) and
+//!   driving runs through [`host`];
 //! * [`wspump`] — one WebSocket as a task that does what a link says (the runner's and
 //!   the test hub's sockets);
 //! * [`testhub`] — a minimal hub over the core's `HubLink` for tests and benchmarks
@@ -26,6 +30,7 @@ pub mod controller;
 pub mod exec;
 pub mod fake;
 pub mod host;
+pub mod live;
 pub mod pretty;
 pub mod scripts;
 pub mod store;

@@ -287,6 +287,7 @@ async fn run_local(
             lines: lines_tx,
             cancel: cancel_rx,
             cwd: Some(plan.working_directory.clone()),
+            steer: None,
         }),
     };
     let mut host = Box::pin(host::run(opts));

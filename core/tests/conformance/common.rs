@@ -87,6 +87,16 @@ pub fn expect_keys(area: &str) -> Option<&'static [&'static str]> {
             "total_tokens",
             "value",
         ],
+        "admission" => &[
+            "config",
+            "config_error",
+            "error",
+            "outputs",
+            "pending",
+            "runs",
+            "timeout",
+            "value",
+        ],
         "contract" => &[
             "error",
             "finished",

@@ -7,6 +7,7 @@
 //! `-- FILTER` to run only vectors whose path contains FILTER).
 
 mod adapter;
+mod admission;
 mod common;
 mod contract;
 mod errors;
@@ -32,6 +33,7 @@ fn run_vector(area: &str, vector: &Value) -> Result<(), String> {
         "contract" => contract::run(vector),
         "errors" => errors::run(vector),
         "adapter" => adapter::run(vector),
+        "admission" => admission::run(vector),
         "local" => local::run(vector),
         "reducer" => reducer::run(vector),
         "host" => host::run(vector),

@@ -5,7 +5,14 @@
 //! stapel-runner run     [--script NAME|PATH] [--pretty|--jsonl] …   # built-in controller, one whole run
 //! stapel-runner serve   [--script NAME|PATH] …                      # controller on stdin/stdout JSONL
 //! stapel-runner connect --url WS_URL --state-dir DIR [--token-file F] …  # tasks from a hub
+//! stapel-runner live    [--port N] [--script NAME|PATH] …          # the browser live view on 127.0.0.1
 //! ```
+//!
+//! `live` serves seed 002's live page on 127.0.0.1 (first stdout line
+//! `{"url": "http://127.0.0.1:PORT/"}`): a person starts runs, watches their events
+//! (validated and reduced in the page by the core's browser build) and answers requests;
+//! every request passes the core's admission machine first (see the library's `live`
+//! module).
 //!
 //! `connect` keeps an outbound WebSocket to a hub and runs the tasks it assigns (see the
 //! library's `connect` module). Every harness, of all three, starts through the hidden
@@ -58,6 +65,19 @@ enum Command {
     Serve {
         #[command(flatten)]
         common: Common,
+    },
+    /// Serve the live view on 127.0.0.1: a page that starts runs, streams and validates
+    /// their events and lets a person answer requests (first stdout line: the URL).
+    Live {
+        #[command(flatten)]
+        common: Common,
+        /// Port on 127.0.0.1 (0: a free one; the first stdout line says which).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// The live server's admission bounds as a JSON object (AdmissionConfig keys,
+        /// e.g. max_active_runs, max_stream_clients, max_body_bytes).
+        #[arg(long, value_name = "JSON")]
+        admission_config: Option<String>,
     },
     /// Be the fake harness (the runner's default harness re-invokes itself this way).
     #[command(hide = true)]
@@ -163,7 +183,7 @@ struct ConnectArgs {
     capabilities: Vec<String>,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 struct Common {
     /// Fake-harness script: a built-in name (happy-path, permission-input, interrupted,
     /// error, duplicate-terminal, linger, oversized-line) or a path.
@@ -329,6 +349,14 @@ async fn async_main(cli: Cli, token: Option<stapel_runner::ws::TokenSource>) -> 
     if let (Command::Connect { connect, common }, Some(token)) = (&cli.command, token) {
         return run_connect(connect, common, token).await;
     }
+    if let Command::Live {
+        common,
+        port,
+        admission_config,
+    } = &cli.command
+    {
+        return run_live(common, *port, admission_config.as_deref()).await;
+    }
     let (config, controller, view) = match &cli.command {
         Command::Serve { common } => (build_config(common), Controller::Stdio, View::Jsonl),
         Command::FakeHarness(args) => {
@@ -359,9 +387,10 @@ async fn async_main(cli: Cli, token: Option<stapel_runner::ws::TokenSource>) -> 
                 view,
             )
         }
-        Command::Connect { .. } | Command::HarnessExec { .. } | Command::HarnessInit { .. } => {
-            return 2
-        }
+        Command::Connect { .. }
+        | Command::Live { .. }
+        | Command::HarnessExec { .. }
+        | Command::HarnessInit { .. } => return 2,
     };
     if let Err(e) = supervisor::become_subreaper() {
         eprintln!("stapel-runner: cannot become a child subreaper ({e}); escaped grandchildren may survive");
@@ -402,6 +431,62 @@ fn harness_wrapper(no_pid_namespace: bool, who: &str, tell_yes: bool) -> Vec<Str
         }
     }
     wrapper
+}
+
+async fn run_live(common: &Common, port: u16, admission_config: Option<&str>) -> i32 {
+    use stapel_runner::live::{self, LiveOptions};
+    use stapel_runner_protocol::admission::AdmissionConfig;
+    // The scripts a run may play: the built-in ones, and --script when it names a file
+    // (offered under the name inside it; a request can only name, never give a path).
+    let mut scripts: Vec<String> = scripts::BUILT_IN
+        .iter()
+        .map(|(n, _)| (*n).to_owned())
+        .collect();
+    let default_script = match scripts::load(&common.script) {
+        Ok(s) => s.name,
+        Err(e) => fail(e),
+    };
+    let custom = (!scripts.contains(&default_script)).then(|| common.script.clone());
+    if custom.is_some() {
+        scripts.push(default_script.clone());
+    }
+    let admission = match admission_config {
+        Some(j) => serde_json::from_str(j)
+            .map_err(|e| e.to_string())
+            .and_then(|v| AdmissionConfig::from_value(&v).map_err(|e| e.to_string()))
+            .unwrap_or_else(|e| fail(format!("--admission-config: {e}"))),
+        None => AdmissionConfig::default(),
+    };
+    let base = common.clone();
+    let custom_name = default_script.clone();
+    let make_config = move |script: &str, run: &str, session: &str| {
+        let mut c = base.clone();
+        c.script = match &custom {
+            Some(path) if script == custom_name => path.clone(),
+            _ => script.to_owned(),
+        };
+        let mut config = build_config(&c);
+        config.run_id = run.to_owned();
+        config.normalized_session_id = session.to_owned();
+        config
+    };
+    if let Err(e) = supervisor::become_subreaper() {
+        eprintln!("stapel-runner: cannot become a child subreaper ({e}); escaped grandchildren may survive");
+    }
+    let grace = Duration::from_millis(build_config(common).shutdown_grace_ms);
+    let opts = LiveOptions {
+        port,
+        scripts,
+        default_script,
+        admission,
+        make_config: Box::new(make_config),
+        wrapper: harness_wrapper(common.no_pid_namespace, "stapel-runner live", false),
+        shutdown_grace: grace,
+    };
+    match live::serve(opts).await {
+        Ok(code) => code,
+        Err(e) => fail(format!("live: {e}")),
+    }
 }
 
 async fn run_connect(

@@ -24,6 +24,7 @@ class ConformanceTest {
             "contract" to ContractRunner::run,
             "adapter" to AdapterRunner::run,
             "runner_task" to RunnerTaskRunner::run,
+            "admission" to AdmissionRunner::run,
         )
 
         /**
@@ -33,6 +34,7 @@ class ConformanceTest {
          */
         val EXPECT_KEYS: Map<String, Set<String>> = mapOf(
             "adapter" to setOf("error", "lifecycle", "outputs", "result_line", "state", "system_prompt", "timeout", "total_tokens", "value"),
+            "admission" to setOf("config", "config_error", "error", "outputs", "pending", "runs", "timeout", "value"),
             "contract" to setOf("error", "finished", "outputs", "refusal", "resolved", "stage", "tool_calls", "usage", "value"),
             "framing" to setOf("accepted", "buffered_bytes", "error", "output", "ready"),
             "host" to setOf("config", "config_error", "error", "outputs", "pending", "runners", "state", "timeout", "value"),
