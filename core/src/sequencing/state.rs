@@ -832,7 +832,22 @@ impl ConnectionState {
     /// [`EmitError`] carrying the message back unchanged: `not_sequenced`,
     /// `missing_task_id`, `role_cannot_emit`, `too_many_streams`, `frame_too_large`,
     /// `backpressure`, `seq_exhausted`. Nothing is recorded on error.
-    pub fn emit(&mut self, mut msg: Message) -> Result<Message, EmitError> {
+    pub fn emit(&mut self, msg: Message) -> Result<Message, EmitError> {
+        self.emit_at(msg, None)
+    }
+
+    /// [`emit`](Self::emit) of a frame the application numbered itself (0.1.1's API):
+    /// stamped with `seq` when that is at or beyond the stream's next seq (the numbering
+    /// jumps forward to it), else with the next seq; the stream's numbering is final
+    /// from then on (the application's seqs are authoritative, never provisional).
+    ///
+    /// # Errors
+    /// As [`emit`](Self::emit).
+    pub(crate) fn emit_numbered(&mut self, msg: Message, seq: u64) -> Result<Message, EmitError> {
+        self.emit_at(msg, Some(seq))
+    }
+
+    fn emit_at(&mut self, mut msg: Message, at_least: Option<u64>) -> Result<Message, EmitError> {
         let fail = |error, message| EmitError {
             error,
             message: Box::new(message),
@@ -857,6 +872,10 @@ impl ConnectionState {
         if !forgotten && !exists && self.outbound_streams >= max {
             return Err(fail(too_many(max, false), msg));
         }
+        let seq = match at_least {
+            Some(s) if s > seq => s,
+            _ => seq,
+        };
         if seq > wire::MAX_SAFE_INTEGER {
             let task_id = msg.task_id().unwrap_or_default().to_owned();
             return Err(fail(SequencingError::SeqExhausted { task_id }, msg));
@@ -900,11 +919,19 @@ impl ConnectionState {
         };
         self.kept_frames = self.kept_frames.saturating_add(1);
         self.kept_bytes = self.kept_bytes.saturating_add(frame.len());
-        let fresh = self.fresh_log(1);
+        let mut fresh = self.fresh_log(seq);
+        let app = at_least.is_some();
+        if app {
+            fresh.confirm();
+        }
         let created = match self.tasks.get_mut(task_id) {
             Some(TaskEntry::Live(channel)) => match channel.out_mut(attempt) {
                 Some(log) => {
+                    log.set_next_seq(seq);
                     log.push(frame);
+                    if app {
+                        log.confirm();
+                    }
                     false
                 }
                 None => {
@@ -948,6 +975,24 @@ impl ConnectionState {
     /// As [`emit`](Self::emit).
     pub fn emit_encoded(&mut self, msg: Message) -> Result<(Message, String), EmitError> {
         let msg = self.emit(msg)?;
+        Ok(self.with_kept_frame(msg))
+    }
+
+    /// [`emit_numbered`](Self::emit_numbered), also returning the kept frame.
+    ///
+    /// # Errors
+    /// As [`emit`](Self::emit).
+    pub(crate) fn emit_numbered_encoded(
+        &mut self,
+        msg: Message,
+        seq: u64,
+    ) -> Result<(Message, String), EmitError> {
+        let msg = self.emit_numbered(msg, seq)?;
+        Ok(self.with_kept_frame(msg))
+    }
+
+    /// The message and the exact frame its stream kept for it (just emitted).
+    fn with_kept_frame(&self, msg: Message) -> (Message, String) {
         let frame = msg
             .task_id()
             .and_then(|t| self.live_channel(t))
@@ -962,7 +1007,7 @@ impl ConnectionState {
             .and_then(|log| log.kept().last())
             .map(|f| f.frame.clone())
             .unwrap_or_else(|| wire::encode(&msg));
-        Ok((msg, frame))
+        (msg, frame)
     }
 
     /// Classify `seq` on the stream `k` without recording it: against the live tracker,

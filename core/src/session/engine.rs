@@ -2,7 +2,7 @@
 //! in-order delivery with a bounded hold buffer, acknowledgements, keepalive timers and
 //! the output queue.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use indexmap::IndexMap;
 
@@ -354,7 +354,13 @@ pub struct Engine {
     probes: VecDeque<(i64, Vec<(StreamKey, u64)>)>,
     /// Durable acknowledgements: per inbound stream, the highest seq the host confirmed.
     confirmed: HashMap<StreamKey, u64>,
+    /// Outbound streams the application numbers itself ([`resend`](Self::resend)): an
+    /// acknowledgement beyond what this session emitted trims them, never re-stamps.
+    app_numbered: HashSet<StreamKey>,
 }
+
+/// Most application-numbered streams remembered (the forgotten ones are dropped first).
+const MAX_APP_NUMBERED_STREAMS: usize = 65_536;
 
 /// An outbound or inbound stream: (task, attempt).
 type StreamKey = (CompactString, Option<u64>);
@@ -390,6 +396,7 @@ impl Engine {
             since_ping: 0,
             probes: VecDeque::new(),
             confirmed,
+            app_numbered: HashSet::new(),
         }
     }
 
@@ -466,7 +473,31 @@ impl Engine {
                 .task_id()
                 .is_some_and(|t| self.state.was_emitted(t, attempt, seq));
         if !sent {
-            return self.send(now, msg);
+            if seq == 0 || !emits {
+                return self.send(now, msg);
+            }
+            // The application numbers its frames (0.1.1's API): the frame is stamped with
+            // its own seq (the stream's numbering jumps to it) and the stream's numbering
+            // is the application's from now on — final, never provisional: a peer's
+            // position at or beyond it means the peer has those frames (trimmed), not a
+            // collision to re-stamp. So an application may re-send its frames to a fresh
+            // session (a new connection object) and the peer drops the duplicates.
+            self.catch_up();
+            self.now = now;
+            let result = self.emit_with(msg, Some(seq));
+            if let Ok(st) = &result {
+                if self.app_numbered.len() >= MAX_APP_NUMBERED_STREAMS {
+                    let state = &self.state;
+                    self.app_numbered
+                        .retain(|(t, a)| state.outbound_log(t, *a).is_some());
+                }
+                if self.app_numbered.len() < MAX_APP_NUMBERED_STREAMS {
+                    self.app_numbered
+                        .insert((CompactString::from(st.task_id.as_str()), st.attempt));
+                }
+            }
+            self.timers(now);
+            return result;
         }
         self.catch_up();
         self.now = now;
@@ -481,7 +512,16 @@ impl Engine {
     }
 
     fn emit(&mut self, msg: Message) -> Result<Stamped, SessionError> {
-        let (message, frame) = match self.state.emit_encoded(msg) {
+        self.emit_with(msg, None)
+    }
+
+    /// Stamp, keep and (when ready) transmit; `numbered`: the application's own seq.
+    fn emit_with(&mut self, msg: Message, numbered: Option<u64>) -> Result<Stamped, SessionError> {
+        let encoded = match numbered {
+            Some(seq) => self.state.emit_numbered_encoded(msg, seq),
+            None => self.state.emit_encoded(msg),
+        };
+        let (message, frame) = match encoded {
             Ok(done) => done,
             Err(e) => {
                 // The kept log is full: a ping now lets a seed-only peer's pong trim it.
@@ -632,6 +672,20 @@ impl Engine {
         if self.state.is_forgotten(task) {
             return Ok(());
         }
+        // A seed-only runner's frames were delivered as the task's assigned attempt but
+        // live on its attempt-less stream: confirming the attempt the application saw
+        // confirms that stream.
+        let attempt = match attempt {
+            Some(a)
+                if a > 0
+                    && self.state.inbound_watermark(task, attempt).is_none()
+                    && self.state.assigned_attempt(task) == a
+                    && self.state.inbound_watermark(task, Some(0)).is_some() =>
+            {
+                Some(0)
+            }
+            other => other,
+        };
         let delivered = self.state.inbound_watermark(task, attempt).unwrap_or(0);
         if seq > delivered {
             return Err(SessionError::ConfirmAhead {
@@ -1047,6 +1101,14 @@ impl Engine {
     /// frames it confirms (held back by the runner's barrier) are sent now.
     fn apply_ack(&mut self, p: &Position) {
         if self.state.is_forgotten(&p.task_id) {
+            return;
+        }
+        if self
+            .app_numbered
+            .contains(&(CompactString::from(p.task_id.as_str()), p.attempt))
+        {
+            // The application's numbering: the peer holds everything up to `seq`.
+            self.state.trim_through(&p.task_id, p.attempt, p.seq);
             return;
         }
         let before = self

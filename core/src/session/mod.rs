@@ -282,7 +282,9 @@ pub enum Input {
     /// committed every frame of the inbound stream `(task_id, attempt)` up to `seq`
     /// (attempt `Some(a)` on the hub, `None` on the runner). Acknowledgements of the
     /// stream may now go up to `seq`. Confirm through an [`Event::InboundGap`]'s
-    /// `missing_to` once the gap is recorded.
+    /// `missing_to` once the gap is recorded. The attempt is the one the application
+    /// saw: a seed-only runner's attempt-less frames, delivered as the task's assigned
+    /// attempt, are confirmed with that attempt.
     Confirm {
         /// The stream's task.
         task_id: String,
@@ -383,9 +385,13 @@ pub trait Machine: sealed::Sealed {
     /// [`ConnectionState::was_emitted`]) is that frame: nothing is stamped, kept or
     /// transmitted — the session already keeps it until acknowledged and replays it
     /// after a reconnect, so the peer gets it exactly once — and the returned
-    /// [`Stamped`] carries the message as given, with its seq. Any other message (seq 0,
-    /// or a seq above the last emitted) is sent as with [`send`](Self::send) and numbered
-    /// by the session.
+    /// [`Stamped`] carries the message as given, with its seq. A message with seq 0 is
+    /// sent as with [`send`](Self::send) and numbered by the session. Any other seq is the
+    /// application's: the frame is stamped with it (the stream's numbering jumps to it),
+    /// and the stream's numbering is final from then on — never provisional, and a peer's
+    /// acknowledgement at or beyond it trims instead of re-stamping — so 0.1.1 code that
+    /// re-sends its frames to a fresh session (a new connection) has them dropped as
+    /// duplicates, not applied again.
     ///
     /// # Errors
     /// As [`send`](Self::send) (a message that is not re-sent).
