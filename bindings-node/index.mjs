@@ -19,6 +19,7 @@ export const HubHost = cjs.HubHost;
 export const HubLink = cjs.HubLink;
 export const HubSession = cjs.HubSession;
 export const InboxTracker = cjs.InboxTracker;
+export const LINK_CONSTANTS = cjs.LINK_CONSTANTS;
 export const LineFramer = cjs.LineFramer;
 export const LocalRun = cjs.LocalRun;
 export const MESSAGES = cjs.MESSAGES;

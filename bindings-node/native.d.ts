@@ -402,6 +402,14 @@ export declare function linkConfig(config?: string | undefined | null): string
  */
 export declare function linkConfigValue(link: ExternalObject<'Link'>): string
 
+/**
+ * The link constants a host or a test needs, as JSON text: `news_allowance` (news
+ * admitted beyond `max_queued_events` before more is dropped), the defaults
+ * `connect_timeout_ms` and `max_closing_sockets`, the `disconnected` reasons and the
+ * `error` codes.
+ */
+export declare function linkConstants(): string
+
 /** Every pending output (see the module docs), the slow ones as a JSON array. */
 export declare function linkDrain(link: ExternalObject<'Link'>): string | null
 

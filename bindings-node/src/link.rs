@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 use stapel_runner_protocol::errors::{error_class, table_value};
 use stapel_runner_protocol::host::InboundFrame;
 use stapel_runner_protocol::link::{
-    ConnectFailure, HubLink, LinkConfig, LinkError, LinkEvent, LinkInput, LinkOutput, RunnerLink,
+    self, ConnectFailure, HubLink, LinkConfig, LinkError, LinkEvent, LinkInput, LinkOutput,
+    RunnerLink,
 };
 use stapel_runner_protocol::sequencing::ConnectionState;
 use stapel_runner_protocol::session::{Event, HubSession, RunnerSession, Stamped};
@@ -166,6 +167,38 @@ fn link_config_of(config: Option<&str>) -> napi::Result<LinkConfig> {
 #[napi]
 pub fn link_config(config: Option<String>) -> napi::Result<String> {
     guard(|| Ok(link_config_of(config.as_deref())?.to_value().to_string()))
+}
+
+/// The link constants a host or a test needs, as JSON text: `news_allowance` (news
+/// admitted beyond `max_queued_events` before more is dropped), the defaults
+/// `connect_timeout_ms` and `max_closing_sockets`, the `disconnected` reasons and the
+/// `error` codes.
+#[napi]
+pub fn link_constants() -> napi::Result<String> {
+    guard(|| {
+        Ok(json!({
+            "news_allowance": link::NEWS_ALLOWANCE,
+            "connect_timeout_ms": link::DEFAULT_CONNECT_TIMEOUT_MS,
+            "max_closing_sockets": link::DEFAULT_MAX_CLOSING_SOCKETS,
+            "reasons": {
+                "stopped": link::REASON_STOPPED,
+                "closed": link::REASON_CLOSED,
+                "replaced": link::REASON_REPLACED,
+                "peer_closed": link::REASON_PEER_CLOSED,
+                "transport_failed": link::REASON_TRANSPORT_FAILED,
+                "backlog_full": link::REASON_BACKLOG_FULL,
+            },
+            "errors": {
+                "upgrade_refused": link::ERROR_UPGRADE_REFUSED,
+                "connect_failed": link::ERROR_CONNECT_FAILED,
+                "connect_timeout": link::ERROR_CONNECT_TIMEOUT,
+                "no_token": link::ERROR_NO_TOKEN,
+                "transport_failed": link::REASON_TRANSPORT_FAILED,
+                "backlog_full": link::REASON_BACKLOG_FULL,
+            },
+        })
+        .to_string())
+    })
 }
 
 /// The core's error table (`errors::table_value()`) as JSON text.

@@ -399,3 +399,34 @@ export class HubLink extends LinkBase {
 export function linkConfig(config?: LinkConfig): LinkConfigValues {
   return parsed<LinkConfigValues>(call(() => native.linkConfig(configText(config))));
 }
+
+/** The link constants of the core a host needs. */
+export interface LinkConstants {
+  /** News events admitted beyond `max_queued_events` before further news is dropped (and counted). */
+  news_allowance: number;
+  /** Default bound of a connect attempt, ms. */
+  connect_timeout_ms: number;
+  /** Default number of sockets kept while their close handshake runs. */
+  max_closing_sockets: number;
+  /** The `disconnected` reasons of the link itself (the session's close reasons come too). */
+  reasons: {
+    stopped: string;
+    closed: string;
+    replaced: string;
+    peer_closed: string;
+    transport_failed: string;
+    backlog_full: string;
+  };
+  /** The `error` codes of a link. */
+  errors: {
+    upgrade_refused: string;
+    connect_failed: string;
+    connect_timeout: string;
+    no_token: string;
+    transport_failed: string;
+    backlog_full: string;
+  };
+}
+
+/** The link constants of the core a host needs. */
+export const LINK_CONSTANTS: Readonly<LinkConstants> = Object.freeze(parsed<LinkConstants>(native.linkConstants()));
