@@ -23,7 +23,7 @@
  * `ws` is a peer dependency, loaded when a client or server is created.
  */
 import { webcrypto } from 'node:crypto';
-import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import { STATUS_CODES, validateHeaderValue, type IncomingMessage, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { coreError } from './error-table';
 import { RunnerProtocolError, TransportError } from './errors';
@@ -67,8 +67,14 @@ interface Socket {
   removeAllListeners(): this;
 }
 
+/** The upgrade request, as `ws` hands it to `finishRequest`. */
+interface UpgradeRequest {
+  setHeader(name: string, value: string): void;
+  end(): void;
+}
+
 interface WsModule {
-  WebSocket: new (url: string, options: { headers: Record<string, string> }) => Socket;
+  WebSocket: new (url: string, options: { finishRequest: (req: UpgradeRequest) => void }) => Socket;
   WebSocketServer: new (options: { noServer: true }) => {
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, cb: (ws: Socket) => void): void;
     close(): void;
@@ -494,7 +500,8 @@ export class RunnerClient {
   readonly link: RunnerLink;
   readonly #pump: Pump;
   readonly #url: string;
-  readonly #headers: Record<string, string> = {};
+  /** The `Authorization` header value (set on the upgrade request only, see #open). */
+  readonly #authorization: string | null = null;
   readonly #onReconnect: ((delayMs: number, failures: number) => void) | undefined;
   readonly #opened: ((() => void) | null)[] = [];
   #connectWaiters: (() => void)[] = [];
@@ -512,10 +519,11 @@ export class RunnerClient {
     if (!PROTOCOLS.has(protocol)) throw Object.assign(new TypeError(`url: ${protocol} is not a WebSocket URL scheme`), { code: 'ERR_INVALID_URL' });
     if (o.token !== undefined) {
       if (typeof o.token !== 'string') throw typeError(`token: a string is required, got ${typeof o.token}`);
+      // The core's header value (none for an empty token); one HTTP cannot carry is
+      // refused now (Node's ERR_INVALID_CHAR, whose message names the header, not the value).
       const auth = bearerAuthorization(o.token);
-      // The message never shows the token.
-      if (auth === null) throw Object.assign(new TypeError('token: an Authorization header cannot carry this token'), { code: 'ERR_INVALID_ARG_VALUE' });
-      this.#headers.Authorization = auth;
+      if (auth !== null) validateHeaderValue('Authorization', auth);
+      this.#authorization = auth;
     }
     checkFunction('onReconnect', o.onReconnect);
     checkFunction('random', o.random);
@@ -569,9 +577,16 @@ export class RunnerClient {
   #open(id: number): void {
     const pump = this.#pump;
     let ws: Socket;
+    // The header goes on the request object, not into the connection options: those
+    // reach `net.connect`, whose NODE_DEBUG=net log prints them.
+    const authorization = this.#authorization;
+    const finishRequest = (req: UpgradeRequest): void => {
+      if (authorization !== null) req.setHeader('Authorization', authorization);
+      req.end();
+    };
     try {
       const { WebSocket } = loadWs();
-      ws = new WebSocket(this.#url, { headers: this.#headers });
+      ws = new WebSocket(this.#url, { finishRequest });
     } catch (e) {
       this.link.handleInput(now(), { type: 'connect_failed', socket: id, failure: 'failed', detail: messageOf(e) });
       return;
