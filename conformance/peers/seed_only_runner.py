@@ -73,7 +73,9 @@ async def main():
                                                         payload={"step": i}))
                             await conn.send(p)
                         report = {"schema_version": 1, "task_id": msg.task_id,
-                                  "status": "done"}
+                                  "status": "done",
+                                  "usage": {"fresh_input": 0, "output": 0, "cache_read": 0,
+                                            "cache_write": 0, "thinking": 0}}
                         r = state.emit(TaskReportMessage(task_id=msg.task_id, report=report))
                         await conn.send(r)
                         finished.add(msg.task_id)
