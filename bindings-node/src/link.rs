@@ -563,6 +563,8 @@ pub fn link_status(link: &External<LinkHandle>) -> napi::Result<String> {
                 "held_dropped": ss.held_dropped,
                 "held_now": ss.held_now,
                 "transmitted": ss.transmitted,
+                "implied_acked": ss.implied_acked,
+                "probes": ss.probes,
             },
         })
         .to_string())

@@ -576,6 +576,8 @@ pub fn session_stats(session: &External<SessionHandle>) -> napi::Result<String> 
             "held_dropped": s.held_dropped,
             "held_now": s.held_now,
             "transmitted": s.transmitted,
+            "implied_acked": s.implied_acked,
+            "probes": s.probes,
         })
         .to_string())
     })

@@ -83,6 +83,13 @@ export interface SessionStats {
   held_now: number;
   /** Frames transmitted (replays, pings and pongs included). */
   transmitted: number;
+  /**
+   * Kept frames dropped because a pong without an `ack` member answered a ping sent after
+   * them (a seed-only peer's implied acknowledgement).
+   */
+  implied_acked: number;
+  /** Probe pings sent (`probe_every_frames`, or after a send refused with `backpressure`). */
+  probes: number;
 }
 
 type Handle = ExternalObject<'Session'>;
