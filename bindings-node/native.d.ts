@@ -421,16 +421,18 @@ export declare function linkForgetTask(link: ExternalObject<'Link'>, taskId: str
 
 /**
  * A text frame from socket `socket`. Its outputs wait in the link ([`link_frames`] feeds
- * frames and takes the outputs in one call).
+ * frames and takes the outputs in one call). A fast-path frame's serial (its slot in
+ * the TS layer's ring is `serial % FED`), else `-1`.
  */
-export declare function linkFrame(link: ExternalObject<'Link'>, nowMs: number, socket: number, text: string): void
+export declare function linkFrame(link: ExternalObject<'Link'>, nowMs: number, socket: number, text: string): number
 
 /**
- * Feed text frames (WebSocket text messages) of socket `socket` in order and take every
- * output (those waiting from earlier inputs first), in the scratch layout of the module
- * docs. Frame inputs never fail.
+ * Feed `EventsTaken(taken)` when `taken` > 0, then text frames (WebSocket text
+ * messages) of socket `socket` in order, and take every output (those waiting from
+ * earlier inputs first), in the scratch layout of the module docs. Frame inputs never
+ * fail.
  */
-export declare function linkFrames(link: ExternalObject<'Link'>, nowMs: number, socket: number, frames: string[]): string | null
+export declare function linkFrames(link: ExternalObject<'Link'>, nowMs: number, socket: number, frames: string[], taken: number): string | null
 
 /**
  * Feed one input given as JSON text (`{type, …}`: `start`, `stop`, `opened`,

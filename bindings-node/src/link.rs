@@ -3,14 +3,16 @@
 //! session machines are (see [`crate::session`]).
 //!
 //! Outputs stay in the link until the host polls them (a later input may drop sends
-//! queued for a socket that is gone). Polled outputs use the session's scratch layout
-//! ([`crate::session`]): a received `task.progress` decoded by the core's fast path from
-//! a frame of the current call crosses as a record of numbers (`1, frame index, <view>`),
-//! every other output as JSON text (`2, index into the JSON array`): `kind` and its
-//! fields — `connect`, `send`, `pause`, `resume`, `close`, `abort` with `socket`, and the
-//! events (the session's, and `connected`, `disconnected`, `reconnecting`, `error`,
-//! `stalled`, `unstalled`, `stopped`). A frame the link keeps in its backlog and delivers
-//! in a later call takes the JSON form (rare: only while the application's queue is full).
+//! queued for a socket that is gone). Drained outputs use the session's scratch layout
+//! ([`crate::session`]): a received `task.progress` decoded by the core's fast path
+//! crosses as a record of numbers — `1, frame index, <view>` for a frame of the current
+//! [`link_frames`] call, `3, serial, <view>` for one fed by [`link_frame`] (the TS layer
+//! keeps those frames in a ring of [`FED`] by serial) — every other output as JSON text
+//! (`2, index into the JSON array`): `kind` and its fields — `connect`, `send`, `pause`,
+//! `resume`, `close`, `abort` with `socket`, and the events (the session's, and
+//! `connected`, `disconnected`, `reconnecting`, `error`, `stalled`, `unstalled`,
+//! `stopped`). A batch frame the link keeps in its backlog and delivers in a later call
+//! takes the JSON form (rare: only while the application's queue is full).
 
 use napi::bindgen_prelude::{BigInt, Buffer, External, Uint8Array};
 use napi_derive::napi;
@@ -23,12 +25,13 @@ use stapel_runner_protocol::link::{
 };
 use stapel_runner_protocol::sequencing::ConnectionState;
 use stapel_runner_protocol::session::{Event, HubSession, RunnerSession, Stamped};
-use stapel_runner_protocol::wire::{self, Message};
+use stapel_runner_protocol::wire::{self, Message, TaskProgress};
+use std::collections::VecDeque;
 
 use crate::boundary::{Frames, Text};
 use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
 use crate::sequencing::{restore_error, StateHandle};
-use crate::session::{event_text, now_of, scan, Collector, Fed};
+use crate::session::{event_text, now_of, scan, Collector, Fed, FED};
 use crate::wire::{message_from_text, num};
 
 /// A link of either side.
@@ -39,9 +42,28 @@ enum Side {
     Hub(HubLink),
 }
 
-/// One link of either side.
+/// One link of either side, and the fast-path frames fed one at a time ([`link_frame`])
+/// since, at most [`FED`] (newest last), for the outputs they become.
 pub struct LinkHandle {
     side: Side,
+    fed: VecDeque<Kept>,
+    serial: u64,
+}
+
+/// A fast-path frame fed by [`link_frame`] and a hash of its payload text: a received
+/// progress is recorded as this frame only when its payload text is at the frame's
+/// address, of its length, and hashes the same — so a frame freed meanwhile and a new
+/// text at its address (a binary frame, which is never registered) are told apart.
+struct Kept {
+    fed: Fed,
+    hash: u64,
+}
+
+/// FNV-1a, 64 bits.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 impl LinkHandle {
@@ -87,12 +109,32 @@ impl LinkHandle {
                 p,
             )))) = &o
             {
-                if c.progress(p, std::iter::empty(), batch) {
+                if self.record(c, p, batch) {
                     continue;
                 }
             }
             c.slow_text(&output_text(&o));
         }
+    }
+
+    /// Record a received progress as the frame it came from: the frame just fed (its
+    /// text is alive in the link), else a frame fed by [`link_frame`] whose payload is
+    /// at the same address, of the same length and hash.
+    fn record(&self, c: &mut Collector, p: &TaskProgress, batch: Option<&Fed>) -> bool {
+        let Some(t) = p.payload.text() else {
+            return false;
+        };
+        let key = (t.as_ptr() as usize, t.len());
+        if let Some(f) = batch.filter(|f| f.payload == key) {
+            return c.put_record(f, p);
+        }
+        let mut hash = None;
+        for k in self.fed.iter().rev() {
+            if k.fed.payload == key && *hash.get_or_insert_with(|| fnv(t)) == k.hash {
+                return c.put_record(&k.fed, p);
+            }
+        }
+        false
     }
 }
 
@@ -270,7 +312,11 @@ pub fn link_new(
             }
             other => return Err(bad_argument("side", format!("{other:?}"))),
         };
-        Ok(External::new(LinkHandle { side }))
+        Ok(External::new(LinkHandle {
+            side,
+            fed: VecDeque::new(),
+            serial: 0,
+        }))
     })
 }
 
@@ -381,21 +427,43 @@ pub fn link_events_taken(link: &mut External<LinkHandle>, now_ms: f64, n: f64) -
 }
 
 /// A text frame from socket `socket`. Its outputs wait in the link ([`link_frames`] feeds
-/// frames and takes the outputs in one call).
+/// frames and takes the outputs in one call). A fast-path frame's serial (its slot in
+/// the TS layer's ring is `serial % FED`), else `-1`.
 #[napi(ts_args_type = "link: ExternalObject<'Link'>, nowMs: number, socket: number, text: string")]
 pub fn link_frame(
     link: &mut External<LinkHandle>,
     now_ms: f64,
     socket: f64,
     text: Text,
-) -> napi::Result<()> {
+) -> napi::Result<f64> {
     guard(|| {
+        let now = now_of(now_ms)?;
+        let socket = now_of(socket)?;
+        let handle = &mut **link;
+        let frame = text.to_owned_string()?;
+        let serial = handle.serial;
+        let kept = scan(&frame, 3, serial).map(|fed| {
+            let (ptr, len) = fed.payload;
+            let start = ptr.wrapping_sub(frame.as_ptr() as usize);
+            let hash = fnv(frame.get(start..start.saturating_add(len)).unwrap_or(""));
+            Kept { fed, hash }
+        });
         let input = LinkInput::Frame {
-            socket: now_of(socket)?,
-            frame: InboundFrame::Text(text.to_owned_string()?),
+            socket,
+            frame: InboundFrame::Text(frame),
         };
-        link.handle(now_of(now_ms)?, input)
-            .map_err(|e| link_error(&e))
+        handle.handle(now, input).map_err(|e| link_error(&e))?;
+        Ok(match kept {
+            Some(k) => {
+                handle.serial = serial.wrapping_add(1);
+                if handle.fed.len() >= FED {
+                    handle.fed.pop_front();
+                }
+                handle.fed.push_back(k);
+                num(serial)
+            }
+            None => -1.0,
+        })
     })
 }
 
@@ -420,22 +488,30 @@ pub fn link_binary(
     })
 }
 
-/// Feed text frames (WebSocket text messages) of socket `socket` in order and take every
-/// output (those waiting from earlier inputs first), in the scratch layout of the module
-/// docs. Frame inputs never fail.
+/// Feed `EventsTaken(taken)` when `taken` > 0, then text frames (WebSocket text
+/// messages) of socket `socket` in order, and take every output (those waiting from
+/// earlier inputs first), in the scratch layout of the module docs. Frame inputs never
+/// fail.
 #[napi(
-    ts_args_type = "link: ExternalObject<'Link'>, nowMs: number, socket: number, frames: string[]"
+    ts_args_type = "link: ExternalObject<'Link'>, nowMs: number, socket: number, frames: string[], taken: number"
 )]
 pub fn link_frames(
     link: &mut External<LinkHandle>,
     now_ms: f64,
     socket: f64,
     frames: Frames,
+    taken: f64,
 ) -> napi::Result<Option<String>> {
     guard(|| {
         let now = now_of(now_ms)?;
         let socket = now_of(socket)?;
+        let taken = now_of(taken)?;
         let handle = &mut **link;
+        if taken > 0 {
+            handle
+                .handle(now, LinkInput::EventsTaken(taken))
+                .map_err(|e| link_error(&e))?;
+        }
         let mut c = Collector::new();
         handle.drain_into(&mut c, None);
         for (i, frame) in frames.0.into_iter().enumerate() {

@@ -123,7 +123,8 @@ pub(crate) struct Fed {
     /// `1` (a frame of this batch, `index` in it) or `3` (an earlier frame, `index` its serial).
     tag: u8,
     index: u64,
-    payload: (usize, usize),
+    /// Address and length of the payload's text (the key its message is found by).
+    pub(crate) payload: (usize, usize),
     numbers: [f64; VIEW_LEN],
 }
 
@@ -189,9 +190,15 @@ impl Collector {
         let found = batch
             .filter(|f| f.payload == key)
             .or_else(|| fed.find(|f| f.payload == key));
-        let Some(f) = found else {
-            return false;
-        };
+        match found {
+            Some(f) => self.put_record(f, p),
+            None => false,
+        }
+    }
+
+    /// Record `p` as the fast-path frame `f` it was decoded from (`false`: the scratch
+    /// is full, and the caller takes the output's slow form).
+    pub(crate) fn put_record(&mut self, f: &Fed, p: &TaskProgress) -> bool {
         let Some(at) = self.record() else {
             return false;
         };

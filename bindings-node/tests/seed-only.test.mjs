@@ -118,8 +118,6 @@ test(
       const stats = runner.link.sessionStats();
       assert.ok(stats.implied_acked >= TASKS - KEPT, `implied acknowledgements: ${stats.implied_acked}`);
       assert.ok(stalls === 0 || stats.probes >= 1, 'a refused send sends a probe ping');
-      await new Promise((r) => setTimeout(r, 300));
-      assert.ok(runner.link.outboxFrames() < KEPT, `kept ${runner.link.outboxFrames()} after the end`);
       assert.ok(said.some((s) => s.connected === 1));
       assert.equal(said.filter((s) => s.assigned !== undefined).length, TASKS);
       console.log(`seed-only runner: ${TASKS} tasks through a kept log of ${KEPT}; peak ${peak}; stalls ${stalls}; implied acks ${stats.implied_acked}; probes ${stats.probes}`);

@@ -126,6 +126,9 @@ type Handle = ExternalObject<'Link'>;
 /** Numbers per output record in the scratch (see `src/session.rs`). */
 const RECORD = 11;
 
+/** Fast-path frames the TS layer keeps for the outputs they become (`FED` in `src/session.rs`). */
+const FED = 128;
+
 /**
  * The machinery both links share. Call order (the core's): feed an input with
  * {@link handleInput} (or text frames with {@link handleFrames}, which also returns the
@@ -140,6 +143,8 @@ abstract class LinkBase {
   protected readonly handle: Handle;
   /** Whether the link may hold outputs (any input since the last empty drain). */
   #more = true;
+  /** The last fast-path frames fed one at a time, by serial (`serial % FED`). */
+  readonly #ring: string[] = new Array<string>(FED);
 
   protected constructor(handle: Handle) {
     this.handle = handle;
@@ -156,7 +161,8 @@ abstract class LinkBase {
         last = SCRATCH[at + 1] as number;
         into.push(list[last] as LinkOutput);
       } else {
-        const frame = frames[SCRATCH[at + 1] as number] as string;
+        const i = SCRATCH[at + 1] as number;
+        const frame = (SCRATCH[at] === 1 ? frames[i] : this.#ring[i % FED]) as string;
         into.push({ kind: 'received', message: DecodedProgress.fromScratch(frame, at + 2) });
       }
     }
@@ -172,7 +178,8 @@ abstract class LinkBase {
         const frame = input.frame;
         if (typeof frame === 'string') {
           const text = checkedText(frame);
-          call(() => native.linkFrame(h, nowMs, input.socket, text));
+          const serial = call(() => native.linkFrame(h, nowMs, input.socket, text));
+          if (serial >= 0) this.#ring[serial % FED] = text;
         } else {
           call(() => native.linkBinary(h, nowMs, input.socket, frame));
         }
@@ -192,12 +199,13 @@ abstract class LinkBase {
    * Feed text frames (WebSocket text messages) of socket `socket` in order, in one native
    * call, and take every output: those still waiting from earlier inputs, then the
    * frames'. A plain `task.progress` the session receives from one of these frames is a
-   * {@link DecodedProgress} over your string.
+   * {@link DecodedProgress} over your string. `eventsTaken` > 0 reports that many events
+   * taken first (`{type: 'events_taken'}`), in the same call.
    */
-  handleFrames(nowMs: number, socket: number, frames: readonly string[]): LinkOutput[] {
+  handleFrames(nowMs: number, socket: number, frames: readonly string[], eventsTaken = 0): LinkOutput[] {
     for (const f of frames) checkedText(f);
     const out: LinkOutput[] = [];
-    const slow = call(() => native.linkFrames(this.handle, nowMs, socket, frames as string[]));
+    const slow = call(() => native.linkFrames(this.handle, nowMs, socket, frames as string[], eventsTaken));
     this.#collect(slow, frames, out);
     this.#more = false;
     return out;

@@ -255,7 +255,9 @@ class Pump {
     if (this.#frames.length === 0) return;
     const frames = this.#frames;
     this.#frames = [];
-    const outputs = this.link.handleFrames(now(), this.#framesSocket, frames);
+    const taken = this.events.taken;
+    this.events.taken = 0;
+    const outputs = this.link.handleFrames(now(), this.#framesSocket, frames, taken);
     for (const o of outputs) this.#pending.push(o);
     this.#run();
   }

@@ -198,9 +198,10 @@ declare abstract class LinkBase {
      * Feed text frames (WebSocket text messages) of socket `socket` in order, in one native
      * call, and take every output: those still waiting from earlier inputs, then the
      * frames'. A plain `task.progress` the session receives from one of these frames is a
-     * {@link DecodedProgress} over your string.
+     * {@link DecodedProgress} over your string. `eventsTaken` > 0 reports that many events
+     * taken first (`{type: 'events_taken'}`), in the same call.
      */
-    handleFrames(nowMs: number, socket: number, frames: readonly string[]): LinkOutput[];
+    handleFrames(nowMs: number, socket: number, frames: readonly string[], eventsTaken?: number): LinkOutput[];
     /** The next output, or `null` when there is nothing more to do now. */
     pollOutput(): LinkOutput | null;
     /** Every pending output, in order. */
