@@ -278,7 +278,14 @@ class Pump {
           this.link.handleInput(now(), { type: 'events_taken', n });
           continue;
         }
-        for (const o of outputs) this.#perform(o);
+        for (const o of outputs) {
+          // One output failing to be performed (a throwing socket) does not stop the others.
+          try {
+            this.#perform(o);
+          } catch (e) {
+            this.hostError(e);
+          }
+        }
       }
     } finally {
       this.#running = false;
@@ -307,16 +314,10 @@ class Pump {
       case 'resume':
         this.sockets.get(o.socket)?.resume();
         return;
-      case 'close': {
-        const ws = this.sockets.get(o.socket);
-        if (ws === undefined) return;
-        try {
-          ws.close(o.code, o.reason);
-        } catch {
-          this.drop(o.socket);
-        }
+      case 'close':
+        // The link aborts the socket at its close deadline whatever happens here.
+        this.sockets.get(o.socket)?.close(o.code, o.reason);
         return;
-      }
       case 'abort':
         this.drop(o.socket);
         return;
