@@ -46,36 +46,8 @@ enum Side {
 /// since, at most [`FED`] (newest last), for the outputs they become.
 pub struct LinkHandle {
     side: Side,
-    fed: VecDeque<Kept>,
+    fed: VecDeque<Fed>,
     serial: u64,
-}
-
-/// A fast-path frame fed by [`link_frame`] and a hash of its payload text: a received
-/// progress is recorded as this frame only when its payload text is at the frame's
-/// address, of its length, and hashes the same — so a frame freed meanwhile and a new
-/// text at its address (a binary frame, which is never registered) are told apart.
-struct Kept {
-    fed: Fed,
-    hash: u64,
-}
-
-/// A 64-bit hash of a text, eight bytes at a time (multiply-rotate, as FxHash): cheap
-/// enough for every frame fed one at a time; a match also needs the same address and
-/// length.
-fn text_hash(text: &str) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let bytes = text.as_bytes();
-    let mut chunks = bytes.chunks_exact(8);
-    let mut h = bytes.len() as u64;
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-    }
-    let mut w = [0u8; 8];
-    let rest = chunks.remainder();
-    w[..rest.len()].copy_from_slice(rest);
-    (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K)
 }
 
 impl LinkHandle {
@@ -130,23 +102,10 @@ impl LinkHandle {
     }
 
     /// Record a received progress as the frame it came from: the frame just fed (its
-    /// text is alive in the link), else a frame fed by [`link_frame`] whose payload is
-    /// at the same address, of the same length and hash.
+    /// text is alive in the link), else a frame fed by [`link_frame`] (same address,
+    /// length and hash: see [`Fed`]).
     fn record(&self, c: &mut Collector, p: &TaskProgress, batch: Option<&Fed>) -> bool {
-        let Some(t) = p.payload.text() else {
-            return false;
-        };
-        let key = (t.as_ptr() as usize, t.len());
-        if let Some(f) = batch.filter(|f| f.payload == key) {
-            return c.put_record(f, p);
-        }
-        let mut hash = None;
-        for k in self.fed.iter().rev() {
-            if k.fed.payload == key && *hash.get_or_insert_with(|| text_hash(t)) == k.hash {
-                return c.put_record(&k.fed, p);
-            }
-        }
-        false
+        c.progress(p, self.fed.iter().rev(), batch)
     }
 }
 
@@ -454,12 +413,7 @@ pub fn link_frame(
         let handle = &mut **link;
         let frame = text.to_owned_string()?;
         let serial = handle.serial;
-        let kept = scan(&frame, 3, serial).map(|fed| {
-            let (ptr, len) = fed.payload;
-            let start = ptr.wrapping_sub(frame.as_ptr() as usize);
-            let hash = text_hash(frame.get(start..start.saturating_add(len)).unwrap_or(""));
-            Kept { fed, hash }
-        });
+        let kept = scan(&frame, 3, serial);
         let input = LinkInput::Frame {
             socket,
             frame: InboundFrame::Text(frame),

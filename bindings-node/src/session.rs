@@ -119,13 +119,41 @@ impl SessionHandle {
 /// A frame this call handed to the machine, decoded by the fast path: where its
 /// payload's text lives (the machine keeps the frame's own allocation as the payload
 /// of the message it decodes from it), and its fields for the scratch.
+///
+/// A frame of the current batch (tag 1) is alive while its outputs are taken. A frame
+/// remembered for later calls (tag 3) may have been dropped meanwhile (a duplicate, a
+/// backlog cleared) and its address reused by another text — a frame of a later batch
+/// held ahead of a gap, a line the framer cut from bytes, a binary frame — so it is
+/// matched only when the payload text also hashes the same (`hash`).
 pub(crate) struct Fed {
     /// `1` (a frame of this batch, `index` in it) or `3` (an earlier frame, `index` its serial).
     tag: u8,
     index: u64,
     /// Address and length of the payload's text (the key its message is found by).
-    pub(crate) payload: (usize, usize),
+    payload: (usize, usize),
+    /// [`text_hash`] of the payload's text (tag 3; 0 for a batch frame).
+    hash: u64,
     numbers: [f64; VIEW_LEN],
+}
+
+/// A 64-bit hash of a text, eight bytes at a time (multiply-rotate, as FxHash): cheap
+/// enough for every frame remembered; a match also needs the same address and length.
+pub(crate) fn text_hash(text: &str) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let bytes = text.as_bytes();
+    let mut chunks = bytes.chunks_exact(8);
+    let mut h = bytes.len() as u64;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    let mut w = [0u8; 8];
+    let rest = chunks.remainder();
+    if let Some(head) = w.get_mut(..rest.len()) {
+        head.copy_from_slice(rest);
+    }
+    (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K)
 }
 
 /// Collects one call's outputs into the scratch records and the JSON array (the link
@@ -187,9 +215,12 @@ impl Collector {
             return false;
         };
         let key = (t.as_ptr() as usize, t.len());
-        let found = batch
-            .filter(|f| f.payload == key)
-            .or_else(|| fed.find(|f| f.payload == key));
+        if let Some(f) = batch.filter(|f| f.payload == key) {
+            return self.put_record(f, p);
+        }
+        let mut hash = None;
+        let found =
+            fed.find(|f| f.payload == key && *hash.get_or_insert_with(|| text_hash(t)) == f.hash);
         match found {
             Some(f) => self.put_record(f, p),
             None => false,
@@ -238,11 +269,14 @@ impl Collector {
 /// The fast-path view of a frame before it moves into the machine: the frame's heap text
 /// stays where it is when the `String` moves, so the payload span identifies the message
 /// the machine decodes from it.
+/// Tag 1 (a batch frame, `index` its place) takes no hash; tag 3 (remembered by serial
+/// `index`) hashes its payload.
 pub(crate) fn scan(frame: &str, tag: u8, index: u64) -> Option<Fed> {
     wire::peek_progress(frame).map(|v| Fed {
         tag,
         index,
         payload: (v.payload.as_ptr() as usize, v.payload.len()),
+        hash: if tag == 3 { text_hash(v.payload) } else { 0 },
         numbers: view_numbers(frame, &v),
     })
 }
