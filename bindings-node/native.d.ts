@@ -387,6 +387,12 @@ export declare function decodeText(frame: string, validate: boolean, fast: boole
  */
 export declare function encode(message: string, validate: boolean): string
 
+/** The class the core's error table names for an error of `kind` with `code`. */
+export declare function errorClassOf(kind: string, code: string): string
+
+/** The core's error table (`errors::table_value()`) as JSON text. */
+export declare function errorTable(): string
+
 /**
  * Build a message from the JSON text of `fields` (decoding rules, tolerant unless
  * `validate`), set its unknown fields from the JSON text of `extra` (an unknown field
@@ -413,6 +419,108 @@ export declare function hostFault(code: string, message: string): boolean
 
 /** Whether the message named `name` belongs to a per-task sequence. */
 export declare function isSequenced(name: string): boolean
+
+/**
+ * A binary frame from socket `socket` (the link decodes it strictly as UTF-8). Its
+ * outputs wait in the link.
+ */
+export declare function linkBinary(link: ExternalObject<'Link'>, nowMs: number, socket: number, bytes: Uint8Array): void
+
+/**
+ * The link configuration as the core reads it: its link keys with their values (the
+ * core's `LinkConfig::to_value`), as JSON text. Refused configurations throw the core's
+ * `ConfigError`.
+ */
+export declare function linkConfig(config?: string | undefined | null): string
+
+/**
+ * The link's configuration (the core's `LinkConfig::to_value`: the link keys, not the
+ * session's) as JSON text.
+ */
+export declare function linkConfigValue(link: ExternalObject<'Link'>): string
+
+/**
+ * The link constants a host or a test needs, as JSON text: `news_allowance` (news
+ * admitted beyond `max_queued_events` before more is dropped), the defaults
+ * `connect_timeout_ms` and `max_closing_sockets`, the `disconnected` reasons and the
+ * `error` codes.
+ */
+export declare function linkConstants(): string
+
+/** Every pending output (see the module docs), the slow ones as a JSON array. */
+export declare function linkDrain(link: ExternalObject<'Link'>): string | null
+
+/** `EventsTaken(n)` (the hot input of a host handing events to its application). */
+export declare function linkEventsTaken(link: ExternalObject<'Link'>, nowMs: number, n: number): void
+
+/** Forget a finished task's streams; whether it was known. */
+export declare function linkForgetTask(link: ExternalObject<'Link'>, taskId: string): boolean
+
+/**
+ * A text frame from socket `socket`. Its outputs wait in the link ([`link_frames`] feeds
+ * frames and takes the outputs in one call). A fast-path frame's serial (its slot in
+ * the TS layer's ring is `serial % FED`), else `-1`.
+ */
+export declare function linkFrame(link: ExternalObject<'Link'>, nowMs: number, socket: number, text: string): number
+
+/**
+ * Feed `EventsTaken(taken)` when `taken` > 0, then text frames (WebSocket text
+ * messages) of socket `socket` in order, and take every output (those waiting from
+ * earlier inputs first), in the scratch layout of the module docs. Frame inputs never
+ * fail.
+ */
+export declare function linkFrames(link: ExternalObject<'Link'>, nowMs: number, socket: number, frames: string[], taken: number): string | null
+
+/**
+ * Feed one input given as JSON text (`{type, …}`: `start`, `stop`, `opened`,
+ * `connect_failed`, `attach`, `close`, `socket_closed`, `failed`, `events_taken`,
+ * `confirm`, `timeout`). Its outputs wait in the link.
+ */
+export declare function linkInput(link: ExternalObject<'Link'>, nowMs: number, input: string): void
+
+/** Whether every frame of the task was acknowledged. */
+export declare function linkIsFullyAcknowledged(link: ExternalObject<'Link'>, taskId: string): boolean
+
+/**
+ * A link: `side` is `hub` or `runner`; `config` the JSON text of the link
+ * configuration (its `session` object configures the session); `hello` (runner) the
+ * JSON text of the runner's hello template; `snapshot` a `ConnectionState` snapshot to
+ * resume from; `seed` (runner) the seed of the reconnect jitter, a BigInt in `0..2^64`.
+ */
+export declare function linkNew(side: string, config?: string | undefined | null, hello?: string | undefined | null, snapshot?: Uint8Array | undefined | null, seed?: bigint | undefined | null): ExternalObject<'Link'>
+
+/** Frames kept for replay. */
+export declare function linkOutboxFrames(link: ExternalObject<'Link'>): number
+
+/** The next output as JSON text, or `null`. */
+export declare function linkPoll(link: ExternalObject<'Link'>): string | null
+
+/** The absolute deadline for the next `timeout` input, or `null`. */
+export declare function linkPollTimeout(link: ExternalObject<'Link'>): number | null
+
+/** The state's resume map as JSON text. */
+export declare function linkResumeMap(link: ExternalObject<'Link'>): string
+
+/**
+ * Send a sequenced message (JSON text): the stamped message's JSON text (its outputs
+ * wait in the link). `resend` (runner): the core's `resend`.
+ */
+export declare function linkSend(link: ExternalObject<'Link'>, nowMs: number, message: string, resend: boolean): string
+
+/** The sequencing state's snapshot bytes. */
+export declare function linkSnapshot(link: ExternalObject<'Link'>): Buffer
+
+/** A copy of the sequencing state. */
+export declare function linkState(link: ExternalObject<'Link'>): ExternalObject<'State'>
+
+/**
+ * The link's status as JSON text: `phase` (runner: `idle`, `waiting`, `connecting`,
+ * `open`; hub: `open` or `idle`), `connected`, `socket` (the socket serving the
+ * session, or `null`), `sockets` (hub: attached or closing), `queued_events`,
+ * `stalled`, `stats` (`dropped_events`, `connections`, `backlog_overflows`) and
+ * `session_stats`.
+ */
+export declare function linkStatus(link: ExternalObject<'Link'>): string
 
 /**
  * Throw the core's error for text that is not valid Unicode (a JS string with a lone
@@ -494,6 +602,13 @@ export declare function schemaFile(typeName: string): string
  * write their numbers into it; the TypeScript layer reads them right after each call.
  */
 export declare function scratch(): Float64Array
+
+/**
+ * Durable acknowledgements: the host's store committed the inbound stream `(taskId,
+ * attempt)` through `seq` (the core's `Input::Confirm`; errors `not_durable`,
+ * `confirm_ahead`). Its outputs wait in the machine.
+ */
+export declare function sessionConfirm(session: ExternalObject<'Session'>, nowMs: number, taskId: string, attempt: number | undefined | null, seq: number): void
 
 /** Every pending output (see the module docs), the slow ones as a JSON array. */
 export declare function sessionDrain(session: ExternalObject<'Session'>): string | null

@@ -2,11 +2,14 @@
 // Generates the TypeScript shapes of the API's JSON-form values, ts/api-types.ts, from the
 // JSON Schemas in conformance/schema/api/ (the single source of every binding's typed
 // shapes; conformance/tools/gen_python_types.py makes the Python package's _types.py
-// from the same files), and copies the message and API schemas into the package
-// (schemas/, what loadSchema reads).
+// from the same files), copies the message and API schemas into the package
+// (schemas/, what loadSchema reads), and writes the exception classes, ts/errors.ts and
+// ts/error-builders.ts, from the core's one error table (`errors::table_value()`, read
+// through the built addon's `errorTable()`: build the addon first).
 //
-//   node scripts/gen-types.mjs            write ts/api-types.ts and schemas/
-//   node scripts/gen-types.mjs --check    exit 1 (naming what differs) when either is stale
+//   node scripts/gen-types.mjs [--native ADDON]          write them
+//   node scripts/gen-types.mjs [--native ADDON] --check  exit 1 (naming what differs)
+//                                                        when any is stale
 //
 // Mapping (the subset of JSON Schema the API schemas use; anything else is an error):
 // a $defs object with properties -> an interface (required keys required, the others
@@ -15,6 +18,7 @@
 // (prefixItems with items: false -> a tuple); an object without properties ->
 // Record<string, T>; {} -> unknown; $ref -> the referenced definition's name.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -207,17 +211,150 @@ function staleCopies() {
   return stale;
 }
 
+// ---------------------------------------------------------------------------------------
+// The exception classes, from the core's error table. The table gives the classes, their
+// parents (parents first) and docs; what each class carries besides `code` is this
+// binding's own (the TypeScript types of the fields the native layer sends with the
+// error, FIELDS below), as is the order of a class's constructor parameters (the parent's,
+// then its own).
+
+const ERRORS = join(root, 'ts', 'errors.ts');
+const BUILDERS = join(root, 'ts', 'error-builders.ts');
+
+/** Fields a class adds: [property, TS type, default, key in the native error body, doc]. */
+const FIELDS = {
+  DecodeError: [
+    ['violations', 'Violation[]', '[]', 'violations', 'The violations (empty unless `code` is `schema_violation`).'],
+    ['lines', 'string[]', '[]', 'lines', 'The error as human-readable lines, as the core words them.'],
+  ],
+  ConfigError: [['key', 'string', "''", 'key', 'The configuration key the core refused (dotted when nested).']],
+  AdapterError: [
+    ['details', 'Record<string, unknown>', '{}', 'details', "The core's JSON form of the error (`code` and its fields)."],
+    ['lineNumber', 'number | null', 'null', 'line_number', 'The harness output line the error is about, or `null`.'],
+  ],
+  ReducerError: [['detailCode', 'string | null', 'null', 'detail_code', 'The code of the inner cause (`invalid_event`), or `null`.']],
+  ContractError: [
+    ['model', 'string', "''", 'model', 'The contract model concerned (empty when none).'],
+    ['field', 'string', "''", 'field', 'The offending field (empty when none).'],
+  ],
+  ResolutionRefused: [['reasons', 'string[]', '[]', 'reasons', "The refusal reasons, in the core's order."]],
+  TransportError: [['status', 'number | null', 'null', 'status', 'The HTTP status of a refused upgrade (`upgrade_refused`), else `null`.']],
+};
+
+const VIOLATION = `/** One schema violation: where, which rule, and a human-readable message. */
+export interface Violation {
+  /** Slash-separated path of the offending value (\`""\` is the frame itself). */
+  location: string;
+  /** The rule broken: \`required\`, \`type\`, \`const\`, \`min_length\`, \`minimum\`, \`range\`, ... */
+  rule: string;
+  /** Human-readable explanation (not stable; assert on \`location\` and \`rule\`). */
+  message: string;
+}`;
+
+function loadTable() {
+  const i = process.argv.indexOf('--native');
+  const addon = i >= 0 ? resolve(process.argv[i + 1]) : join(root, 'stapel-runner-protocol.node');
+  if (!existsSync(addon)) throw new Error(`no addon at ${addon}: build it first (npm run build)`);
+  const native = createRequire(import.meta.url)(addon);
+  return JSON.parse(native.errorTable());
+}
+
+function errorFiles(table) {
+  const names = new Set();
+  const own = new Map();
+  const params = new Map(); // class -> constructor fields after code and message (inherited first)
+  const out = [];
+  for (const c of table.classes) {
+    if (names.has(c.name)) throw new SchemaError(`error class ${c.name} twice`);
+    if (c.parent !== null && !names.has(c.parent)) throw new SchemaError(`error class ${c.name}: parent ${c.parent} comes later`);
+    if (!IDENT.test(c.name)) throw new SchemaError(`error class ${JSON.stringify(c.name)} is not an identifier`);
+    names.add(c.name);
+    const mine = FIELDS[c.name] ?? [];
+    own.set(c.name, mine);
+    const inherited = c.parent === null ? [] : params.get(c.parent);
+    const all = [...inherited, ...mine];
+    params.set(c.name, all);
+    const lines = [...docComment(c.doc, 0)];
+    if (c.parent === null) {
+      lines.push(`export class ${c.name} extends Error {`, "  /** The core's stable snake_case error code. */", '  readonly code: string;');
+    } else {
+      lines.push(`export class ${c.name} extends ${c.parent} {`);
+    }
+    for (const [prop, type, , , doc] of mine) lines.push(...docComment(doc, 2), `  readonly ${prop}: ${type};`);
+    if (c.parent === null || mine.length > 0) {
+      const args = ['code: string', 'message: string', ...all.map(([prop, type, dflt]) => `${prop}: ${type} = ${dflt}`)];
+      lines.push(`  constructor(${args.join(', ')}) {`);
+      if (c.parent === null) {
+        lines.push('    super(message);', '    this.name = new.target.name;', '    this.code = code;');
+      } else {
+        lines.push(`    super(${['code', 'message', ...inherited.map(([p]) => p)].join(', ')});`);
+      }
+      for (const [prop] of mine) lines.push(`    this.${prop} = ${prop};`);
+      lines.push('  }');
+    }
+    if (lines[lines.length - 1].endsWith(' {')) lines[lines.length - 1] += '}';
+    else lines.push('}');
+    out.push(lines.join('\n'));
+  }
+  for (const name of Object.keys(FIELDS)) {
+    if (!names.has(name)) throw new SchemaError(`FIELDS names ${name}, which the core's table does not have`);
+  }
+  const root_ = table.classes.find((c) => c.parent === null).name;
+  const errors =
+    "// GENERATED FILE - DO NOT EDIT. Generated by scripts/gen-types.mjs from the core's error\n" +
+    "// table (errors::table_value(): every class, its parent and its doc). Regenerate after the\n" +
+    '// table changes: node scripts/gen-types.mjs (after building the addon).\n' +
+    '/* eslint-disable */\n\n' +
+    `${VIOLATION}\n\n${out.join('\n\n')}\n\n` +
+    "/** The class names of the core's table, parents first. */\n" +
+    `export const ERROR_CLASS_NAMES: readonly string[] = Object.freeze([${table.classes.map((c) => `'${c.name}'`).join(', ')}]);\n`;
+  const keys = [...new Set(Object.values(FIELDS).flat().map((f) => f[3]))].sort();
+  const builders = [
+    "// GENERATED FILE - DO NOT EDIT. Generated by scripts/gen-types.mjs from the core's error",
+    '// table: how the TypeScript layer builds each class from the native error body (internal).',
+    '/* eslint-disable */',
+    `import * as E from './errors';`,
+    '',
+    '/** An error as the native layer throws it: the class the core\'s table names, and its fields. */',
+    'export interface Carried {',
+    '  class: string;',
+    '  code: string;',
+    '  message: string;',
+    ...keys.map((k) => {
+      const f = Object.values(FIELDS).flat().find((x) => x[3] === k);
+      return `  ${k}?: ${f[1].replace(/\bViolation\b/, 'E.Violation')};`;
+    }),
+    '}',
+    '',
+    '/** The class of every name of the table, built from a carried error. */',
+    `export const BUILDERS: Readonly<Record<string, (c: Carried) => E.${root_}>> = Object.freeze({`,
+    ...table.classes.map((c) => {
+      const args = ['c.code', 'c.message', ...params.get(c.name).map(([, , dflt, key]) => `c.${key} ?? ${dflt}`)];
+      return `  ${c.name}: (c: Carried) => new E.${c.name}(${args.join(', ')}),`;
+    }),
+    '});',
+    '',
+  ].join('\n');
+  return { errors, builders };
+}
+
 const text = new Generator().generate();
+const { errors: errorsText, builders: buildersText } = errorFiles(loadTable());
+const generated = [
+  [OUTPUT, text],
+  [ERRORS, errorsText],
+  [BUILDERS, buildersText],
+];
 if (process.argv.includes('--check')) {
-  const current = existsSync(OUTPUT) ? readFileSync(OUTPUT, 'utf8') : '';
   const stale = staleCopies();
-  if (current === text && stale.length === 0) process.exit(0);
-  if (current !== text) process.stderr.write(`${relative(root, OUTPUT)} is stale\n`);
+  const staleFiles = generated.filter(([p, t]) => (existsSync(p) ? readFileSync(p, 'utf8') : '') !== t).map(([p]) => relative(root, p));
+  if (staleFiles.length === 0 && stale.length === 0) process.exit(0);
+  for (const f of staleFiles) process.stderr.write(`${f} is stale\n`);
   if (stale.length > 0) process.stderr.write(`stale schema copies in schemas/: ${stale.join(', ')}\n`);
   process.stderr.write('regenerate: node scripts/gen-types.mjs\n');
   process.exit(1);
 }
-writeFileSync(OUTPUT, text);
+for (const [p, t] of generated) writeFileSync(p, t);
 rmSync(SHIPPED, { recursive: true, force: true });
 for (const rel of schemaFiles()) {
   mkdirSync(dirname(join(SHIPPED, rel)), { recursive: true });

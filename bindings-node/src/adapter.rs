@@ -22,13 +22,8 @@ use crate::wire::num;
 /// An adapter error as a thrown `AdapterError` (or `AdapterUnavailableError`) carrying
 /// the core's JSON form of the error as `details`.
 fn adapter_error(e: &AdapterError) -> napi::Error {
-    let class = if matches!(e, AdapterError::AdapterUnavailable { .. }) {
-        "AdapterUnavailableError"
-    } else {
-        "AdapterError"
-    };
     fail(
-        class,
+        "adapter",
         e.code(),
         e,
         json!({"details": e.to_value(), "line_number": e.line_number()}),

@@ -15,7 +15,7 @@ use crate::wire::num;
 
 fn contract_error(e: &ContractError) -> napi::Error {
     fail(
-        "ContractError",
+        "contract",
         e.code(),
         e,
         json!({"model": e.model(), "field": e.field()}),
@@ -23,7 +23,7 @@ fn contract_error(e: &ContractError) -> napi::Error {
 }
 
 fn gateway_error(e: &GatewayError) -> napi::Error {
-    fail("ContractError", e.code(), e, Value::Null)
+    fail("contract", e.code(), e, Value::Null)
 }
 
 fn to_text<T: serde::Serialize>(v: &T) -> napi::Result<String> {
@@ -86,7 +86,7 @@ pub fn contract_resolve(profile_ref: String, catalog: String) -> napi::Result<St
             })
             .to_string()),
             Err(refusal) => Err(fail(
-                "ResolutionRefused",
+                "resolution",
                 refusal.code(),
                 format!("profile {profile_ref:?} refused: {}", refusal.reasons.join(", ")),
                 json!({"reasons": refusal.reasons}),
@@ -284,7 +284,7 @@ impl NativeReinSession {
         guard(|| {
             self.session
                 .record_turn_value(&parse_arg("usage", &usage)?)
-                .map_err(|e| fail("AdapterError", e.code(), &e, Value::Null))
+                .map_err(|e| fail("adapter", e.code(), &e, Value::Null))
         })
     }
 

@@ -1,15 +1,24 @@
 //! Failures as thrown JS errors: the message is a marker followed by the core's error as
 //! JSON (`class`, `code`, `message`, and where the core has them `violations`, `lines`,
-//! `key`), which the TypeScript layer maps onto its `Error` subclasses.
+//! `key`), which the TypeScript layer maps onto its `Error` subclasses. The class is
+//! never chosen here: every error names its *kind* (the core error type it comes from)
+//! and the core's one error table (`errors::error_class(kind, code)`) gives the class.
 
 use serde_json::{json, Map, Value};
+use stapel_runner_protocol::errors::{error_class, ROOT_CLASS};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Prefix of every error message this crate throws (the TS layer recognises it).
 pub const MARKER: &str = "\u{1}stapel:";
 
-/// A thrown error of TS class `class` with the core's stable `code`.
-pub fn fail(class: &str, code: &str, message: impl ToString, extra: Value) -> napi::Error {
+/// A thrown error for a core error of `kind` with the core's stable `code`: its class is
+/// the core's `error_class(kind, code)`.
+pub fn fail(kind: &str, code: &str, message: impl ToString, extra: Value) -> napi::Error {
+    throw(error_class(kind, code), code, message, extra)
+}
+
+/// A thrown error of class `class` (a name of the core's table).
+fn throw(class: &str, code: &str, message: impl ToString, extra: Value) -> napi::Error {
     let mut body = Map::new();
     body.insert("class".into(), json!(class));
     body.insert("code".into(), json!(code));
@@ -22,13 +31,8 @@ pub fn fail(class: &str, code: &str, message: impl ToString, extra: Value) -> na
 
 /// A wire decode error (`DecodeError`) with its located violations.
 pub fn decode_error(e: &stapel_runner_protocol::wire::DecodeError) -> napi::Error {
-    let class = match e.code() {
-        "schema_violation" => "SchemaValidationError",
-        "unknown_type" => "UnknownMessageError",
-        _ => "DecodeError",
-    };
     fail(
-        class,
+        "decode",
         e.code(),
         e,
         violations_json(e.violations(), e.lines()),
@@ -48,14 +52,14 @@ fn violations_json(v: &[stapel_runner_protocol::wire::Violation], lines: Vec<Str
 
 /// A configuration the core refused (`ConfigError`), naming the key.
 pub fn config_error(e: &stapel_runner_protocol::config::ConfigError) -> napi::Error {
-    fail("ConfigError", e.code(), e, json!({ "key": e.key() }))
+    fail("config", e.code(), e, json!({ "key": e.key() }))
 }
 
 /// A JSON argument the binding could not read (a bug of the TS layer or a caller
-/// bypassing it).
+/// bypassing it): the root class, code `invalid_argument` (not a core error).
 pub fn bad_argument(what: &str, e: impl ToString) -> napi::Error {
-    fail(
-        "RunnerProtocolError",
+    throw(
+        ROOT_CLASS,
         "invalid_argument",
         format!("{what}: {}", e.to_string()),
         Value::Null,
@@ -78,7 +82,7 @@ pub fn guard<T>(body: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "panic".to_owned());
             Err(fail(
-                "PanicError",
+                "panic",
                 "panic",
                 format!("the native core panicked: {text}"),
                 Value::Null,

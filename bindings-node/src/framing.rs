@@ -16,7 +16,7 @@ fn item_json(item: LineResult) -> Value {
 }
 
 fn framing_error(e: &FramingError) -> napi::Error {
-    fail("ProtocolStateError", e.code(), e, Value::Null)
+    fail("framing", e.code(), e, Value::Null)
 }
 
 /// The line a test-only build (cargo feature `panic-probe`) panics on inside the core's

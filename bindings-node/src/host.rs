@@ -18,7 +18,7 @@ use crate::session::now_of;
 use crate::wire::num;
 
 fn host_error(e: &host::HostError) -> napi::Error {
-    fail("ProtocolStateError", e.code(), e, Value::Null)
+    fail("host", e.code(), e, Value::Null)
 }
 
 fn config_of(config: Option<&str>) -> napi::Result<HostConfig> {

@@ -20,6 +20,7 @@ mod contract;
 mod errors;
 mod framing;
 mod host;
+mod link;
 mod local;
 mod reducer;
 mod runner_task;

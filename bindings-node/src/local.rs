@@ -12,7 +12,7 @@ use crate::session::now_of;
 use crate::wire::num;
 
 fn local_error(e: &LocalError) -> napi::Error {
-    fail("ProtocolStateError", e.code(), e, Value::Null)
+    fail("local", e.code(), e, Value::Null)
 }
 
 fn output_json(o: &Output) -> Value {

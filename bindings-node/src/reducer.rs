@@ -13,7 +13,7 @@ use crate::wire::num;
 
 fn reduce_error(e: &ReduceError) -> napi::Error {
     fail(
-        "ReducerError",
+        "reducer",
         e.code(),
         e,
         json!({ "detail_code": e.detail_code() }),

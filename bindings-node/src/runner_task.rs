@@ -17,7 +17,7 @@ pub fn runner_task_call(call: String) -> napi::Result<String> {
     guard(|| {
         let input = parse_arg("call", &call)?;
         let out = runner_task::call(&input)
-            .map_err(|e| fail("ProtocolStateError", e.code(), &e, Value::Null))?;
+            .map_err(|e| fail("runner_task", e.code(), &e, Value::Null))?;
         serde_json::to_string(&out).map_err(|e| bad_argument("result", e))
     })
 }

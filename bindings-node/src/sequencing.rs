@@ -21,12 +21,12 @@ use crate::session::now_of;
 use crate::wire::{message_from_text, num};
 
 fn seq_error(e: &SequencingError) -> napi::Error {
-    fail("ProtocolStateError", e.code(), e, Value::Null)
+    fail("sequencing", e.code(), e, Value::Null)
 }
 
 /// A snapshot the core could not restore, as a thrown `ProtocolStateError`.
 pub fn restore_error(e: &SnapshotError) -> napi::Error {
-    fail("ProtocolStateError", e.code(), e, Value::Null)
+    fail("snapshot", e.code(), e, Value::Null)
 }
 
 fn attempt_of(attempt: Option<f64>) -> napi::Result<Option<u64>> {
@@ -161,7 +161,7 @@ fn emit_msg(state: &mut State, message: &Text) -> napi::Result<(Message, Option<
         .state
         .emit_encoded(msg)
         .map(|(m, f)| (m, Some(f)))
-        .map_err(|e| fail("ProtocolStateError", e.code(), &e.error, Value::Null))
+        .map_err(|e| fail("sequencing", e.code(), &e.error, Value::Null))
 }
 
 /// Stamp a sequenced message (JSON text) with its stream's next seq and keep it for
@@ -493,7 +493,7 @@ impl NativeOutboxLog {
             let stamped = self
                 .log
                 .emit(msg, self.max_frames, self.max_bytes)
-                .map_err(|e| fail("ProtocolStateError", e.code(), &e.error, Value::Null))?;
+                .map_err(|e| fail("sequencing", e.code(), &e.error, Value::Null))?;
             Ok(wire::encode(&stamped))
         })
     }
@@ -561,7 +561,7 @@ impl NativeInboxTracker {
             self.tracker
                 .receive(seq, self.window)
                 .map(|a| a.as_str().to_owned())
-                .map_err(|e| fail("ProtocolStateError", e.code(), e, Value::Null))
+                .map_err(|e| fail("sequencing", e.code(), e, Value::Null))
         })
     }
 

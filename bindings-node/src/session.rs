@@ -22,7 +22,7 @@ use stapel_runner_protocol::sequencing::{ConnectionState, Resync};
 use stapel_runner_protocol::session::{
     Event, HubSession, Input, Machine, Output, RunnerSession, SessionConfig, SessionError,
 };
-use stapel_runner_protocol::wire::{self, Hello, Message};
+use stapel_runner_protocol::wire::{self, Hello, Message, TaskProgress};
 
 use crate::boundary::{Frames, Out, Text};
 use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
@@ -53,27 +53,35 @@ pub fn resync_json(r: &Resync) -> Value {
 /// One output as JSON text: `kind` and its fields; a message is its canonical frame
 /// (the text of its wire object), spliced in without an intermediate value.
 fn output_text(o: &Output) -> String {
-    let kind = o.kind();
+    match o {
+        Output::Transmit(frame) => json!({"kind": o.kind(), "frame": frame}).to_string(),
+        Output::Close(reason) => json!({"kind": o.kind(), "reason": reason.code()}).to_string(),
+        Output::Event(e) => event_text(e),
+    }
+}
+
+/// One session event as JSON text: `kind` and its fields; a message is its canonical
+/// frame (the text of its wire object), spliced in without an intermediate value.
+pub fn event_text(e: &Event) -> String {
+    let kind = e.kind();
     let with_message =
         |m: &Message| format!("{{\"kind\":\"{kind}\",\"message\":{}}}", wire::encode(m));
-    match o {
-        Output::Transmit(frame) => json!({"kind": kind, "frame": frame}).to_string(),
-        Output::Close(reason) => json!({"kind": kind, "reason": reason.code()}).to_string(),
-        Output::Event(Event::Hello(h)) => with_message(&Message::Hello(h.clone())),
-        Output::Event(Event::Received(m)) => with_message(m),
-        Output::Event(Event::InboundGap(r)) | Output::Event(Event::OutboundResync(r)) => {
+    match e {
+        Event::Hello(h) => with_message(&Message::Hello(h.clone())),
+        Event::Received(m) => with_message(m),
+        Event::InboundGap(r) | Event::OutboundResync(r) => {
             json!({"kind": kind, "resync": resync_json(r)}).to_string()
         }
-        Output::Event(Event::PeerError { code, detail }) => {
+        Event::PeerError { code, detail } => {
             json!({"kind": kind, "code": code, "detail": detail}).to_string()
         }
-        Output::Event(_) => json!({"kind": kind}).to_string(),
+        _ => json!({ "kind": kind }).to_string(),
     }
 }
 
 /// A session error as a thrown `ProtocolStateError` (a refused send keeps its code).
 pub fn session_error(e: SessionError) -> napi::Error {
-    fail("ProtocolStateError", e.code(), &e, Value::Null)
+    fail("session", e.code(), &e, Value::Null)
 }
 
 /// The session configuration from its JSON text (absent keys take the core's defaults).
@@ -111,16 +119,46 @@ impl SessionHandle {
 /// A frame this call handed to the machine, decoded by the fast path: where its
 /// payload's text lives (the machine keeps the frame's own allocation as the payload
 /// of the message it decodes from it), and its fields for the scratch.
-struct Fed {
+///
+/// A frame of the current batch (tag 1) is alive while its outputs are taken. A frame
+/// remembered for later calls (tag 3) may have been dropped meanwhile (a duplicate, a
+/// backlog cleared) and its address reused by another text — a frame of a later batch
+/// held ahead of a gap, a line the framer cut from bytes, a binary frame — so it is
+/// matched only when the payload text also hashes the same (`hash`).
+pub(crate) struct Fed {
     /// `1` (a frame of this batch, `index` in it) or `3` (an earlier frame, `index` its serial).
     tag: u8,
     index: u64,
+    /// Address and length of the payload's text (the key its message is found by).
     payload: (usize, usize),
+    /// [`text_hash`] of the payload's text (tag 3; 0 for a batch frame).
+    hash: u64,
     numbers: [f64; VIEW_LEN],
 }
 
-/// Collects one call's outputs into the scratch records and the JSON array.
-struct Collector {
+/// A 64-bit hash of a text, eight bytes at a time (multiply-rotate, as FxHash): cheap
+/// enough for every frame remembered; a match also needs the same address and length.
+pub(crate) fn text_hash(text: &str) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let bytes = text.as_bytes();
+    let mut chunks = bytes.chunks_exact(8);
+    let mut h = bytes.len() as u64;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    let mut w = [0u8; 8];
+    let rest = chunks.remainder();
+    if let Some(head) = w.get_mut(..rest.len()) {
+        head.copy_from_slice(rest);
+    }
+    (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K)
+}
+
+/// Collects one call's outputs into the scratch records and the JSON array (the link
+/// machines' outputs too, see [`crate::link`]).
+pub(crate) struct Collector {
     out: Out,
     records: usize,
     json: String,
@@ -129,7 +167,7 @@ struct Collector {
 }
 
 impl Collector {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             out: Out::new(),
             records: 0,
@@ -157,36 +195,67 @@ impl Collector {
     /// live frame's allocation is the newest entry at its address).
     fn take(&mut self, o: &Output, fed: &std::collections::VecDeque<Fed>, batch: Option<&Fed>) {
         if let Output::Event(Event::Received(Message::TaskProgress(p))) = o {
-            if let Some(t) = p.payload.text() {
-                let key = (t.as_ptr() as usize, t.len());
-                let found = batch
-                    .filter(|f| f.payload == key)
-                    .or_else(|| fed.iter().rev().find(|f| f.payload == key));
-                if let Some(f) = found {
-                    if let Some(at) = self.record() {
-                        self.out.put(at, f64::from(f.tag));
-                        self.out.put(at + 1, num(f.index));
-                        put_view(&self.out, at + 2, &f.numbers);
-                        return;
-                    }
-                }
+            if self.progress(p, fed.iter().rev(), batch) {
+                return;
             }
         }
-        self.slow_output(o);
+        self.slow_text(&output_text(o));
     }
 
-    fn slow_output(&mut self, o: &Output) {
+    /// Record a received `task.progress` whose payload text is that of a fast-path frame
+    /// (`batch` first, then `fed` in order): `false` when it is none of them (or the
+    /// scratch is full), and the caller takes the output's slow form.
+    pub(crate) fn progress<'a>(
+        &mut self,
+        p: &TaskProgress,
+        mut fed: impl Iterator<Item = &'a Fed>,
+        batch: Option<&Fed>,
+    ) -> bool {
+        let Some(t) = p.payload.text() else {
+            return false;
+        };
+        let key = (t.as_ptr() as usize, t.len());
+        if let Some(f) = batch.filter(|f| f.payload == key) {
+            return self.put_record(f, p);
+        }
+        let mut hash = None;
+        let found =
+            fed.find(|f| f.payload == key && *hash.get_or_insert_with(|| text_hash(t)) == f.hash);
+        match found {
+            Some(f) => self.put_record(f, p),
+            None => false,
+        }
+    }
+
+    /// Record `p` as the fast-path frame `f` it was decoded from (`false`: the scratch
+    /// is full, and the caller takes the output's slow form).
+    pub(crate) fn put_record(&mut self, f: &Fed, p: &TaskProgress) -> bool {
+        let Some(at) = self.record() else {
+            return false;
+        };
+        self.out.put(at, f64::from(f.tag));
+        self.out.put(at + 1, num(f.index));
+        put_view(&self.out, at + 2, &f.numbers);
+        // The message's own numbers: the session may deliver a seed-only runner's
+        // attempt-less frame as the task's assigned attempt.
+        self.out.put(at + 2, num(p.seq));
+        self.out.put(at + 3, num(p.attempt));
+        true
+    }
+
+    /// Take one output in its slow form: its JSON text.
+    pub(crate) fn slow_text(&mut self, text: &str) {
         if let Some(at) = self.record() {
             self.out.put(at, 2.0);
             self.out.put(at + 1, num(self.slow as u64));
         }
         self.json.push(if self.slow == 0 { '[' } else { ',' });
-        self.json.push_str(&output_text(o));
+        self.json.push_str(text);
         self.slow += 1;
     }
 
     /// Finish: the header, and the JSON array (`null` when there are no slow outputs).
-    fn finish(mut self, handled: usize) -> Option<String> {
+    pub(crate) fn finish(mut self, handled: usize) -> Option<String> {
         self.out.put(0, num(self.records as u64));
         self.out.put(1, num(handled as u64));
         if self.slow == 0 {
@@ -200,11 +269,14 @@ impl Collector {
 /// The fast-path view of a frame before it moves into the machine: the frame's heap text
 /// stays where it is when the `String` moves, so the payload span identifies the message
 /// the machine decodes from it.
-fn scan(frame: &str, tag: u8, index: u64) -> Option<Fed> {
+/// Tag 1 (a batch frame, `index` its place) takes no hash; tag 3 (remembered by serial
+/// `index`) hashes its payload.
+pub(crate) fn scan(frame: &str, tag: u8, index: u64) -> Option<Fed> {
     wire::peek_progress(frame).map(|v| Fed {
         tag,
         index,
         payload: (v.payload.as_ptr() as usize, v.payload.len()),
+        hash: if tag == 3 { text_hash(v.payload) } else { 0 },
         numbers: view_numbers(frame, &v),
     })
 }
@@ -414,6 +486,32 @@ fn send_text(
     })
 }
 
+/// Durable acknowledgements: the host's store committed the inbound stream `(taskId,
+/// attempt)` through `seq` (the core's `Input::Confirm`; errors `not_durable`,
+/// `confirm_ahead`). Its outputs wait in the machine.
+#[napi(
+    ts_args_type = "session: ExternalObject<'Session'>, nowMs: number, taskId: string, attempt: number | undefined | null, seq: number"
+)]
+pub fn session_confirm(
+    session: &mut External<SessionHandle>,
+    now_ms: f64,
+    task_id: String,
+    attempt: Option<f64>,
+    seq: f64,
+) -> napi::Result<()> {
+    guard(|| {
+        let input = Input::Confirm {
+            task_id,
+            attempt: attempt.map(now_of).transpose()?,
+            seq: now_of(seq)?,
+        };
+        session
+            .machine
+            .handle_input(now_of(now_ms)?, input)
+            .map_err(session_error)
+    })
+}
+
 /// The absolute deadline for the next `timeout` input, or `null`.
 #[napi(ts_args_type = "session: ExternalObject<'Session'>")]
 pub fn session_poll_timeout(session: &External<SessionHandle>) -> napi::Result<Option<f64>> {
@@ -519,6 +617,8 @@ pub fn session_stats(session: &External<SessionHandle>) -> napi::Result<String> 
             "held_dropped": s.held_dropped,
             "held_now": s.held_now,
             "transmitted": s.transmitted,
+            "implied_acked": s.implied_acked,
+            "probes": s.probes,
         })
         .to_string())
     })

@@ -38,7 +38,7 @@ test('native.d.ts, types/*.d.ts and index.mjs equal a fresh build', () => {
   }
 });
 
-test('ts/api-types.ts and schemas/ equal what scripts/gen-types.mjs makes of conformance/schema/', () => {
+test('ts/api-types.ts, schemas/, ts/errors.ts and ts/error-builders.ts equal what scripts/gen-types.mjs makes of conformance/schema/ and the core\'s error table', () => {
   const run = spawnSync(process.execPath, [join(root, 'scripts', 'gen-types.mjs'), '--check'], { cwd: root, encoding: 'utf8' });
   assert.equal(run.status, 0, run.stderr);
   // The check is a real comparison: a changed copy is found.
@@ -46,4 +46,7 @@ test('ts/api-types.ts and schemas/ equal what scripts/gen-types.mjs makes of con
   assert.match(text, /^\/\/ GENERATED FILE/);
   assert.match(text, /export interface ReducerSnapshot \{/);
   assert.match(text, /export type GatewayInput = ExecuteInput \|/);
+  const errors = readFileSync(join(root, 'ts', 'errors.ts'), 'utf8');
+  assert.match(errors, /^\/\/ GENERATED FILE/);
+  assert.match(errors, /export class ConfigError extends ProtocolStateError \{/);
 });

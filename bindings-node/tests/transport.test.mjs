@@ -1,15 +1,16 @@
-// The ws transport on 127.0.0.1: a link that drops the connection mid-task five times
-// (every progress frame reaches the hub exactly once and in order, every command reaches
-// the runner exactly once), the reconnect schedule of the core's counter (a hub that
-// accepts and drops every connection before saying anything gets growing delays; one
-// that says something first does not), the backlog bound (the core's max_backlog_bytes),
-// the token check before the upgrade (wrong, missing, an async
-// authenticator answering per connection), one session per runner (a newer socket
-// replaces the older one), and the bounded queues.
+// The ws transport (a pump around the core's links) on 127.0.0.1: a link that drops the
+// connection mid-task five times (every progress frame reaches the hub exactly once and in
+// order, every command reaches the runner exactly once), the reconnect schedule is the
+// core's RunnerLink's (the same delays as a RunnerLink with the same seed driven through
+// the same socket events in virtual time: a hub that accepts and drops every connection
+// before saying anything gets growing delays, one that says something first does not),
+// the backlog bound (the core's max_backlog_bytes), the token check before the upgrade
+// (wrong, missing, an async authenticator answering per connection), one session per
+// runner (a newer socket replaces the older one), and the bounded queues.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { HOST_CONSTANTS, encode } from 'stapel-runner-protocol';
+import { HOST_CONSTANTS, LINK_CONSTANTS, RunnerLink, encode } from 'stapel-runner-protocol';
 import { HubServer, RunnerClient, TransportError } from 'stapel-runner-protocol/transport-ws';
 
 const HELLO = { type: 'hello', project_id: 'p-1', runner_version: '0.1.0' };
@@ -146,20 +147,55 @@ async function bareServer(onConnection) {
   return state;
 }
 
-test('a hub that accepts the upgrade and drops every connection at once gets growing delays (the core\'s counter)', async () => {
+/**
+ * The reconnect schedule a RunnerLink with `seed` gives in virtual time when each socket
+ * opens and is closed by the peer (after one frame when `saysSomething`): `n` pairs
+ * [delay_ms, failures] — what the client must report, since the link decides them.
+ */
+function virtualSchedule(seed, backoff, saysSomething, n) {
+  const link = new RunnerLink(HELLO, { config: { backoff_initial_ms: backoff.initial_ms, backoff_max_ms: backoff.max_ms }, seed });
+  const out = [];
+  let now = 0;
+  link.handleInput(now, { type: 'start' });
+  while (out.length < n) {
+    let socket;
+    for (const o of link.drainOutputs()) {
+      if (o.kind === 'connect') socket = o.socket;
+      if (o.kind === 'reconnecting') out.push([o.delay_ms, o.failures]);
+    }
+    if (socket !== undefined) {
+      link.handleInput(now, { type: 'opened', socket });
+      if (saysSomething) link.handleInput(now, { type: 'frame', socket, frame: JSON.stringify({ type: 'ping', nonce: 'n' }) });
+      link.handleInput(now, { type: 'socket_closed', socket });
+    } else {
+      now = link.pollTimeout();
+      link.handleInput(now, { type: 'timeout' });
+    }
+  }
+  return out;
+}
+
+test('a hub that accepts the upgrade and drops every connection at once gets growing delays (the link\'s schedule)', async () => {
   const server = await bareServer((ws) => ws.close());
   const scheduled = [];
+  const backoff = { initial_ms: 20, max_ms: 100_000 };
   const client = new RunnerClient(`ws://127.0.0.1:${server.port}/`, {
     hello: HELLO,
-    backoff: { initial_ms: 20, max_ms: 100_000 },
-    random: () => 0, // no jitter: each delay is half the core's capped delay
+    backoff,
+    seed: 7n,
     onReconnect: (delayMs, failures) => scheduled.push([delayMs, failures]),
   });
   try {
     await client.connect();
     await until('five reconnects', () => scheduled.length >= 5);
     client.close();
-    assert.deepEqual(scheduled.slice(0, 5), [[10, 1], [20, 2], [40, 3], [80, 4], [160, 5]]);
+    const want = virtualSchedule(7n, backoff, false, 5);
+    assert.deepEqual(scheduled.slice(0, 5), want);
+    assert.deepEqual(want.map(([, f]) => f), [1, 2, 3, 4, 5], 'each lost connection counts one more failure');
+    for (const [[d], k] of want.map((w, k) => [w, k])) {
+      const capped = Math.min(20 * 2 ** k, 100_000);
+      assert.ok(d >= capped / 2 && d <= capped, `delay ${d} in the upper half of ${capped}`);
+    }
     assert.ok(server.connections >= 5, `every attempt was upgraded (${server.connections})`);
     assert.ok(client.failures >= 5);
   } finally {
@@ -168,23 +204,26 @@ test('a hub that accepts the upgrade and drops every connection at once gets gro
   }
 });
 
-test('a connection that delivered a frame before it was lost starts the core\'s count again', async () => {
+test('a connection that delivered a frame before it was lost starts the link\'s count again', async () => {
   const server = await bareServer((ws) => {
     ws.send(JSON.stringify({ type: 'ping', nonce: 'n' }));
     ws.close();
   });
   const scheduled = [];
+  const backoff = { initial_ms: 20, max_ms: 100_000 };
   const client = new RunnerClient(`ws://127.0.0.1:${server.port}/`, {
     hello: HELLO,
-    backoff: { initial_ms: 20, max_ms: 100_000 },
-    random: () => 0,
+    backoff,
+    seed: 11n,
     onReconnect: (delayMs, failures) => scheduled.push([delayMs, failures]),
   });
   try {
     await client.connect();
     await until('four reconnects', () => scheduled.length >= 4);
     client.close();
-    assert.deepEqual(scheduled.slice(0, 4), [[10, 1], [10, 1], [10, 1], [10, 1]]);
+    const want = virtualSchedule(11n, backoff, true, 4);
+    assert.deepEqual(scheduled.slice(0, 4), want);
+    assert.deepEqual(want.map(([, f]) => f), [1, 1, 1, 1]);
   } finally {
     client.close();
     await server.close();
@@ -326,11 +365,22 @@ test('a backlog beyond the core\'s max_backlog_bytes fails the socket; within th
       const peer = await burst(port);
       const runner = await server.accept();
       if (maxBacklogBytes !== undefined) {
-        // The frames beyond the queue overflow 2000 bytes of backlog: the socket fails
-        // (aborted); the backlog_full news finds the queue full and is counted as dropped.
+        // The frames beyond the queue overflow 2000 bytes of backlog: the link fails the
+        // socket (aborted) with a backlog_full error, which reaches the application (news
+        // is admitted up to the link's allowance beyond the full queue).
         await until('the overflowing socket is aborted', () => peer.closed);
         assert.equal(runner.connected, false);
-        assert.ok(runner.droppedEvents >= 1, `dropped ${runner.droppedEvents}`);
+        assert.equal(runner.stats().backlog_overflows, 1);
+        const kinds = [];
+        let error;
+        while (runner.queuedEvents > 0) {
+          const e = await runner.recv();
+          kinds.push(e.kind);
+          if (e.kind === 'error') error = e.error;
+        }
+        assert.ok(error instanceof TransportError, `events ${kinds.join(',')}`);
+        assert.equal(error.code, 'backlog_full');
+        assert.equal(kinds.at(-1), 'disconnected');
       } else {
         // Within the core's default bound (1 MiB) every frame waits and reaches the session.
         const seen = [];
@@ -350,21 +400,29 @@ test('a backlog beyond the core\'s max_backlog_bytes fails the socket; within th
   }
 });
 
-test('failed connects back off by the core\'s policy and never grow the queue past its bound', async () => {
+test('failed connects back off by the link and never grow the queue past its bound', async () => {
   const blocker = net.createServer();
   await new Promise((r) => blocker.listen(0, '127.0.0.1', r));
   const port = blocker.address().port;
   await new Promise((r) => blocker.close(r)); // nothing listens there now
-  const client = new RunnerClient(`ws://127.0.0.1:${port}/`, { hello: HELLO, backoff: { initial_ms: 2, max_ms: 4 }, maxQueuedEvents: 3 });
+  const MAX = 3;
+  const client = new RunnerClient(`ws://127.0.0.1:${port}/`, { hello: HELLO, backoff: { initial_ms: 2, max_ms: 4 }, maxQueuedEvents: MAX });
   try {
     void client.connect();
-    await until('many failed connects', () => client.failures >= 10);
-    assert.equal(client.queuedEvents, 3, 'the queue holds its bound');
-    assert.ok(client.droppedEvents >= 7, `dropped ${client.droppedEvents}`);
+    // Each failed connect is news (an error, a reconnecting): admitted up to the link's
+    // allowance beyond the bound, then dropped and counted.
+    await until('many failed connects', () => client.droppedEvents >= 10);
+    const bound = MAX + LINK_CONSTANTS.news_allowance;
+    assert.equal(client.queuedEvents, bound, 'the queue holds the link\'s bound');
+    await until('more failed connects', () => client.droppedEvents >= 20);
+    assert.equal(client.queuedEvents, bound, 'and does not grow');
     const e = await client.recv();
     assert.equal(e.kind, 'error');
     assert.ok(e.error instanceof TransportError);
     assert.equal(e.error.code, 'connect_failed');
+    const r = await client.recv();
+    assert.equal(r.kind, 'reconnecting');
+    assert.deepEqual([r.failures, r.delay_ms >= 1 && r.delay_ms <= 2], [1, true]);
   } finally {
     client.close();
   }

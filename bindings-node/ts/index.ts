@@ -4,9 +4,12 @@
  * events and the session reducer, the harness-execution contract and the harness-adapter
  * seam — the sans-IO Rust core, through N-API. Messages are plain objects with the wire
  * field names; machines are classes with `handleInput(nowMs, input)` / `pollOutput()`.
- * The WebSocket transport is `stapel-runner-protocol/transport-ws`.
+ * Each side's whole connection driver is one machine too ({@link RunnerLink},
+ * {@link HubLink}); the WebSocket transport that pumps them is
+ * `stapel-runner-protocol/transport-ws`.
  */
 export * from './errors';
+export * from './error-table';
 export {
   DecodedProgress,
   DEFAULT_MAX_LINE_BYTES,
@@ -57,5 +60,6 @@ export * from './contract';
 export * from './adapter';
 export * from './subprocess-adapter';
 export * from './host';
+export * from './link';
 export * from './runner-task';
 export * from './admission';

@@ -1,39 +1,15 @@
 /* Internal helpers of the TypeScript layer (not part of the public API). */
-import {
-  AdapterError,
-  AdapterUnavailableError,
-  ConfigError,
-  ContractError,
-  DecodeError,
-  PanicError,
-  ProtocolStateError,
-  ReducerError,
-  ResolutionRefused,
-  RunnerProtocolError,
-  SchemaValidationError,
-  UnknownMessageError,
-  type Violation,
-} from './errors';
+import { BUILDERS, type Carried } from './error-builders';
+import { RunnerProtocolError } from './errors';
 import { native } from './native';
 
 const MARKER = '\u0001stapel:';
 
-interface Carried {
-  class: string;
-  code: string;
-  message: string;
-  violations?: Violation[];
-  lines?: string[];
-  key?: string;
-  detail_code?: string | null;
-  model?: string;
-  field?: string;
-  reasons?: string[];
-  details?: Record<string, unknown>;
-  line_number?: number | null;
-}
-
-/** The typed error for an error thrown by the native module (others pass through). */
+/**
+ * The typed error for an error thrown by the native module (others pass through): the
+ * class the core's error table named for it (`error_class(kind, code)`, chosen in the
+ * native layer), built by the generated {@link BUILDERS}.
+ */
 export function translate(error: unknown): unknown {
   if (!(error instanceof Error) || !error.message.startsWith(MARKER)) {
     return error;
@@ -44,32 +20,8 @@ export function translate(error: unknown): unknown {
   } catch {
     return error;
   }
-  switch (c.class) {
-    case 'SchemaValidationError':
-      return new SchemaValidationError(c.code, c.message, c.violations ?? [], c.lines ?? []);
-    case 'UnknownMessageError':
-      return new UnknownMessageError(c.code, c.message, c.violations ?? [], c.lines ?? []);
-    case 'DecodeError':
-      return new DecodeError(c.code, c.message, c.violations ?? [], c.lines ?? []);
-    case 'ProtocolStateError':
-      return new ProtocolStateError(c.code, c.message);
-    case 'ConfigError':
-      return new ConfigError(c.code, c.message, c.key ?? '');
-    case 'AdapterError':
-      return new AdapterError(c.code, c.message, c.details ?? {}, c.line_number ?? null);
-    case 'AdapterUnavailableError':
-      return new AdapterUnavailableError(c.code, c.message, c.details ?? {}, c.line_number ?? null);
-    case 'ReducerError':
-      return new ReducerError(c.code, c.message, c.detail_code ?? null);
-    case 'ContractError':
-      return new ContractError(c.code, c.message, c.model ?? '', c.field ?? '');
-    case 'ResolutionRefused':
-      return new ResolutionRefused(c.code, c.message, c.reasons ?? []);
-    case 'PanicError':
-      return new PanicError(c.code, c.message);
-    default:
-      return new RunnerProtocolError(c.code, c.message);
-  }
+  const build = BUILDERS[c.class];
+  return build === undefined ? new RunnerProtocolError(c.code, c.message) : build(c);
 }
 
 /** Run a native call, turning its thrown error into this package's typed error. */
@@ -103,4 +55,28 @@ export function jsonText(value: unknown, what: string): string {
 /** The parsed JSON text a native call returned. */
 export function parsed<T>(text: string): T {
   return JSON.parse(text) as T;
+}
+
+/** A `TypeError` with Node's code for an argument of the wrong type (not a core error). */
+export function typeError(message: string): TypeError {
+  return Object.assign(new TypeError(message), { code: 'ERR_INVALID_ARG_TYPE' });
+}
+
+/** A `RangeError` with Node's code for an argument out of range (not a core error). */
+export function rangeError(message: string): RangeError {
+  return Object.assign(new RangeError(message), { code: 'ERR_OUT_OF_RANGE' });
+}
+
+const U64_MAX = (1n << 64n) - 1n;
+
+/** A seed as a BigInt in `0..2^64`: a `bigint`, or a safe non-negative integer `number`. */
+export function seedOf(seed: unknown): bigint {
+  if (seed === undefined) return 0n;
+  if (typeof seed === 'number') {
+    if (!Number.isSafeInteger(seed) || seed < 0) throw rangeError(`seed: ${seed} is not a safe non-negative integer`);
+    return BigInt(seed);
+  }
+  if (typeof seed !== 'bigint') throw typeError(`seed: a bigint or a number is required, got ${typeof seed}`);
+  if (seed < 0n || seed > U64_MAX) throw rangeError('seed: not in 0..2^64');
+  return seed;
 }

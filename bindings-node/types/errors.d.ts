@@ -7,13 +7,15 @@ export interface Violation {
     /** Human-readable explanation (not stable; assert on `location` and `rule`). */
     message: string;
 }
-/** Base class of every error this package throws; `code` is the core's stable code. */
+/** Base class of every error the core reports; carries the stable `code`. */
 export declare class RunnerProtocolError extends Error {
     /** The core's stable snake_case error code. */
     readonly code: string;
     constructor(code: string, message: string);
 }
-/** A frame could not be decoded: `not_json`, `duplicate_key`, `not_object`. */
+/**
+ * A frame or JSON text could not be decoded (`not_json`, `duplicate_key`, `not_object`, …).
+ */
 export declare class DecodeError extends RunnerProtocolError {
     /** The violations (empty unless `code` is `schema_violation`). */
     readonly violations: Violation[];
@@ -21,22 +23,30 @@ export declare class DecodeError extends RunnerProtocolError {
     readonly lines: string[];
     constructor(code: string, message: string, violations?: Violation[], lines?: string[]);
 }
-/** A message breaks schema rules (`schema_violation`), with the located violations. */
+/** A message broke schema rules (`schema_violation`), with the located violations. */
 export declare class SchemaValidationError extends DecodeError {
 }
-/** The frame's `type` is absent or not one of the seven messages (`unknown_type`). */
+/** A frame's `type` is absent or not one of the seven messages (`unknown_type`). */
 export declare class UnknownMessageError extends DecodeError {
 }
-/** A machine was used against its rules (not connected, backpressure, ...). */
+/**
+ * A machine refused an input or a call: the caller broke a rule, or the peer did and the
+ * machine reports it as an error (sequencing, session, link, framing, host, local run).
+ */
 export declare class ProtocolStateError extends RunnerProtocolError {
 }
-/** A configuration the core refused; `key` names the offending key. */
-export declare class ConfigError extends RunnerProtocolError {
-    /** The configuration key the core refused. */
+/**
+ * A configuration object was refused (`not_an_object`, `unknown_key`, `wrong_type`,
+ * `out_of_range`), naming the offending key.
+ */
+export declare class ConfigError extends ProtocolStateError {
+    /** The configuration key the core refused (dotted when nested). */
     readonly key: string;
-    constructor(code: string, message: string, key: string);
+    constructor(code: string, message: string, key?: string);
 }
-/** A harness adapter failed (a turn, a role spec, a usage shape). */
+/**
+ * A harness adapter could not open a session or complete a turn, or its data is invalid.
+ */
 export declare class AdapterError extends RunnerProtocolError {
     /** The core's JSON form of the error (`code` and its fields). */
     readonly details: Record<string, unknown>;
@@ -44,16 +54,19 @@ export declare class AdapterError extends RunnerProtocolError {
     readonly lineNumber: number | null;
     constructor(code: string, message: string, details?: Record<string, unknown>, lineNumber?: number | null);
 }
-/** The harness adapter cannot run here (a missing SDK or program). */
+/**
+ * The adapter cannot run here (a missing optional dependency or program:
+ * `adapter_unavailable`).
+ */
 export declare class AdapterUnavailableError extends AdapterError {
 }
-/** The reducer refused an event; `detailCode` names the inner cause (`invalid_event`). */
+/** The session reducer refused an event. */
 export declare class ReducerError extends RunnerProtocolError {
-    /** The code of the inner cause, or `null`. */
+    /** The code of the inner cause (`invalid_event`), or `null`. */
     readonly detailCode: string | null;
     constructor(code: string, message: string, detailCode?: string | null);
 }
-/** A contract-1.0 document or gateway step was refused; `model` and `field` locate it. */
+/** A contract-1.0 document, catalog or gateway input was refused. */
 export declare class ContractError extends RunnerProtocolError {
     /** The contract model concerned (empty when none). */
     readonly model: string;
@@ -61,12 +74,27 @@ export declare class ContractError extends RunnerProtocolError {
     readonly field: string;
     constructor(code: string, message: string, model?: string, field?: string);
 }
-/** Profile resolution refused the reference; `reasons` lists why. */
+/** Profile resolution refused a reference, with its reasons. */
 export declare class ResolutionRefused extends RunnerProtocolError {
     /** The refusal reasons, in the core's order. */
     readonly reasons: string[];
     constructor(code: string, message: string, reasons?: string[]);
 }
-/** The native core panicked; the process survives and the call throws this (`panic`). */
+/**
+ * A connection failed, as a link reports it (`upgrade_refused`, `connect_failed`,
+ * `connect_timeout`, `no_token`, `transport_failed`, `backlog_full`), raised by a host that
+ * surfaces the link's error event.
+ */
+export declare class TransportError extends RunnerProtocolError {
+    /** The HTTP status of a refused upgrade (`upgrade_refused`), else `null`. */
+    readonly status: number | null;
+    constructor(code: string, message: string, status?: number | null);
+}
+/**
+ * The core panicked inside a binding call (`panic`); the process survives, the object it
+ * was called on must not be used again.
+ */
 export declare class PanicError extends RunnerProtocolError {
 }
+/** The class names of the core's table, parents first. */
+export declare const ERROR_CLASS_NAMES: readonly string[];

@@ -30,6 +30,18 @@ export interface SessionConfig {
     max_line_bytes?: number;
     /** Bounds of the session's sequencing state. */
     sequencing?: SequencingConfig;
+    /**
+     * A probe ping after this many sequenced frames transmitted since the last ping (0:
+     * off; a send refused with `backpressure` sends one too), so that a seed-only peer's
+     * plain pong trims the kept log (default 1024).
+     */
+    probe_every_frames?: number;
+    /**
+     * Durable acknowledgements: acknowledge inbound streams only up to the positions
+     * confirmed with the `confirm` input (a hub whose store must commit first; default
+     * `false`).
+     */
+    durable_acks?: boolean;
 }
 /** What the host tells a session machine. */
 export type SessionInput = {
@@ -47,6 +59,11 @@ export type SessionInput = {
 } | {
     type: 'send';
     message: SequencedMessage;
+} | {
+    type: 'confirm';
+    task_id: string;
+    attempt?: number | null;
+    seq: number;
 };
 export type { PeerError, Resync };
 /** What a session machine asks of its host, in order (`kind` is the core's name). */
@@ -85,6 +102,13 @@ export interface SessionStats {
     held_now: number;
     /** Frames transmitted (replays, pings and pongs included). */
     transmitted: number;
+    /**
+     * Kept frames dropped because a pong without an `ack` member answered a ping sent after
+     * them (a seed-only peer's implied acknowledgement).
+     */
+    implied_acked: number;
+    /** Probe pings sent (`probe_every_frames`, or after a send refused with `backpressure`). */
+    probes: number;
 }
 type Handle = ExternalObject<'Session'>;
 /**
@@ -118,6 +142,13 @@ declare abstract class SessionBase {
      * the seq it goes under (a copy).
      */
     resend<M extends SequencedMessage>(nowMs: number, message: M): M;
+    /**
+     * Durable acknowledgements ({@link SessionConfig.durable_acks}): the host's store
+     * committed the inbound stream `(taskId, attempt)` through `seq` (`attempt`: `null` for
+     * the runner's command streams), so acknowledgements may go up to it. Refused with
+     * `not_durable` (no durable acks) or `confirm_ahead` (beyond what was delivered).
+     */
+    confirm(nowMs: number, taskId: string, attempt: number | null | undefined, seq: number): void;
     /** The next output, or `null` when there is nothing more to do now. */
     pollOutput(): SessionOutput | null;
     /** Every pending output, in order. */

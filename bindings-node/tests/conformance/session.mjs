@@ -62,6 +62,9 @@ export function run(vector) {
       outcome = attempt(() => session.resend(now, input.resend));
     } else if (input.save_snapshot !== undefined) {
       saved = session.snapshot();
+    } else if (input.confirm !== undefined) {
+      const c = input.confirm;
+      outcome = attempt(() => session.handleInput(now, { type: 'confirm', task_id: c.task_id, attempt: c.attempt ?? null, seq: c.seq }));
     } else if (typeof input.forget_task === 'string') {
       session.forgetTask(input.forget_task);
     } else if (input.restart !== undefined) {

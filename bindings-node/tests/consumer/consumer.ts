@@ -3,6 +3,21 @@
 // of the API, the transport included.
 import {
   ADAPTER_DEFAULTS,
+  ERROR_CLASS_NAMES,
+  HubLink,
+  LINK_CONSTANTS,
+  RunnerLink,
+  TransportError as CoreTransportError,
+  coreError,
+  errorClass,
+  errorTable,
+  isLinkEvent,
+  linkConfig,
+  type LinkConfig,
+  type LinkConfigValues,
+  type LinkEvent,
+  type LinkOutput,
+  type LinkStatus,
   AdapterError,
   AdapterUnavailableError,
   BaseHarnessAdapter,
@@ -257,18 +272,43 @@ const myRein: Rein = {
 const gateway = new Gateway(catalog, { reins: { r: myRein, sub: new SubprocessRein({ command: ['fake-harness'] }) }, sandboxer });
 const executed = (): Promise<GatewayResult> => gateway.execute({} as Parameters<Gateway['execute']>[0]);
 
+// Links.
+const linkCfg: LinkConfig = { connect_timeout_ms: 100, session: { ping_interval_ms: 0, durable_acks: false } };
+const runnerLink = new RunnerLink(hello, { config: linkCfg, seed: 42n });
+runnerLink.handleInput(0, { type: 'start' });
+const linkOuts: LinkOutput[] = runnerLink.drainOutputs();
+const linkEvents: LinkEvent[] = linkOuts.filter(isLinkEvent);
+const hubLink = new HubLink({ config: { max_queued_events: 8 } });
+hubLink.handleInput(0, { type: 'attach', socket: 1 });
+const hubLinkOuts: LinkOutput[] = hubLink.handleFrames(0, 1, ['{}'], 0);
+for (const o of hubLinkOuts) {
+  if (o.kind === 'received') void o.message.type;
+  else if (o.kind === 'error') void [o.code, o.status];
+  else if (o.kind === 'send') void o.frame;
+}
+hubLink.handleInput(1, { type: 'confirm', task_id: 'T', attempt: 1, seq: 1 });
+const linkStatus: LinkStatus = hubLink.status();
+const linkValues: LinkConfigValues = linkConfig(linkCfg);
+const linkBits = [runnerLink.phase, runnerLink.pollTimeout(), hubLink.socket, hubLink.sockets, runnerLink.stats().dropped_events, LINK_CONSTANTS.news_allowance, runnerLink.snapshot(), runnerLink.state()];
+// The error table.
+const table = errorTable();
+const tableBits: [string, readonly string[], string, boolean] = [errorClass('decode', 'unknown_type'), ERROR_CLASS_NAMES, table.classes[0]?.name ?? '', coreError('transport', 'connect_failed', 'x') instanceof CoreTransportError];
+
 // Transport.
-const server = new HubServer({ authenticate: async (token) => (token === 't' ? 'r-1' : null), maxQueuedEvents: 16 });
-const client = new RunnerClient('ws://127.0.0.1:1/', { hello, token: 't', backoff: { initial_ms: 10 } });
+const server = new HubServer({ authenticate: async (token) => (token === 't' ? 'r-1' : null), maxQueuedEvents: 16, durableAcks: true });
+const client = new RunnerClient('ws://127.0.0.1:1/', { hello, token: 't', backoff: { initial_ms: 10 }, seed: 7n, connectTimeoutMs: 1000, onReconnect: (d: number, f: number) => void [d, f] });
 async function transport(): Promise<void> {
   const port: number = await server.listen(0);
   await client.connect();
   const r = await server.accept();
   r.send(cancel);
   const e: TransportEvent = await r.recv();
-  if (e.kind === 'error' && e.error instanceof TransportError) void e.error.code;
+  if (e.kind === 'error' && e.error instanceof TransportError) void [e.error.code, e.error.status];
+  if (e.kind === 'disconnected') void e.reason;
+  if (e.kind === 'reconnecting') void [e.delay_ms, e.failures];
   client.send(progress);
-  void [port, client.queuedEvents, client.droppedEvents, r.queuedEvents, MAX_BACKLOG_BYTES];
+  r.confirm('T-1', 1, 1);
+  void [port, client.queuedEvents, client.droppedEvents, r.queuedEvents, MAX_BACKLOG_BYTES, client.link.phase, r.link.socket, client.snapshot(), r.snapshot(), client.stats(), client.failures];
   client.close();
   await server.close();
 }
@@ -294,4 +334,5 @@ export const used = [
   watermark, items, framerState, localOuts, outcome, snapshot, delivery, usage, usage2, usage3, mapped, prompt, options, result, fault,
   subOuts, adapter, echoed, isSession, socketOuts, hubOuts, auth, delay, backoff, admit, report, ref, counts, names, resolution, safe,
   gatewayOuts, profile, next, executed, transport, describe, ADAPTER_DEFAULTS,
+  linkEvents, linkStatus, linkValues, linkBits, tableBits,
 ];
