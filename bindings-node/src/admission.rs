@@ -14,7 +14,7 @@ use crate::session::now_of;
 use crate::wire::num;
 
 fn misuse(e: &AdmissionError) -> napi::Error {
-    fail("ProtocolStateError", e.code(), e, Value::Null)
+    fail("admission", e.code(), e, Value::Null)
 }
 
 fn config_of(config: Option<&str>) -> napi::Result<AdmissionConfig> {

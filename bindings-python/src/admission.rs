@@ -13,18 +13,18 @@ use crate::errors::raise;
 use crate::json::{py_to_value, value_to_py};
 
 fn misuse(py: Python<'_>, e: &AdmissionError) -> PyErr {
-    raise(py, "ProtocolStateError", e.to_string(), e.code())
+    raise(py, "admission", e.to_string(), e.code())
 }
 
 /// The core's `AdmissionConfig` of a dict (`None`: the defaults); a refused one raises
-/// `ProtocolStateError` with the core's `code` and `key`.
+/// `ConfigError` with the core's `code` and `key`.
 fn config_from(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<AdmissionConfig> {
     let v = match config {
         Some(c) if !c.is_none() => py_to_value(c)?,
         _ => Value::Object(Default::default()),
     };
     AdmissionConfig::from_value(&v)
-        .map_err(|e| crate::session::config_error(py, Some("ProtocolStateError"), &e))
+        .map_err(|e| crate::session::config_error(py, &e))
 }
 
 /// The live server's admission machine. Feed inputs in their JSON form with

@@ -117,6 +117,7 @@ pub const ERROR_KINDS: &[(&str, &str)] = &[
     ("session", "session::SessionError"),
     ("link", "link::LinkError"),
     ("host", "host::HostError"),
+    ("admission", "admission::AdmissionError"),
     (
         "local",
         "local's errors (commands, ledger, run machine, player)",
@@ -146,6 +147,7 @@ pub const ERROR_RULES: &[ErrorRule] = &[
     rule("session", None, "ProtocolStateError"),
     rule("link", None, "ProtocolStateError"),
     rule("host", None, "ProtocolStateError"),
+    rule("admission", None, "ProtocolStateError"),
     rule("local", None, "ProtocolStateError"),
     rule("reducer", None, "ReducerError"),
     rule("contract", None, "ContractError"),
