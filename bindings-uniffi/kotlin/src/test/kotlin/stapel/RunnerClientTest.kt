@@ -63,17 +63,31 @@ class RunnerClientTest {
         )
     }
 
-    /** The Python reference hub as a subprocess: its stdout lines (JSON) and its stderr. */
+    /**
+     * The Python reference hub as a subprocess, with Python's logging at DEBUG on stderr
+     * (the `websockets` library's handshake logs included): its stdout lines (JSON) and its
+     * stderr.
+     */
     private class Hub(python: File, args: List<String>) : AutoCloseable {
-        val process: Process = ProcessBuilder(listOf(python.path, "-m", "stapel_runner_protocol.hub") + args).start()
+        val process: Process = ProcessBuilder(
+            listOf(
+                python.path, "-c",
+                "import logging, sys; logging.basicConfig(level=logging.DEBUG, stream=sys.stderr); " +
+                    "from stapel_runner_protocol.hub import main; sys.exit(main(sys.argv[1:]))",
+            ) + args,
+        ).start()
         val lines = LinkedBlockingQueue<String>()
         val all: MutableList<String> = Collections.synchronizedList(mutableListOf())
         val stderr = StringBuffer()
         val port: Int
 
+        private val readers = listOf(
+            Thread { process.inputStream.bufferedReader().forEachLine { lines.put(it); all += it } },
+            Thread { process.errorStream.bufferedReader().forEachLine { stderr.append(it).append('\n') } },
+        )
+
         init {
-            Thread { process.inputStream.bufferedReader().forEachLine { lines.put(it); all += it } }.apply { isDaemon = true }.start()
-            Thread { process.errorStream.bufferedReader().forEachLine { stderr.append(it).append('\n') } }.apply { isDaemon = true }.start()
+            readers.forEach { it.isDaemon = true; it.start() }
             val first = lines.poll(60, TimeUnit.SECONDS) ?: error("the hub printed nothing; stderr:\n$stderr")
             port = URI(Json.parse(first).str("listening") ?: error("not a listening line: $first")).port
         }
@@ -92,9 +106,11 @@ class RunnerClientTest {
             }
         }
 
+        /** Ends the hub (if it still runs) and waits until its output is read to the end. */
         override fun close() {
             process.destroy()
             if (!process.waitFor(5, TimeUnit.SECONDS)) process.destroyForcibly()
+            readers.forEach { it.join(5_000) }
         }
     }
 
@@ -271,10 +287,50 @@ class RunnerClientTest {
         assertEquals("done", reports[0].get("report").get("status").asText())
         assertFalse(hubSeen.any { it.has("inbound_gap") || it.has("peer_error") || it.has("error") }, "$hubSeen")
 
-        // DEBUG everywhere, and the token in none of it.
+        // DEBUG on both ends, and the token in none of it.
         assertTrue(captured.records.any { it.contains("stapel runner client: socket") }, "the client logged at DEBUG")
-        val leaks = (captured.records + hub.all + hub.stderr.toString()).filter { it.contains(token) }
-        assertEquals(emptyList<String>(), leaks)
+        assertTrue(hub.stderr.contains("DEBUG"), "the hub logged at DEBUG")
+        noLeak(listOf(token), captured.records, hub)
+    }
+
+    /** No token in the client's records (first: this binding's end), then in the hub's output. */
+    private fun noLeak(tokens: List<String>, client: List<String>, hub: Hub) {
+        hub.close()
+        for (t in tokens) assertEquals(emptyList<String>(), client.filter { it.contains(t) }, "the client's end shows a token")
+        val hubText = hub.all + hub.stderr.lines()
+        for (t in tokens) assertEquals(emptyList<String>(), hubText.filter { it.contains(t) }, "the hub's end shows a token")
+    }
+
+    @Test
+    fun anApplicationThatDoesNotTakeEventsPausesTheSocketAndLosesNothing() {
+        val token = randomToken("tok-")
+        val tasks = (1..30).map { "T-$it" }
+        val hub = closeLater(Hub(python, listOf("--port", "0", "--token-file", tokenFile(token).path) + tasks.flatMap { listOf("--assign", it) }))
+        // At 3 untaken events the link pauses the socket: the client stops requesting
+        // messages from the JDK's WebSocket until the application takes events again.
+        val client = closeLater(
+            RunnerClient(URI("ws://127.0.0.1:${hub.port}/"), hello, { token }, """{"max_queued_events":3}""", logger = captured),
+        )
+        client.start()
+        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
+        while (!captured.records.any { it.contains(": pause") } && System.nanoTime() < deadline) Thread.sleep(20)
+        assertTrue(captured.records.any { it.contains(": pause") }, "the socket was paused")
+        Thread.sleep(300)
+        // The rest of the 30 assigns wait in the socket; the application now takes them.
+        val assigned = mutableListOf<String>()
+        while (assigned.size < tasks.size) {
+            when (val e = client.poll(Duration.ofSeconds(30)) ?: error("events stopped after $assigned")) {
+                is LinkEvent.Received -> assigned += (e.message as Message.TaskAssign).v.taskId
+                is LinkEvent.Error, is LinkEvent.Disconnected -> error("$e after $assigned")
+                else -> {}
+            }
+        }
+        assertEquals(tasks, assigned)
+        assertTrue(captured.records.any { it.contains(": resume") }, "the socket was resumed")
+        assertEquals(0uL, client.stats().backlogOverflows)
+        assertEquals(1uL, client.stats().connections)
+        client.close()
+        noLeak(listOf(token), captured.records, hub)
     }
 
     @Test
@@ -303,11 +359,11 @@ class RunnerClientTest {
         client.close()
         hub.close()
 
-        // Neither token in any event, exception text, log record (DEBUG, JDK loggers
-        // included) or hub output.
-        val texts = seen.map { it.toString() } + listOf(error.toString(), error.stackTraceToString()) +
-            captured.records + hub.all + hub.stderr.toString()
+        // Neither token in any event, exception text or log record (DEBUG, the JDK's
+        // loggers included), nor in the hub's output (DEBUG too).
+        val texts = seen.map { it.toString() } + listOf(error.toString(), error.stackTraceToString()) + captured.records
         assertTrue(captured.records.any { it.contains("upgrade_refused") }, "the refusal was logged")
-        for (t in listOf(wrong, right)) assertEquals(emptyList<String>(), texts.filter { it.contains(t) })
+        assertTrue(hub.stderr.contains("DEBUG"), "the hub logged at DEBUG")
+        noLeak(listOf(wrong, right), texts, hub)
     }
 }

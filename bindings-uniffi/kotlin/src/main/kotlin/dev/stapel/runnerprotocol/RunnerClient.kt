@@ -276,8 +276,12 @@ class RunnerClient(
             when (o) {
                 is LinkOutput.Connect -> connect(o.socket)
                 is LinkOutput.Send -> write(o.socket, o.frame)
-                is LinkOutput.Pause -> sockets[o.socket]?.paused = true
+                is LinkOutput.Pause -> sockets[o.socket]?.let { s ->
+                    log(System.Logger.Level.DEBUG, "stapel runner client: socket ${s.id}: pause")
+                    s.paused = true
+                }
                 is LinkOutput.Resume -> sockets[o.socket]?.let { s ->
+                    log(System.Logger.Level.DEBUG, "stapel runner client: socket ${s.id}: resume")
                     s.paused = false
                     if (s.owed > 0) {
                         s.ws?.request(s.owed)
