@@ -167,6 +167,9 @@ class RunnerClientTest {
     /** Every record at every level, from the client's logger and from java.util.logging. */
     private class Captured : System.Logger {
         val records: MutableList<String> = Collections.synchronizedList(mutableListOf())
+
+        /** A copy of the records so far (other threads may still be logging). */
+        fun all(): List<String> = synchronized(records) { records.toList() }
         override fun getName() = "captured"
         override fun isLoggable(level: System.Logger.Level) = true
         override fun log(level: System.Logger.Level, bundle: java.util.ResourceBundle?, msg: String?, thrown: Throwable?) {
@@ -288,16 +291,16 @@ class RunnerClientTest {
         assertFalse(hubSeen.any { it.has("inbound_gap") || it.has("peer_error") || it.has("error") }, "$hubSeen")
 
         // DEBUG on both ends, and the token in none of it.
-        assertTrue(captured.records.any { it.contains("stapel runner client: socket") }, "the client logged at DEBUG")
+        assertTrue(captured.all().any { it.contains("stapel runner client: socket") }, "the client logged at DEBUG")
         assertTrue(hub.stderr.contains("DEBUG"), "the hub logged at DEBUG")
-        noLeak(listOf(token), captured.records, hub)
+        noLeak(listOf(token), captured.all(), hub)
     }
 
     /** No token in the client's records (first: this binding's end), then in the hub's output. */
     private fun noLeak(tokens: List<String>, client: List<String>, hub: Hub) {
         hub.close()
         for (t in tokens) assertEquals(emptyList<String>(), client.filter { it.contains(t) }, "the client's end shows a token")
-        val hubText = hub.all + hub.stderr.lines()
+        val hubText = synchronized(hub.all) { hub.all.toList() } + hub.stderr.lines()
         for (t in tokens) assertEquals(emptyList<String>(), hubText.filter { it.contains(t) }, "the hub's end shows a token")
     }
 
@@ -313,8 +316,8 @@ class RunnerClientTest {
         )
         client.start()
         val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
-        while (!captured.records.any { it.contains(": pause") } && System.nanoTime() < deadline) Thread.sleep(20)
-        assertTrue(captured.records.any { it.contains(": pause") }, "the socket was paused")
+        while (!captured.all().any { it.contains(": pause") } && System.nanoTime() < deadline) Thread.sleep(20)
+        assertTrue(captured.all().any { it.contains(": pause") }, "the socket was paused")
         Thread.sleep(300)
         // The rest of the 30 assigns wait in the socket; the application now takes them.
         val assigned = mutableListOf<String>()
@@ -326,11 +329,11 @@ class RunnerClientTest {
             }
         }
         assertEquals(tasks, assigned)
-        assertTrue(captured.records.any { it.contains(": resume") }, "the socket was resumed")
+        assertTrue(captured.all().any { it.contains(": resume") }, "the socket was resumed")
         assertEquals(0uL, client.stats().backlogOverflows)
         assertEquals(1uL, client.stats().connections)
         client.close()
-        noLeak(listOf(token), captured.records, hub)
+        noLeak(listOf(token), captured.all(), hub)
     }
 
     @Test
@@ -361,8 +364,8 @@ class RunnerClientTest {
 
         // Neither token in any event, exception text or log record (DEBUG, the JDK's
         // loggers included), nor in the hub's output (DEBUG too).
-        val texts = seen.map { it.toString() } + listOf(error.toString(), error.stackTraceToString()) + captured.records
-        assertTrue(captured.records.any { it.contains("upgrade_refused") }, "the refusal was logged")
+        val texts = seen.map { it.toString() } + listOf(error.toString(), error.stackTraceToString()) + captured.all()
+        assertTrue(captured.all().any { it.contains("upgrade_refused") }, "the refusal was logged")
         assertTrue(hub.stderr.contains("DEBUG"), "the hub logged at DEBUG")
         noLeak(listOf(wrong, right), texts, hub)
     }

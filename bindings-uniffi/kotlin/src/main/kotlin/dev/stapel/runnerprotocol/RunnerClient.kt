@@ -322,7 +322,8 @@ class RunnerClient(
     }
 
     /** Where the client connects, without user info or query (for logs). */
-    private val where: String = URI(url.scheme, null, url.host, url.port, url.path, null, null).toString()
+    private val where: String =
+        runCatching { URI(url.scheme, null, url.host, url.port, url.path, null, null).toString() }.getOrDefault("the hub")
 
     private fun connect(id: ULong) {
         val s = Sock(id)
