@@ -24,6 +24,7 @@ impl From<AdapterError> for ProtocolError {
     fn from(e: AdapterError) -> Self {
         ProtocolError::Adapter {
             code: e.code().to_owned(),
+            kind: "adapter".to_owned(),
             detail: e.to_string(),
             line_number: e.line_number(),
             json: e.to_value().to_string(),

@@ -17,7 +17,7 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn misuse(e: &AdmissionError) -> ProtocolError {
-    state(e.code(), e)
+    state("admission", e.code(), e)
 }
 
 /// The admission config the core reads from JSON text, every key with its value (JSON

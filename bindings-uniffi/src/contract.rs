@@ -32,6 +32,7 @@ impl From<ContractError> for ProtocolError {
         // itself, and both `""` for `unknown_model`, where no model was being built).
         ProtocolError::Contract {
             code: e.code().to_owned(),
+            kind: "contract".to_owned(),
             detail: e.to_string(),
             model: Some(e.model().to_owned()),
             field: Some(e.field().to_owned()),
@@ -44,6 +45,7 @@ fn gateway_error(e: GatewayError) -> ProtocolError {
         GatewayError::Model(m) => ProtocolError::from(m),
         other => ProtocolError::Contract {
             code: other.code().to_owned(),
+            kind: "contract".to_owned(),
             detail: other.to_string(),
             model: None,
             field: None,
@@ -1002,6 +1004,7 @@ pub fn contract_resolve(
         }),
         Err(r) => Err(ProtocolError::Refusal {
             code: r.code().to_owned(),
+            kind: "resolution".to_owned(),
             detail: format!("{}: {}", r.code(), r.reasons.join(", ")),
             reasons: r.reasons.iter().map(|s| (*s).to_owned()).collect(),
         }),
@@ -1220,6 +1223,7 @@ fn gateway_input(i: CoreInput) -> Result<GatewayInput, ProtocolError> {
         other => {
             return Err(ProtocolError::Contract {
                 code: "invalid_input".to_owned(),
+                kind: "contract".to_owned(),
                 detail: format!(
                     "input type {:?} has no record in this binding",
                     other.type_name()

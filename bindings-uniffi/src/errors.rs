@@ -1,5 +1,8 @@
-//! One exception type for every core error: its stable `code` plus the details the core
-//! gives (violations for schema errors, the key of a configuration error, …).
+//! One exception type for every core error: its stable `code`, its `kind` in the core's
+//! error table, and the details the core gives (violations for schema errors, the key of
+//! a configuration error, …). The table itself (`error_class`, `error_classes`) is
+//! exported too: the Kotlin exception classes are generated from it (see README.md,
+//! "Errors").
 
 use stapel_runner_protocol::config::ConfigError;
 use stapel_runner_protocol::wire::DecodeError;
@@ -28,6 +31,9 @@ pub enum ProtocolError {
     Decode {
         /// Stable code.
         code: String,
+        /// The error's kind in the core's error table (`decode`, `session`, `link`, …):
+        /// `errorClass(kind, code)` names its class.
+        kind: String,
         /// The core's text.
         detail: String,
         /// Located violations (`schema_violation` only), sorted by location.
@@ -41,6 +47,9 @@ pub enum ProtocolError {
     State {
         /// Stable code.
         code: String,
+        /// The error's kind in the core's error table (`decode`, `session`, `link`, …):
+        /// `errorClass(kind, code)` names its class.
+        kind: String,
         /// The core's text.
         detail: String,
     },
@@ -50,6 +59,9 @@ pub enum ProtocolError {
     Config {
         /// Stable code.
         code: String,
+        /// The error's kind in the core's error table (`decode`, `session`, `link`, …):
+        /// `errorClass(kind, code)` names its class.
+        kind: String,
         /// The offending key (dotted when nested).
         key: String,
         /// The core's text.
@@ -60,6 +72,9 @@ pub enum ProtocolError {
     Contract {
         /// Stable code.
         code: String,
+        /// The error's kind in the core's error table (`decode`, `session`, `link`, …):
+        /// `errorClass(kind, code)` names its class.
+        kind: String,
         /// The core's text.
         detail: String,
         /// The model being built, as the core names it (`""` for `unknown_model`);
@@ -75,6 +90,9 @@ pub enum ProtocolError {
     Reduce {
         /// Stable code.
         code: String,
+        /// The error's kind in the core's error table (`decode`, `session`, `link`, …):
+        /// `errorClass(kind, code)` names its class.
+        kind: String,
         /// The invalid event's own code, when the core gives one.
         detail_code: Option<String>,
         /// The core's text.
@@ -86,6 +104,9 @@ pub enum ProtocolError {
     Adapter {
         /// Stable code.
         code: String,
+        /// The error's kind in the core's error table (`decode`, `session`, `link`, …):
+        /// `errorClass(kind, code)` names its class.
+        kind: String,
         /// The core's text.
         detail: String,
         /// The 1-based harness line the error is about (`None`: not about a line).
@@ -98,6 +119,9 @@ pub enum ProtocolError {
     Refusal {
         /// Stable code.
         code: String,
+        /// The error's kind in the core's error table (`decode`, `session`, `link`, …):
+        /// `errorClass(kind, code)` names its class.
+        kind: String,
         /// The core's text.
         detail: String,
         /// The refusal's reasons as the core lists them.
@@ -109,6 +133,7 @@ impl From<DecodeError> for ProtocolError {
     fn from(e: DecodeError) -> Self {
         ProtocolError::Decode {
             code: e.code().to_owned(),
+            kind: "decode".to_owned(),
             detail: e.to_string(),
             violations: e
                 .violations()
@@ -128,16 +153,57 @@ impl From<ConfigError> for ProtocolError {
     fn from(e: ConfigError) -> Self {
         ProtocolError::Config {
             code: e.code().to_owned(),
+            kind: "config".to_owned(),
             key: e.key().to_owned(),
             detail: e.to_string(),
         }
     }
 }
 
-/// A machine error with a `code()` as [`ProtocolError::State`].
-pub(crate) fn state(code: &str, detail: impl std::fmt::Display) -> ProtocolError {
+/// A machine error of `kind` (the error table's kind: `session`, `sequencing`, `link`,
+/// `host`, `local`, …) with a `code()` as [`ProtocolError::State`].
+pub(crate) fn state(kind: &str, code: &str, detail: impl std::fmt::Display) -> ProtocolError {
     ProtocolError::State {
         code: code.to_owned(),
+        kind: kind.to_owned(),
         detail: detail.to_string(),
     }
+}
+
+/// One exception class of the core's error table.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ErrorClassInfo {
+    /// The class name (the same in every language).
+    pub name: String,
+    /// The parent class (`None` for the root, `RunnerProtocolError`).
+    pub parent: Option<String>,
+    /// What the class means.
+    pub doc: String,
+}
+
+/// The class every binding raises for a core error of `kind` with `code` (the core's
+/// `errors::error_class`).
+#[uniffi::export]
+pub fn error_class(kind: String, code: String) -> String {
+    stapel_runner_protocol::errors::error_class(&kind, &code).to_owned()
+}
+
+/// Every exception class of the core's table, parents before children.
+#[uniffi::export]
+pub fn error_classes() -> Vec<ErrorClassInfo> {
+    stapel_runner_protocol::errors::ERROR_CLASSES
+        .iter()
+        .map(|c| ErrorClassInfo {
+            name: c.name.to_owned(),
+            parent: c.parent.map(str::to_owned),
+            doc: c.doc.to_owned(),
+        })
+        .collect()
+}
+
+/// The whole table as JSON text (`{"classes": [...], "rules": [...]}`, the core's
+/// `errors::table_value`).
+#[uniffi::export]
+pub fn error_table_json() -> String {
+    stapel_runner_protocol::errors::table_value().to_string()
 }

@@ -58,7 +58,7 @@ pub struct CanonicalEvent {
 }
 
 fn model_error(e: &ModelError) -> ProtocolError {
-    state(e.code(), e)
+    state("local", e.code(), e)
 }
 
 impl From<&CoreEvent> for CanonicalEvent {
@@ -213,6 +213,7 @@ fn stream_item(m: StreamMessage) -> Result<StreamItem, ProtocolError> {
         #[allow(unreachable_patterns)]
         other => {
             return Err(state(
+                "local",
                 "unknown_value",
                 format!("stream message {:?}", other.to_value()),
             ))

@@ -100,7 +100,7 @@ impl LineFramer {
         self.lock()
             .push(&data)
             .map(|n| n as u64)
-            .map_err(|e| state(e.code(), &e))
+            .map_err(|e| state("framing", e.code(), &e))
     }
 
     /// Pushes everything, returning every item that became ready on the way.
@@ -111,7 +111,7 @@ impl LineFramer {
         let mut out = Vec::new();
         self.lock()
             .push_all(&data, |r| out.push(item(r)))
-            .map_err(|e| state(e.code(), &e))?;
+            .map_err(|e| state("framing", e.code(), &e))?;
         Ok(out)
     }
 

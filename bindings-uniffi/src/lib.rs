@@ -21,6 +21,7 @@ mod errors;
 mod events;
 mod framing;
 mod jsontext;
+mod link;
 mod machines;
 #[cfg(feature = "bench-probe")]
 mod probe;

@@ -181,7 +181,7 @@ impl LocalRun {
     #[uniffi::constructor]
     pub fn new(config_json: String) -> Result<Self, ProtocolError> {
         let c = LocalConfig::from_value(&parse_serde(&config_json)?)?;
-        let m = core_local::LocalRun::new(c).map_err(|e| state(e.code(), &e))?;
+        let m = core_local::LocalRun::new(c).map_err(|e| state("local", e.code(), &e))?;
         Ok(Self {
             inner: Mutex::new(m),
         })
@@ -205,7 +205,7 @@ impl LocalRun {
         };
         locked(&self.inner)
             .handle_input(now_ms, input)
-            .map_err(|e| state(e.code(), &e))
+            .map_err(|e| state("local", e.code(), &e))
     }
 
     /// The next output, or `None`.
@@ -359,7 +359,7 @@ impl SocketHost {
         };
         locked(&self.inner)
             .handle_input(now_ms, input)
-            .map_err(|e| state(e.code(), &e))
+            .map_err(|e| state("host", e.code(), &e))
     }
 
     /// The next action, or `None`.
@@ -589,7 +589,7 @@ impl HubHost {
         };
         locked(&self.inner)
             .handle_input(now_ms, input)
-            .map_err(|e| state(e.code(), &e))
+            .map_err(|e| state("host", e.code(), &e))
     }
 
     /// The next action, or `None`.

@@ -12,6 +12,7 @@ impl From<ReduceError> for ProtocolError {
     fn from(e: ReduceError) -> Self {
         ProtocolError::Reduce {
             code: e.code().to_owned(),
+            kind: "reducer".to_owned(),
             detail_code: e.detail_code().map(str::to_owned),
             detail: e.to_string(),
         }

@@ -20,5 +20,5 @@ pub fn runner_task_call(call_json: String) -> Result<String, ProtocolError> {
     let input = parse_serde(&call_json)?;
     runner_task::call(&input)
         .map(|v| v.to_string())
-        .map_err(|e| state(e.code(), &e))
+        .map_err(|e| state("runner_task", e.code(), &e))
 }

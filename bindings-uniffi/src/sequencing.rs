@@ -204,7 +204,7 @@ impl ConnectionState {
 }
 
 fn seq_err(e: &core_seq::SequencingError) -> ProtocolError {
-    state(e.code(), e)
+    state("sequencing", e.code(), e)
 }
 
 #[uniffi::export]
@@ -234,7 +234,7 @@ impl ConnectionState {
     pub fn restore(bytes: Vec<u8>) -> Result<Self, ProtocolError> {
         core_seq::ConnectionState::restore(&bytes)
             .map(Self::wrap)
-            .map_err(|e| state(e.code(), &e))
+            .map_err(|e| state("snapshot", e.code(), &e))
     }
 
     /// The state as bytes, for persistence.
@@ -260,7 +260,7 @@ impl ConnectionState {
         let (stamped, frame) = self
             .lock()
             .emit_encoded(m)
-            .map_err(|e| state(e.code(), &e))?;
+            .map_err(|e| state("sequencing", e.code(), &e))?;
         Ok(Emitted {
             message: Message::from(&stamped),
             frame,
@@ -532,7 +532,7 @@ impl OutboxLog {
         let stamped = self
             .lock()
             .emit(m, self.max_frames, self.max_bytes)
-            .map_err(|e| state(e.code(), &e.error))?;
+            .map_err(|e| state("sequencing", e.code(), &e.error))?;
         Ok(Emitted {
             message: Message::from(&stamped),
             frame: stapel_runner_protocol::wire::encode(&stamped),
@@ -612,7 +612,7 @@ impl InboxTracker {
             .unwrap_or_else(|e| e.into_inner())
             .receive(seq, self.window)
             .map(Arrival::from)
-            .map_err(|e| state(e.code(), e))
+            .map_err(|e| state("sequencing", e.code(), e))
     }
 
     /// The contiguous watermark: every seq up to it has arrived.

@@ -37,6 +37,17 @@ pub enum SessionInput {
     },
     /// The deadline of `poll_timeout()` was reached.
     Timeout,
+    /// Durable acknowledgements (session config `durable_acks`): the host's store
+    /// committed the inbound stream `(task_id, attempt)` through `seq`; nothing above a
+    /// confirmed position is acknowledged.
+    Confirm {
+        /// The stream's task.
+        task_id: String,
+        /// The stream's attempt (`None` for command streams).
+        attempt: Option<u64>,
+        /// The highest committed seq.
+        seq: u64,
+    },
 }
 
 /// What the machine asks the host to do or to know.
@@ -122,7 +133,7 @@ fn config(config_json: Option<String>) -> Result<SessionConfig, ProtocolError> {
 
 fn restored(snapshot: Option<Vec<u8>>) -> Result<Option<CoreState>, ProtocolError> {
     snapshot
-        .map(|b| CoreState::restore(&b).map_err(|e| state(e.code(), &e)))
+        .map(|b| CoreState::restore(&b).map_err(|e| state("snapshot", e.code(), &e)))
         .transpose()
 }
 
@@ -144,10 +155,19 @@ impl<M: Machine> Session<M> {
             SessionInput::Frame { text } => core_session::Input::Frame(text),
             SessionInput::Send { message } => core_session::Input::Send(message.to_core()?),
             SessionInput::Timeout => core_session::Input::Timeout,
+            SessionInput::Confirm {
+                task_id,
+                attempt,
+                seq,
+            } => core_session::Input::Confirm {
+                task_id,
+                attempt,
+                seq,
+            },
         };
         self.lock()
             .handle_input(now_ms, input)
-            .map_err(|e| state(e.code(), &e))
+            .map_err(|e| state("session", e.code(), &e))
     }
 }
 
@@ -168,7 +188,8 @@ macro_rules! session_object {
             /// Feeds one input.
             ///
             /// # Errors
-            /// `ProtocolError::State` with the session's code (`not_connected`, …).
+            /// `ProtocolError::State` with the session's code (`not_connected`,
+            /// `not_durable`, `confirm_ahead`, …).
             pub fn handle_input(
                 &self,
                 now_ms: u64,
@@ -192,7 +213,7 @@ macro_rules! session_object {
                     .s
                     .lock()
                     .resend(now_ms, msg)
-                    .map_err(|e| state(e.code(), &e))?;
+                    .map_err(|e| state("session", e.code(), &e))?;
                 Ok(Message::from(&stamped.message))
             }
 
@@ -217,7 +238,7 @@ macro_rules! session_object {
                 let mut m = self.s.lock();
                 for f in frames {
                     m.handle_input(now_ms, core_session::Input::Frame(f))
-                        .map_err(|e| state(e.code(), &e))?;
+                        .map_err(|e| state("session", e.code(), &e))?;
                 }
                 Ok(())
             }

@@ -131,4 +131,58 @@ class BenchTest {
         )
         println("bench[kotlin] sink $sink")
     }
+
+    /**
+     * The link machines on the JVM: what a pump pays per frame. Runner: `send` of a
+     * progress frame + `drainOutputs()` (the client's send path) on a connected link.
+     * Hub: a frame in through `step` and the event reported taken, against
+     * `handleFrames(100)` + `drainOutputs()` + one `EventsTaken`, per frame.
+     */
+    @Test
+    fun linkCallsPerFrame() {
+        val n = 5_000
+        val big = """{"session":{"sequencing":{"max_outbox_frames":1000000,"max_outbox_bytes":4000000000}}}"""
+        val runner = RunnerLink(Hello(projectId = "p-1", runnerVersion = "0.1.0"), big)
+        runner.step(0uL, LinkInput.Start)
+        runner.step(0uL, LinkInput.Opened(1uL))
+        val progress = decode(usageFrame.toByteArray(), true) as Message.TaskProgress
+        val send = measure(n, 8) {
+            sink += runner.send(1uL, progress).seq.toLong()
+            sink += runner.drainOutputs().size
+        }
+
+        fun connectedHubLink(): HubLink {
+            val hub = HubLink()
+            hub.step(0uL, LinkInput.Attach(1uL))
+            val out = hub.step(0uL, LinkInput.FrameText(1uL, hello)).outputs
+            hub.step(0uL, LinkInput.EventsTaken(out.count { it is LinkOutput.Event }.toULong() + 1uL))
+            return hub
+        }
+        var hub = connectedHubLink()
+        var seq = 1
+        val all = frames(1, 9 * n)
+        val perFrame = measure(n, 8) {
+            val out = hub.step(1uL, LinkInput.FrameText(1uL, all[seq++ - 1])).outputs
+            sink += out.size
+            hub.step(1uL, LinkInput.EventsTaken(out.count { it is LinkOutput.Event }.toULong()))
+        }
+        hub = connectedHubLink()
+        val batch = 100
+        val batches = all.chunked(batch)
+        var b = 0
+        val batched = measure(n / batch, 8) {
+            hub.handleFrames(1uL, 1uL, batches[b++])
+            val out = hub.drainOutputs()
+            sink += out.size
+            hub.handleInput(1uL, LinkInput.EventsTaken(out.count { it is LinkOutput.Event }.toULong()))
+        } / batch
+        val emptyCall = measure(n) { sink += schemaVersion().toLong() }
+        fun row(name: String, ns: Double) =
+            println("bench[kotlin] %-52s %9.0f ns/op   %6.2f× empty call".format(name, ns, ns / emptyCall))
+        row("UniFFI empty call (schemaVersion())", emptyCall)
+        row("runner link: send(progress) + drainOutputs()", send)
+        row("hub link: step(FrameText) + step(EventsTaken)", perFrame)
+        row("hub link: handleFrames($batch) + drainOutputs(), per frame", batched)
+        println("bench[kotlin] link stats ${hub.stats()} sink $sink")
+    }
 }

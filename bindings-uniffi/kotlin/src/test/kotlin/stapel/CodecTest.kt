@@ -245,7 +245,8 @@ class CodecTest {
         val modulemap = File(dir, "StapelRunnerProtocolFFI.modulemap")
         for (f in listOf(swift, header, modulemap)) assertTrue(f.isFile, "missing ${f.path}")
         val text = swift.readText()
-        for (name in listOf("func decode(", "func encode(", "class HubSession", "class RunnerSession", "enum ProtocolError", "class LocalRun", "class GatewayMachine")) {
+        for (name in listOf("func decode(", "func encode(", "class HubSession", "class RunnerSession", "enum ProtocolError", "class LocalRun", "class GatewayMachine",
+            "class RunnerLink", "class HubLink", "enum LinkEvent", "func errorClass(", "func errorClasses(")) {
             assertTrue(text.contains(name), "Swift sources lack $name")
         }
     }

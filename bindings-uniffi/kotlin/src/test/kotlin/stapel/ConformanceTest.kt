@@ -25,6 +25,8 @@ class ConformanceTest {
             "adapter" to AdapterRunner::run,
             "runner_task" to RunnerTaskRunner::run,
             "admission" to AdmissionRunner::run,
+            "link" to LinkRunner::run,
+            "errors" to ErrorsRunner::run,
         )
 
         /**
@@ -36,8 +38,10 @@ class ConformanceTest {
             "adapter" to setOf("error", "lifecycle", "outputs", "result_line", "state", "system_prompt", "timeout", "total_tokens", "value"),
             "admission" to setOf("config", "config_error", "error", "outputs", "pending", "runs", "timeout", "value"),
             "contract" to setOf("error", "finished", "outputs", "refusal", "resolved", "stage", "tool_calls", "usage", "value"),
+            "errors" to setOf("class", "classes"),
             "framing" to setOf("accepted", "buffered_bytes", "error", "output", "ready"),
             "host" to setOf("config", "config_error", "error", "outputs", "pending", "runners", "state", "timeout", "value"),
+            "link" to setOf("config", "config_error", "error", "outbox_frames", "outputs", "phase", "queued_events", "stats"),
             "local" to setOf("config_error", "error", "outputs", "timeout"),
             "reducer" to setOf("at", "config_error", "delivery", "equals_live", "error", "error_detail", "outcome", "snapshot"),
             "runner_task" to setOf("error", "result"),

@@ -74,6 +74,9 @@ object SessionRunner {
                     bytes != null -> side.handle(now, SessionInput.Bytes(bytes))
                     input.has("send") -> side.handle(now, SessionInput.Send(SequencingRunner.message(input.get("send"))))
                     input.has("resend") -> side.resend(now, SequencingRunner.message(input.get("resend")))
+                    input.has("confirm") -> input.get("confirm").let {
+                        side.handle(now, SessionInput.Confirm(it.str("task_id") ?: fail(i, "confirm.task_id"), it.ulong("attempt"), it.ulong("seq") ?: fail(i, "confirm.seq")))
+                    }
                     input.has("save_snapshot") -> saved = side.snapshot()
                     input.has("forget_task") -> side.forget(input.str("forget_task")!!)
                     input.has("restart") -> {
