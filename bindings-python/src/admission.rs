@@ -23,8 +23,7 @@ fn config_from(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Ad
         Some(c) if !c.is_none() => py_to_value(c)?,
         _ => Value::Object(Default::default()),
     };
-    AdmissionConfig::from_value(&v)
-        .map_err(|e| crate::session::config_error(py, &e))
+    AdmissionConfig::from_value(&v).map_err(|e| crate::session::config_error(py, &e))
 }
 
 /// The live server's admission machine. Feed inputs in their JSON form with

@@ -201,8 +201,12 @@ pub async fn run(opts: ConnectOptions) -> std::io::Result<i32> {
         if let Some(deadline) = r.shutting_down {
             let flushed = r.link.state().unacked().next().is_none();
             let idle = r.running.is_empty() && r.outbox.is_empty();
-            if (idle && (flushed || !r.link.is_connected())) || Instant::now() >= deadline {
-                r.stop();
+            // Once: the link's outputs of the stop (its `stopped`, or the close) are
+            // performed at the top of the loop.
+            if ((idle && (flushed || !r.link.is_connected())) || Instant::now() >= deadline)
+                && r.stop()
+            {
+                continue;
             }
         }
         let link_deadline = r.link.poll_timeout();
@@ -579,16 +583,18 @@ impl Runner {
         self.shutting_down = Some(Instant::now() + ms(self.cfg.shutdown_grace_ms));
     }
 
-    /// Close the connection for good (once); the loop ends at the link's `stopped`.
-    fn stop(&mut self) {
+    /// Close the connection for good; the loop ends at the link's `stopped`. `true` when
+    /// this call asked for it (the first one).
+    fn stop(&mut self) -> bool {
         if self.stop_requested {
-            return;
+            return false;
         }
         self.stop_requested = true;
         self.input(LinkInput::Stop {
             code: stapel_runner_protocol::host::CLOSE_NORMAL,
             reason: "runner shutting down".into(),
         });
+        true
     }
 }
 
