@@ -38,7 +38,8 @@
 //!
 //! Every state machine ([`session::HubSession`], [`session::RunnerSession`],
 //! [`local::LocalRun`], [`contract::Gateway`], [`adapter::SubprocessSession`],
-//! [`host::SocketHost`], [`host::HubHost`], [`local::ScriptPlayer`]) has the same three
+//! [`host::SocketHost`], [`host::HubHost`], [`link::RunnerLink`], [`link::HubLink`],
+//! [`admission::Admission`], [`local::ScriptPlayer`]) has the same three
 //! calls, so every binding exposes one shape:
 //!
 //! * `handle_input(now_ms, input)` — something happened (bytes, a process exit, a timer);

@@ -8,11 +8,11 @@
 //!
 //! * [`RunnerLink`] — the runner's outbound connection: when to connect (at once, then
 //!   after the core's [`Reconnect`](crate::runner_task::Reconnect) backoff with jitter from
-//!   a seeded generator), the connect deadline, the session ([`RunnerSession`]) attached to
+//!   a seeded generator), the connect deadline, the session ([`RunnerSession`](crate::session::RunnerSession)) attached to
 //!   exactly one socket at a time, what a frame is (text, or binary decoded strictly as
 //!   UTF-8), the event-queue bound and the paused socket's backlog, abort of a dead peer,
 //!   a bounded close handshake otherwise, and the error codes the application sees.
-//! * [`HubLink`] — one runner as a hub serves it, across its sockets: the [`HubSession`],
+//! * [`HubLink`] — one runner as a hub serves it, across its sockets: the [`HubSession`](crate::session::HubSession),
 //!   which socket serves it (a newer one replaces an older one), the same bounds, and the
 //!   same close policy. The hub's door (token check, eviction) stays
 //!   [`HubHost`](crate::host::HubHost).
