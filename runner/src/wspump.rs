@@ -102,20 +102,20 @@ pub async fn pump<S>(
                 }
             }
             msg = stream.next(), if !paused || closing => match msg {
-                Some(Ok(WsMessage::Text(t))) if !closing => {
+                Some(Ok(WsMessage::Text(t))) => {
                     let frame = InboundFrame::Text(t.as_str().to_owned());
                     if reports.send(Report::Frame(id, frame)).await.is_err() {
                         return;
                     }
                 }
-                Some(Ok(WsMessage::Binary(b))) if !closing => {
+                Some(Ok(WsMessage::Binary(b))) => {
                     if reports.send(Report::Frame(id, InboundFrame::Binary(b.to_vec()))).await.is_err() {
                         return;
                     }
                 }
                 // Pings are answered by the library and a close frame when the stream is
-                // polled on; frames arriving while closing are dropped; the end of the
-                // stream is the socket's end.
+                // polled on (the link ignores frames of a socket it is closing); the end of
+                // the stream is the socket's end.
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => {
                     let _ = reports.send(Report::Closed(id)).await;
