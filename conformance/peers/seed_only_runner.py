@@ -10,7 +10,7 @@ on the hub to drop duplicates. Run it with the published 0.1.1 package on ``PYTH
 project's package installed.
 
     python seed_only_runner.py --url ws://127.0.0.1:PORT/ --token-file TOKEN
-        [--progress N] [--max-tasks K] [--exit-after K]
+        [--progress N] [--exit-after K]
 
 For each ``task.assign`` it sends N ``task.progress`` frames and one ``task.report``
 (status ``done``); a ``task.cancel`` of a running task ends it ``failed``. It prints
@@ -32,6 +32,17 @@ from stapel_runner_protocol.transport_ws import RunnerConnection
 def emit(obj):
     sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
     sys.stdout.flush()
+
+
+async def linger(conn, seconds):
+    async def serve():
+        async for msg in conn:
+            if msg.ARTIFACT == "ping":
+                await conn.answer_ping(msg)
+    try:
+        await asyncio.wait_for(serve(), seconds)
+    except Exception:  # the time is up, or the hub closed: either ends the run
+        pass
 
 
 async def main():
@@ -84,8 +95,9 @@ async def main():
                             await conn.send(frame)
                         reported += 1
                         if args.exit_after and reported >= args.exit_after:
-                            # Give the hub a moment to take the last frames.
-                            await asyncio.sleep(0.5)
+                            # Serve 2 s more (pings are answered: the pongs tell the hub
+                            # its last commands arrived), or until the hub closes.
+                            await linger(conn, 2.0)
                             return 0
                     elif kind == "task.cancel":
                         state.receive(msg)
