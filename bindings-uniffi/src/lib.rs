@@ -29,6 +29,7 @@ mod reducer;
 mod runner_task;
 mod sequencing;
 mod session;
+mod store;
 mod wire;
 
 pub use errors::{ProtocolError, Violation};

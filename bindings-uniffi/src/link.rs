@@ -493,7 +493,7 @@ fn link_error(e: LinkError) -> ProtocolError {
     }
 }
 
-fn link_config(config_json: Option<String>) -> Result<LinkConfig, ProtocolError> {
+pub(crate) fn link_config(config_json: Option<String>) -> Result<LinkConfig, ProtocolError> {
     match config_json {
         None => Ok(LinkConfig::default()),
         Some(t) => Ok(LinkConfig::from_value(&parse_serde(&t)?)?),
@@ -770,6 +770,20 @@ pub struct HubLink {
 }
 
 link_object!(HubLink, core_link::HubLink);
+
+impl HubLink {
+    /// The object over a core hub link (the store's `from_rows`, see `store.rs`).
+    pub(crate) fn from_core(l: core_link::HubLink) -> Self {
+        Self {
+            inner: Mutex::new(l),
+        }
+    }
+
+    /// Runs `f` on the core link under its lock.
+    pub(crate) fn with_core<R>(&self, f: impl FnOnce(&core_link::HubLink) -> R) -> R {
+        f(&self.lock())
+    }
+}
 
 #[uniffi::export]
 impl HubLink {

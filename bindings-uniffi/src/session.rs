@@ -124,7 +124,7 @@ fn output(o: Output) -> SessionOutput {
     }
 }
 
-fn config(config_json: Option<String>) -> Result<SessionConfig, ProtocolError> {
+pub(crate) fn config(config_json: Option<String>) -> Result<SessionConfig, ProtocolError> {
     match config_json {
         None => Ok(SessionConfig::default()),
         Some(t) => Ok(SessionConfig::from_value(&parse_serde(&t)?)?),
@@ -292,6 +292,22 @@ session_object!(
     CoreRunner,
     "The runner side of the hub connection: sends `hello` with its resume map, replays, suppresses duplicates, acks, keeps the peer alive."
 );
+
+impl HubSession {
+    /// The object over a core session (the store's `from_rows`, see `store.rs`).
+    pub(crate) fn from_core(m: CoreHub) -> Self {
+        Self {
+            s: Session {
+                inner: Mutex::new(m),
+            },
+        }
+    }
+
+    /// Runs `f` on the core session under its lock.
+    pub(crate) fn with_core<R>(&self, f: impl FnOnce(&CoreHub) -> R) -> R {
+        f(&self.s.lock())
+    }
+}
 
 #[uniffi::export]
 impl HubSession {

@@ -246,7 +246,8 @@ class CodecTest {
         for (f in listOf(swift, header, modulemap)) assertTrue(f.isFile, "missing ${f.path}")
         val text = swift.readText()
         for (name in listOf("func decode(", "func encode(", "class HubSession", "class RunnerSession", "enum ProtocolError", "class LocalRun", "class GatewayMachine",
-            "class RunnerLink", "class HubLink", "enum LinkEvent", "func errorClass(", "func errorClasses(")) {
+            "class RunnerLink", "class HubLink", "enum LinkEvent", "func errorClass(", "func errorClasses(",
+            "class RowTracker", "class Lease", "struct RunnerRows", "enum RowWrite", "func closeFor(", "func rows()")) {
             assertTrue(text.contains(name), "Swift sources lack $name")
         }
     }

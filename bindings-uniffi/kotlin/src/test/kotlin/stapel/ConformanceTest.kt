@@ -18,6 +18,8 @@ class ConformanceTest {
             "framing" to FramingRunner::run,
             "sequencing" to SequencingRunner::run,
             "session" to SessionRunner::run,
+            "store" to SessionRunner::run,
+            "lease" to StoreRunner::runLease,
             "host" to HostRunner::run,
             "local" to LocalRunner::run,
             "reducer" to ReducerRunner::run,
@@ -50,6 +52,8 @@ class ConformanceTest {
                 "last_seq", "outbox", "positions", "replay", "results", "resume_map", "streams", "value",
             ),
             "session" to setOf("config_error", "error", "outbox_frames", "outputs", "resume_map"),
+            "store" to setOf("close", "config_error", "error", "outbox_frames", "outputs", "resume_map", "rows", "writes"),
+            "lease" to setOf("config", "config_error", "held", "outputs"),
             "wire" to setOf("encoded", "error", "message", "type"),
         )
     }

@@ -150,6 +150,15 @@ class ErrorsTest {
         raised<ReducerError>("ReducerError", "invalid_event") { SessionReducer().applyJson("{}") }
         // adapter: a thinking count for a shape that has none.
         raised<AdapterError>("AdapterError", "invalid_usage") { usageFrom(UsageShape.MAPPING, "{}", 1uL) }
+        // store: rows that are not a hub's (kind `store`, code `invalid_rows`).
+        val badRows = RunnerRows(tasks = listOf(TaskRow(taskId = "T-1", nextSeq = 0uL, assignedAttempt = 0uL, forgotten = false)))
+        raised<StoreError>("StoreError", "invalid_rows") { HubSession.fromRows(badRows) }
+        raised<StoreError>("StoreError", "invalid_rows") { HubLink.fromRows(badRows) }
+        // A store host's `fenced` (raised by the host, not by a core call) is the table's
+        // FencedError, a StoreError.
+        val fenced = runnerProtocolError(errorClass("store", "fenced"), "fenced", "store", "fenced")
+        assertTrue(fenced is FencedError && fenced is StoreError)
+        assertEquals(tableChain("FencedError"), chain(fenced.javaClass))
         // panic: caught by UniFFI, the table's class for kind `panic`.
         val p = assertThrows<InternalException> { panicProbe("boom") }.toRunnerProtocolError()
         assertEquals(errorClass("panic", "panic"), p.javaClass.simpleName)

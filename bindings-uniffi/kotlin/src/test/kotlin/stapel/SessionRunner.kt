@@ -5,12 +5,19 @@ import com.fasterxml.jackson.databind.node.NullNode
 import com.fasterxml.jackson.databind.node.ObjectNode
 import dev.stapel.runnerprotocol.*
 
-/** Area `session`: `HubSession` and `RunnerSession` through the Kotlin API. */
+/**
+ * Area `session`: `HubSession` and `RunnerSession` through the Kotlin API. Area `store`
+ * runs here too (hub side): the session's `rows()`, a `RowTracker`'s writes,
+ * `HubSession.fromRows` and `closeFor` (the forms are in [StoreRunner]).
+ */
 object SessionRunner {
     /** Either session machine behind one shape. */
-    private class Side(val config: String, val hello: Hello?, snapshot: ByteArray?) {
-        val hub: HubSession? = if (hello == null) HubSession(config, snapshot) else null
-        val runner: RunnerSession? = hello?.let { RunnerSession(it, config, snapshot) }
+    private class Side(val config: String, val hello: Hello?, val hub: HubSession?, val runner: RunnerSession?) {
+        constructor(config: String, hello: Hello?, snapshot: ByteArray?) : this(
+            config, hello,
+            if (hello == null) HubSession(config, snapshot) else null,
+            hello?.let { RunnerSession(it, config, snapshot) },
+        )
         fun handle(now: ULong, input: SessionInput) = if (hub != null) hub.handleInput(now, input) else runner!!.handleInput(now, input)
         fun resend(now: ULong, message: Message) { if (hub != null) hub.resend(now, message) else runner!!.resend(now, message) }
         fun poll(): SessionOutput? = if (hub != null) hub.pollOutput() else runner!!.pollOutput()
@@ -60,11 +67,16 @@ object SessionRunner {
         if (wantConfigError != null) throw VectorFailure("config accepted, expected config_error ${Json.text(wantConfigError)}")
         var now = 0uL
         var saved: ByteArray? = null
+        // Area `store`: what the store holds of the hub (the rows it was built from, then
+        // every committed batch of writes).
+        var tracker = RowTracker(RunnerRows())
+        var writes: JsonNode? = null
         vector.get("steps").forEachIndexed { i, step ->
             val input = step.get("input")
             val expect = step.get("expect")
             input.ulong("now")?.let { now = it }
             val bytes = bytesOf(input, "bytes")
+            var refusedRows = false
             val error: String? = try {
                 when {
                     input.has("connected") -> side.handle(now, SessionInput.Connected)
@@ -76,6 +88,30 @@ object SessionRunner {
                     input.has("resend") -> side.resend(now, SequencingRunner.message(input.get("resend")))
                     input.has("confirm") -> input.get("confirm").let {
                         side.handle(now, SessionInput.Confirm(it.str("task_id") ?: fail(i, "confirm.task_id"), it.ulong("attempt"), it.ulong("seq") ?: fail(i, "confirm.seq")))
+                    }
+                    input.has("rows") -> Unit
+                    input.has("writes") -> {
+                        // The tracker's writes for the session as it is; then committed, or
+                        // rolled back ("failed": the next `writes` lists them again).
+                        val hub = side.hub ?: fail(i, "writes on a runner")
+                        writes = StoreRunner.writesJson(tracker.writes(hub))
+                        if (input.get("writes").let { it.isTextual && it.asText() == "failed" }) tracker.failed() else tracker.committed()
+                    }
+                    input.has("close_for") -> Unit // checked with `expect.close` below
+                    input.has("from_rows") -> {
+                        // A takeover: a new hub session over these rows (or, `true`, over the
+                        // rows of the current one); the store holds them.
+                        val r = input.get("from_rows")
+                        val rows = if (r.isBoolean && r.booleanValue()) (side.hub ?: fail(i, "from_rows on a runner")).rows()
+                        else StoreRunner.rowsOf(r)
+                        try {
+                            val h = HubSession.fromRows(rows, config)
+                            tracker = RowTracker(rows)
+                            side = Side(config, null, h, null)
+                        } catch (e: ProtocolException.State) {
+                            check(i, "error", Json.of(e.code), expect.get("error") ?: NullNode.instance)
+                            refusedRows = true
+                        }
                     }
                     input.has("save_snapshot") -> saved = side.snapshot()
                     input.has("forget_task") -> side.forget(input.str("forget_task")!!)
@@ -93,6 +129,7 @@ object SessionRunner {
             } catch (e: ProtocolException.State) {
                 e.code
             }
+            if (refusedRows) return@forEachIndexed
             val want = expect.get("error")
             when {
                 error == null && want != null -> fail(i, "expected error ${Json.text(want)}, got success")
@@ -113,6 +150,16 @@ object SessionRunner {
                 expect.get("outputs")?.let { check(i, "outputs", outputs, it) }
             }
             expect.get("resume_map")?.let { check(i, "resume_map", SequencingRunner.resumeJson(side.resumeMap()), it) }
+            expect.get("rows")?.let { check(i, "rows", StoreRunner.rowsJson((side.hub ?: fail(i, "rows on a runner")).rows()), it) }
+            expect.get("writes")?.let {
+                val got = writes ?: fail(i, "writes expected without a writes input")
+                writes = null
+                check(i, "writes", got, it)
+            }
+            expect.get("close")?.let {
+                val c = closeFor(input.str("close_for") ?: fail(i, "close without close_for"))
+                check(i, "close", Json.arr().add(c.code.toInt()).add(c.reason), it)
+            }
             expect.get("outbox_frames")?.let { check(i, "outbox_frames", Json.of(side.outboxFrames().toLong()), it) }
         }
     }

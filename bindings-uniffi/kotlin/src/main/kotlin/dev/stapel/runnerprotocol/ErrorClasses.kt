@@ -56,6 +56,14 @@ open class ResolutionRefused(code: String, kind: String, message: String, cause:
 open class TransportError(code: String, kind: String, message: String, cause: Throwable? = null) :
     RunnerProtocolError(code, kind, message, cause)
 
+/** A hub store failed or refused (`store_unavailable`, `lease_expired`, `store_limit`, `invalid_rows`): the hub closes the runner's socket and it resumes from the committed rows. */
+open class StoreError(code: String, kind: String, message: String, cause: Throwable? = null) :
+    RunnerProtocolError(code, kind, message, cause)
+
+/** The database refused a hub's write because another hub took the runner over, or this hub's lease expired (`fenced`). */
+open class FencedError(code: String, kind: String, message: String, cause: Throwable? = null) :
+    StoreError(code, kind, message, cause)
+
 /** The core panicked inside a binding call (`panic`); the process survives, the object it was called on must not be used again. */
 open class PanicError(code: String, kind: String, message: String, cause: Throwable? = null) :
     RunnerProtocolError(code, kind, message, cause)
@@ -74,6 +82,8 @@ fun runnerProtocolError(className: String, code: String, kind: String, message: 
         "ContractError" -> ContractError(code, kind, message, cause)
         "ResolutionRefused" -> ResolutionRefused(code, kind, message, cause)
         "TransportError" -> TransportError(code, kind, message, cause)
+        "StoreError" -> StoreError(code, kind, message, cause)
+        "FencedError" -> FencedError(code, kind, message, cause)
         "PanicError" -> PanicError(code, kind, message, cause)
         else -> RunnerProtocolError(code, kind, message, cause)
     }
@@ -92,5 +102,7 @@ val RUNNER_PROTOCOL_ERROR_CLASSES: List<String> = listOf(
     "ContractError",
     "ResolutionRefused",
     "TransportError",
+    "StoreError",
+    "FencedError",
     "PanicError",
 )
