@@ -55,7 +55,7 @@ fn command_json(c: &CommandRow) -> Value {
 
 /// One write's JSON form: `op` and its columns.
 fn write_json(w: &RowWrite) -> Value {
-    let mut v = match w {
+    let columns = match w {
         RowWrite::PutTask(t) => task_json(t),
         RowWrite::PutCommand(c) => command_json(c),
         RowWrite::DeleteCommands { task_id, through } => {
@@ -63,10 +63,12 @@ fn write_json(w: &RowWrite) -> Value {
         }
         RowWrite::DeleteTask { task_id } => json!({ "task_id": task_id }),
     };
-    if let Value::Object(m) = &mut v {
-        m.insert("op".into(), json!(w.op()));
+    let mut out = serde_json::Map::new();
+    out.insert("op".into(), json!(w.op()));
+    if let Value::Object(m) = columns {
+        out.extend(m);
     }
-    v
+    Value::Object(out)
 }
 
 /// Rows from their JSON text.
