@@ -110,7 +110,11 @@ impl Sealed for HubSession {
     }
 }
 
-impl Machine for HubSession {}
+impl Machine for HubSession {
+    fn as_hub(&self) -> Option<&HubSession> {
+        Some(self)
+    }
+}
 
 impl Engine {
     fn set_stage_hub(&mut self, stage: HubStage) {
