@@ -101,60 +101,26 @@ pub const FED: usize = 128;
 /// most [`FED`], newest last), and the error of a batch that stopped early (thrown by
 /// [`session_take_error`]).
 pub struct SessionHandle {
-    machine: Sided,
+    machine: Box<dyn Machine>,
     fed: std::collections::VecDeque<Fed>,
     serial: u64,
     error: Option<napi::Error>,
 }
 
-/// The machine of a [`SessionHandle`]: either side, used through the shared [`Machine`]
-/// trait (by deref); the hub's concrete session is reachable for its store rows.
-pub(crate) enum Sided {
-    Hub(Box<HubSession>),
-    Runner(Box<RunnerSession>),
-}
-
-impl std::ops::Deref for Sided {
-    type Target = dyn Machine;
-
-    fn deref(&self) -> &Self::Target {
-        match self {
-            Sided::Hub(h) => &**h,
-            Sided::Runner(r) => &**r,
-        }
-    }
-}
-
-impl std::ops::DerefMut for Sided {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        match self {
-            Sided::Hub(h) => &mut **h,
-            Sided::Runner(r) => &mut **r,
-        }
-    }
-}
-
 impl SessionHandle {
     /// A handle over a hub session (a session rebuilt from a store's rows).
     pub(crate) fn hub(session: HubSession) -> Self {
-        Self::of(Sided::Hub(Box::new(session)))
-    }
-
-    fn of(machine: Sided) -> Self {
         Self {
-            machine,
+            machine: Box::new(session),
             fed: std::collections::VecDeque::new(),
             serial: 0,
             error: None,
         }
     }
 
-    /// The hub session (`None` for a runner's).
+    /// The hub session (`None` for a runner's): its store rows.
     pub(crate) fn hub_session(&self) -> Option<&HubSession> {
-        match &self.machine {
-            Sided::Hub(h) => Some(&**h),
-            Sided::Runner(_) => None,
-        }
+        self.machine.as_hub()
     }
 
     fn remember(&mut self, fed: Fed) {
@@ -346,11 +312,11 @@ pub fn session_new(
             Some(bytes) => Some(ConnectionState::restore(&bytes).map_err(|e| restore_error(&e))?),
             None => None,
         };
-        let machine = match side.as_str() {
-            "hub" => Sided::Hub(Box::new(match state {
-                Some(s) => HubSession::with_state(config, s),
-                None => HubSession::new(config),
-            })),
+        let machine: Box<dyn Machine> = match side.as_str() {
+            "hub" => match state {
+                Some(s) => Box::new(HubSession::with_state(config, s)),
+                None => Box::new(HubSession::new(config)),
+            },
             "runner" => {
                 let hello = match hello {
                     Some(text) => match message_from_text(&text, false)? {
@@ -363,7 +329,12 @@ pub fn session_new(
             }
             other => return Err(bad_argument("side", format!("{other:?}"))),
         };
-        Ok(External::new(SessionHandle::of(machine)))
+        Ok(External::new(SessionHandle {
+            machine,
+            fed: std::collections::VecDeque::new(),
+            serial: 0,
+            error: None,
+        }))
     })
 }
 
@@ -668,9 +639,9 @@ pub fn session_stats(session: &External<SessionHandle>) -> napi::Result<String> 
     })
 }
 
-fn runner(hello: Hello, config: SessionConfig, state: Option<ConnectionState>) -> Sided {
-    Sided::Runner(Box::new(match state {
-        Some(s) => RunnerSession::with_state(hello, config, s),
-        None => RunnerSession::new(hello, config),
-    }))
+fn runner(hello: Hello, config: SessionConfig, state: Option<ConnectionState>) -> Box<dyn Machine> {
+    match state {
+        Some(s) => Box::new(RunnerSession::with_state(hello, config, s)),
+        None => Box::new(RunnerSession::new(hello, config)),
+    }
 }
