@@ -98,6 +98,22 @@ export declare class NativeInboxTracker {
   view(): string
 }
 
+/** The lease timing of one hub process (the core's `store::Lease`). */
+export declare class NativeLease {
+  /** `config`: JSON text of the lease config. */
+  constructor(config?: string | undefined | null)
+  /** Feed one input: `kind` `renewed` (with `startedAt`), `renew_failed` or `timeout`. */
+  handle(nowMs: number, kind: string, startedAt?: number | undefined | null): void
+  /** The next output's name (`renew`, `expiring`, `held`), or `null`. */
+  pollOutput(): string | null
+  /** When to feed `timeout`, or `null`. */
+  pollTimeout(): number | null
+  /** Whether the hub may serve its runners at `nowMs`. */
+  isHeld(nowMs: number): boolean
+  /** The configuration as JSON text. */
+  config(): string
+}
+
 /** A bounded JSONL line framer: push bytes, pull lines and line errors. */
 export declare class NativeLineFramer {
   /**
@@ -212,6 +228,26 @@ export declare class NativeReinSession {
   usage(): string
   /** The execution summary at `now_ms` (JSON text). */
   summary(nowMs: number): string
+}
+
+/**
+ * Which rows a hub session's steps changed (the core's `RowTracker`): the writes to
+ * commit before a step's outputs are performed.
+ */
+export declare class NativeRowTracker {
+  /** A tracker over the rows the store holds (JSON text; `null`: none). */
+  constructor(rows?: string | undefined | null)
+  /**
+   * The writes that make the store hold the hub session's rows, as the JSON text of
+   * an array (pending until `committed` or `failed`).
+   */
+  writes(session: ExternalObject<'Session'>): string
+  /** [`writes`](Self::writes) for the session of a hub link. */
+  linkWrites(link: ExternalObject<'Link'>): string
+  /** The last writes committed: the store holds them. */
+  committed(): void
+  /** The last writes were rolled back: the next `writes` lists them again. */
+  failed(): void
 }
 
 /** Opens numbered sessions per sandbox. */
@@ -420,6 +456,9 @@ export declare function hostFault(code: string, message: string): boolean
 /** Whether the message named `name` belongs to a per-task sequence. */
 export declare function isSequenced(name: string): boolean
 
+/** The lease config as the core reads it (JSON text in and out). */
+export declare function leaseConfig(config?: string | undefined | null): string
+
 /**
  * A binary frame from socket `socket` (the link decodes it strictly as UTF-8). Its
  * outputs wait in the link.
@@ -472,6 +511,12 @@ export declare function linkFrame(link: ExternalObject<'Link'>, nowMs: number, s
 export declare function linkFrames(link: ExternalObject<'Link'>, nowMs: number, socket: number, frames: string[], taken: number): string | null
 
 /**
+ * A hub link over a session rebuilt from a store's rows (JSON text); `config` the JSON
+ * text of the link configuration (its `session` object configures the session).
+ */
+export declare function linkFromRows(rows: string, config?: string | undefined | null): ExternalObject<'Link'>
+
+/**
  * Feed one input given as JSON text (`{type, …}`: `start`, `stop`, `opened`,
  * `connect_failed`, `attach`, `close`, `socket_closed`, `failed`, `events_taken`,
  * `confirm`, `timeout`). Its outputs wait in the link.
@@ -500,6 +545,9 @@ export declare function linkPollTimeout(link: ExternalObject<'Link'>): number | 
 
 /** The state's resume map as JSON text. */
 export declare function linkResumeMap(link: ExternalObject<'Link'>): string
+
+/** The rows of a hub link's session, as JSON text. */
+export declare function linkRows(link: ExternalObject<'Link'>): string
 
 /**
  * Send a sequenced message (JSON text): the stamped message's JSON text (its outputs
@@ -624,6 +672,12 @@ export declare function sessionForgetTask(session: ExternalObject<'Session'>, ta
 export declare function sessionFrames(session: ExternalObject<'Session'>, nowMs: number, frames: string[]): string | null
 
 /**
+ * A hub session rebuilt from a store's rows (JSON text) with the session configuration
+ * (JSON text); refused rows throw `StoreError` (`invalid_rows`).
+ */
+export declare function sessionFromRows(rows: string, config?: string | undefined | null): ExternalObject<'Session'>
+
+/**
  * Feed one input: `kind` 0 `connected`, 1 `disconnected`, 2 `timeout`, 3 `frame` (with
  * `text`), 4 `bytes` (with `bytes`). A fast-path frame's serial (its slot in the TS
  * layer's ring is `serial % FED`), else `-1`.
@@ -666,6 +720,9 @@ export declare function sessionResend(session: ExternalObject<'Session'>, nowMs:
 
 /** The state's resume map as JSON text. */
 export declare function sessionResumeMap(session: ExternalObject<'Session'>): string
+
+/** The rows a store holds for a hub session, as JSON text (sorted by key). */
+export declare function sessionRows(session: ExternalObject<'Session'>): string
 
 /**
  * Send a sequenced message (JSON text): the stamped message's JSON text (its outputs
@@ -795,6 +852,15 @@ export declare function stateTrimThrough(state: ExternalObject<'State'>, taskId:
 
 /** Every kept frame, stream by stream: `[{task_id, attempt, seq, frame}]` (JSON text). */
 export declare function stateUnacked(state: ExternalObject<'State'>): string
+
+/** The close code of a runner socket closed for a store error (the core's `CLOSE_STORE`). */
+export declare function storeCloseCode(): number
+
+/**
+ * The close of a runner socket whose hub hit the store error `code`: the JSON text of
+ * `[close code, reason]`.
+ */
+export declare function storeCloseFor(code: string): string
 
 /** Validate a turn result (JSON text) strictly; its JSON text. */
 export declare function turnResultFromValue(value: string): string

@@ -26,4 +26,5 @@ mod reducer;
 mod runner_task;
 mod sequencing;
 mod session;
+mod store;
 mod wire;

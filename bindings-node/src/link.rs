@@ -51,6 +51,23 @@ pub struct LinkHandle {
 }
 
 impl LinkHandle {
+    /// A handle over a hub link (one over a session rebuilt from a store's rows).
+    pub(crate) fn hub(link: HubLink) -> Self {
+        Self {
+            side: Side::Hub(link),
+            fed: VecDeque::new(),
+            serial: 0,
+        }
+    }
+
+    /// The hub link (`None` for a runner's).
+    pub(crate) fn hub_link(&self) -> Option<&HubLink> {
+        match &self.side {
+            Side::Hub(l) => Some(l),
+            Side::Runner(_) => None,
+        }
+    }
+
     fn handle(&mut self, now: u64, input: LinkInput) -> Result<(), LinkError> {
         match &mut self.side {
             Side::Runner(l) => l.handle_input(now, input),
@@ -166,7 +183,7 @@ fn link_event_text(e: &LinkEvent) -> String {
 }
 
 /// The link configuration from its JSON text (absent keys take the core's defaults).
-fn link_config_of(config: Option<&str>) -> napi::Result<LinkConfig> {
+pub(crate) fn link_config_of(config: Option<&str>) -> napi::Result<LinkConfig> {
     let value = match config {
         Some(text) => parse_arg("config", text)?,
         None => json!({}),

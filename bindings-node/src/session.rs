@@ -108,6 +108,21 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
+    /// A handle over a hub session (a session rebuilt from a store's rows).
+    pub(crate) fn hub(session: HubSession) -> Self {
+        Self {
+            machine: Box::new(session),
+            fed: std::collections::VecDeque::new(),
+            serial: 0,
+            error: None,
+        }
+    }
+
+    /// The hub session (`None` for a runner's): its store rows.
+    pub(crate) fn hub_session(&self) -> Option<&HubSession> {
+        self.machine.as_hub()
+    }
+
     fn remember(&mut self, fed: Fed) {
         if self.fed.len() >= FED {
             self.fed.pop_front();

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..', 'conformance', 'vectors');
-const AREAS = ['wire', 'framing', 'sequencing', 'session', 'link', 'host', 'local', 'reducer', 'contract', 'adapter', 'runner_task', 'errors', 'admission'];
+const AREAS = ['wire', 'framing', 'sequencing', 'session', 'link', 'host', 'local', 'reducer', 'contract', 'adapter', 'runner_task', 'errors', 'admission', 'store', 'lease'];
 
 function collect(dir, out) {
   for (const name of readdirSync(dir).sort()) {

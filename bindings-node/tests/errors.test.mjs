@@ -80,6 +80,13 @@ test('representative core errors through the public API are error_class(kind, co
   const refused = thrown(() => srp.resolveProfile('nope', {}));
   isTableClass(refused, 'resolution', refused.code);
   assert.deepEqual(refused.reasons, ['profile_not_found']);
+  // store: rows that make no hub session (a session's and a link's); a fenced write as a
+  // host raises it.
+  isTableClass(thrown(() => srp.HubSession.fromRows({ tasks: [{ task_id: 'T', next_seq: 0, assigned_attempt: 0, forgotten: false }] })), 'store', 'invalid_rows');
+  isTableClass(thrown(() => srp.HubLink.fromRows({ commands: [{ task_id: 'T', seq: 1, frame: '{}' }] })), 'store', 'invalid_rows');
+  const fenced = srp.coreError('store', 'fenced', 'runner r-1 is no longer owned at epoch 3');
+  isTableClass(fenced, 'store', 'fenced');
+  assert.ok(fenced instanceof srp.StoreError && !(fenced instanceof srp.ProtocolStateError));
   // transport: a link's error event as a host raises it.
   const transport = srp.coreError('transport', 'upgrade_refused', 'HTTP 401', { status: 401 });
   isTableClass(transport, 'transport', 'upgrade_refused');
@@ -100,6 +107,9 @@ test('one core ConfigError is one class everywhere', () => {
     () => new srp.HubLink({ config: { bogus: 1 } }),
     () => new srp.RunnerLink({ type: 'hello', project_id: 'p', runner_version: '1' }, { config: { bogus: 1 } }),
     () => srp.linkConfig({ bogus: 1 }),
+    () => new srp.Lease({ bogus: 1 }),
+    () => srp.leaseConfig({ bogus: 1 }),
+    () => srp.HubSession.fromRows({}, { bogus: 1 }),
   ];
   for (const f of refusals) {
     const e = thrown(f);

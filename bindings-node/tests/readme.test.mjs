@@ -8,12 +8,19 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-test('the README quick start type-checks and prints what it says', () => {
+/** The first TypeScript block of the README after `heading` (from the start: ''). */
+function block(heading) {
   const text = readFileSync(join(root, 'README.md'), 'utf8');
-  const start = text.indexOf('```ts\n') + '```ts\n'.length;
-  const source = text.slice(start, text.indexOf('```', start));
+  const at = heading === '' ? 0 : text.indexOf(`\n${heading}\n`);
+  assert.ok(at >= 0, `the README has a section ${heading}`);
+  const start = text.indexOf('```ts\n', at) + '```ts\n'.length;
+  return text.slice(start, text.indexOf('```', start));
+}
+
+/** Type-check `source` under --strict, run it, and return the lines it printed. */
+function runTs(source, name) {
   // Inside the package directory, `stapel-runner-protocol` resolves to the package itself.
-  const dir = join(root, 'tests', '.tmp-readme');
+  const dir = join(root, 'tests', `.tmp-${name}`);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   try {
@@ -26,9 +33,16 @@ test('the README quick start type-checks and prints what it says', () => {
       }),
     );
     execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir], { encoding: 'utf8', stdio: 'inherit' });
-    const out = execFileSync(process.execPath, [join(dir, 'example.js')], { encoding: 'utf8' }).trim().split('\n');
-    assert.deepEqual(out, ['true', 'schema_violation task_id', 'hub got task.progress']);
+    return execFileSync(process.execPath, [join(dir, 'example.js')], { encoding: 'utf8' }).trim().split('\n');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+test('the README quick start type-checks and prints what it says', () => {
+  assert.deepEqual(runTs(block(''), 'readme'), ['true', 'schema_violation task_id', 'hub got task.progress']);
+});
+
+test('the README hub store example type-checks and prints what it says', () => {
+  assert.deepEqual(runTs(block('## Hub stores'), 'readme-store'), ['send {"schema_version":1,"type":"task.cancel"', '1 true']);
 });

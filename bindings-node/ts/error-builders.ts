@@ -34,5 +34,7 @@ export const BUILDERS: Readonly<Record<string, (c: Carried) => E.RunnerProtocolE
   ContractError: (c: Carried) => new E.ContractError(c.code, c.message, c.model ?? '', c.field ?? ''),
   ResolutionRefused: (c: Carried) => new E.ResolutionRefused(c.code, c.message, c.reasons ?? []),
   TransportError: (c: Carried) => new E.TransportError(c.code, c.message, c.status ?? null),
+  StoreError: (c: Carried) => new E.StoreError(c.code, c.message),
+  FencedError: (c: Carried) => new E.FencedError(c.code, c.message),
   PanicError: (c: Carried) => new E.PanicError(c.code, c.message),
 });

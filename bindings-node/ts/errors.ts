@@ -133,10 +133,23 @@ export class TransportError extends RunnerProtocolError {
 }
 
 /**
+ * A hub store failed or refused (`store_unavailable`, `lease_expired`, `store_limit`,
+ * `invalid_rows`): the hub closes the runner's socket and it resumes from the committed
+ * rows.
+ */
+export class StoreError extends RunnerProtocolError {}
+
+/**
+ * The database refused a hub's write because another hub took the runner over, or this
+ * hub's lease expired (`fenced`).
+ */
+export class FencedError extends StoreError {}
+
+/**
  * The core panicked inside a binding call (`panic`); the process survives, the object it
  * was called on must not be used again.
  */
 export class PanicError extends RunnerProtocolError {}
 
 /** The class names of the core's table, parents first. */
-export const ERROR_CLASS_NAMES: readonly string[] = Object.freeze(['RunnerProtocolError', 'DecodeError', 'SchemaValidationError', 'UnknownMessageError', 'ProtocolStateError', 'ConfigError', 'AdapterError', 'AdapterUnavailableError', 'ReducerError', 'ContractError', 'ResolutionRefused', 'TransportError', 'PanicError']);
+export const ERROR_CLASS_NAMES: readonly string[] = Object.freeze(['RunnerProtocolError', 'DecodeError', 'SchemaValidationError', 'UnknownMessageError', 'ProtocolStateError', 'ConfigError', 'AdapterError', 'AdapterUnavailableError', 'ReducerError', 'ContractError', 'ResolutionRefused', 'TransportError', 'StoreError', 'FencedError', 'PanicError']);

@@ -63,3 +63,4 @@ export * from './host';
 export * from './link';
 export * from './runner-task';
 export * from './admission';
+export * from './store';

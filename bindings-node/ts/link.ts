@@ -4,6 +4,7 @@ import { call, checkedText, jsonText, parsed, seedOf } from './internal';
 import { native, SCRATCH } from './native';
 import { ConnectionState } from './sequencing';
 import type { SessionConfig, SessionStats } from './session';
+import type { RunnerRows, RunnerRowsInput } from './store';
 import { DecodedProgress, messageText, type Hello, type Message, type SequencedMessage } from './wire';
 
 /**
@@ -329,6 +330,9 @@ export interface HubLinkOptions {
   snapshot?: Uint8Array;
 }
 
+/** The handle {@link HubLink.fromRows} hands the constructor. */
+let adopting: Handle | undefined;
+
 function configText(config: LinkConfig | undefined): string | undefined {
   return config === undefined ? undefined : jsonText(config, 'the link config');
 }
@@ -381,8 +385,33 @@ export class RunnerLink extends LinkBase {
  */
 export class HubLink extends LinkBase {
   constructor(options?: HubLinkOptions) {
+    const adopted = adopting;
+    adopting = undefined;
     const config = configText(options?.config);
-    super(call(() => native.linkNew('hub', config, undefined, options?.snapshot, undefined)));
+    super(adopted ?? call(() => native.linkNew('hub', config, undefined, options?.snapshot, undefined)));
+  }
+
+  /**
+   * A hub link over a session rebuilt from a store's rows (see
+   * {@link HubSession.fromRows}: a takeover, on every new socket of a runner); `config`'s
+   * `session` object configures the session (turn `durable_acks` on). Rows that make no
+   * hub session throw `StoreError` (`invalid_rows`).
+   */
+  static fromRows(rows: RunnerRowsInput, config?: LinkConfig): HubLink {
+    const r = jsonText(rows, 'the rows');
+    const c = configText(config);
+    adopting = call(() => native.linkFromRows(r, c));
+    return new HubLink();
+  }
+
+  /** @internal The native handle of a hub link. */
+  static handleOf(link: HubLink): Handle {
+    return link.handle;
+  }
+
+  /** The rows a store holds for this link's session (see {@link HubSession.rows}). */
+  rows(): RunnerRows {
+    return parsed<RunnerRows>(call(() => native.linkRows(this.handle)));
   }
 
   /** Send a command (`task.assign` / `task.cancel`), connected or not; returns it stamped. */

@@ -3,6 +3,7 @@ import type { PeerError, Resync, SequencingConfig } from './api-types';
 import { call, checkedText, jsonText, parsed, translate } from './internal';
 import { native, SCRATCH } from './native';
 import { ConnectionState } from './sequencing';
+import type { RunnerRows, RunnerRowsInput } from './store';
 import { DecodedProgress, messageText, type Hello, type Message, type SequencedMessage } from './wire';
 
 /** Session configuration: every key optional, absent keys take the core's defaults. */
@@ -120,6 +121,11 @@ abstract class SessionBase {
 
   protected constructor(handle: Handle) {
     this.#handle = handle;
+  }
+
+  /** @internal The native handle. */
+  protected get handle(): Handle {
+    return this.#handle;
   }
 
   /** The output of the record at `at` in the scratch (`list`: the call's slow outputs). */
@@ -320,11 +326,43 @@ function snapshotOf(snapshot: Uint8Array | undefined): Uint8Array | undefined {
   return snapshot;
 }
 
+/** The handle {@link HubSession.fromRows} hands the constructor. */
+let adopting: Handle | undefined;
+
 /** The hub side of one hub↔runner connection. */
 export class HubSession extends SessionBase {
   constructor(options?: SessionOptions) {
+    const adopted = adopting;
+    adopting = undefined;
     const config = configText(options?.config);
-    super(call(() => native.sessionNew('hub', config, undefined, snapshotOf(options?.snapshot))));
+    super(adopted ?? call(() => native.sessionNew('hub', config, undefined, snapshotOf(options?.snapshot))));
+  }
+
+  /**
+   * A hub session rebuilt from a store's rows (a takeover, on every new socket of a
+   * runner): its state holds exactly the rows, its kept commands are provisional until
+   * the runner's `hello`, and with `durable_acks` every inbound position counts as
+   * confirmed (it was committed). Rows that make no hub session throw `StoreError`
+   * (`invalid_rows`); a refused config `ConfigError`.
+   */
+  static fromRows(rows: RunnerRowsInput, config?: SessionConfig): HubSession {
+    const r = jsonText(rows, 'the rows');
+    const c = configText(config);
+    adopting = call(() => native.sessionFromRows(r, c));
+    return new HubSession();
+  }
+
+  /** @internal The native handle of a hub session. */
+  static handleOf(session: HubSession): Handle {
+    return session.handle;
+  }
+
+  /**
+   * The rows a store holds for this session, sorted by key: an inbound stream's `through`
+   * is what the host confirmed (durable acknowledgements), or its watermark without them.
+   */
+  rows(): RunnerRows {
+    return parsed<RunnerRows>(call(() => native.sessionRows(this.handle)));
   }
 }
 

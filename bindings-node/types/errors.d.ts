@@ -91,6 +91,19 @@ export declare class TransportError extends RunnerProtocolError {
     constructor(code: string, message: string, status?: number | null);
 }
 /**
+ * A hub store failed or refused (`store_unavailable`, `lease_expired`, `store_limit`,
+ * `invalid_rows`): the hub closes the runner's socket and it resumes from the committed
+ * rows.
+ */
+export declare class StoreError extends RunnerProtocolError {
+}
+/**
+ * The database refused a hub's write because another hub took the runner over, or this
+ * hub's lease expired (`fenced`).
+ */
+export declare class FencedError extends StoreError {
+}
+/**
  * The core panicked inside a binding call (`panic`); the process survives, the object it
  * was called on must not be used again.
  */

@@ -2,6 +2,7 @@ import type { ExternalObject } from '../native';
 import type { PeerError, Resync } from './api-types';
 import { ConnectionState } from './sequencing';
 import type { SessionConfig, SessionStats } from './session';
+import type { RunnerRows, RunnerRowsInput } from './store';
 import { type Hello, type Message, type SequencedMessage } from './wire';
 /**
  * Configuration of a link (the core's `LinkConfig`); every key optional, absent keys take
@@ -283,6 +284,15 @@ export declare class RunnerLink extends LinkBase {
  */
 export declare class HubLink extends LinkBase {
     constructor(options?: HubLinkOptions);
+    /**
+     * A hub link over a session rebuilt from a store's rows (see
+     * {@link HubSession.fromRows}: a takeover, on every new socket of a runner); `config`'s
+     * `session` object configures the session (turn `durable_acks` on). Rows that make no
+     * hub session throw `StoreError` (`invalid_rows`).
+     */
+    static fromRows(rows: RunnerRowsInput, config?: LinkConfig): HubLink;
+    /** The rows a store holds for this link's session (see {@link HubSession.rows}). */
+    rows(): RunnerRows;
     /** Send a command (`task.assign` / `task.cancel`), connected or not; returns it stamped. */
     send<M extends SequencedMessage>(nowMs: number, message: M): M;
     /** The socket serving the runner, or `null`. */

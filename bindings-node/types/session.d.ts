@@ -1,6 +1,7 @@
 import type { ExternalObject } from '../native';
 import type { PeerError, Resync, SequencingConfig } from './api-types';
 import { ConnectionState } from './sequencing';
+import type { RunnerRows, RunnerRowsInput } from './store';
 import { type Hello, type Message, type SequencedMessage } from './wire';
 /** Session configuration: every key optional, absent keys take the core's defaults. */
 export interface SessionConfig {
@@ -184,6 +185,19 @@ export interface SessionOptions {
 /** The hub side of one hub↔runner connection. */
 export declare class HubSession extends SessionBase {
     constructor(options?: SessionOptions);
+    /**
+     * A hub session rebuilt from a store's rows (a takeover, on every new socket of a
+     * runner): its state holds exactly the rows, its kept commands are provisional until
+     * the runner's `hello`, and with `durable_acks` every inbound position counts as
+     * confirmed (it was committed). Rows that make no hub session throw `StoreError`
+     * (`invalid_rows`); a refused config `ConfigError`.
+     */
+    static fromRows(rows: RunnerRowsInput, config?: SessionConfig): HubSession;
+    /**
+     * The rows a store holds for this session, sorted by key: an inbound stream's `through`
+     * is what the host confirmed (durable acknowledgements), or its watermark without them.
+     */
+    rows(): RunnerRows;
 }
 /** The runner side of one hub↔runner connection; `hello` is its identity template. */
 export declare class RunnerSession extends SessionBase {

@@ -15,6 +15,8 @@ const CLASSES = [
   'ReducerError',
   'ContractError',
   'ResolutionRefused',
+  'FencedError',
+  'StoreError',
   'PanicError',
   'RunnerProtocolError',
 ];
@@ -68,6 +70,33 @@ export const CASES = [
   ['parseModel: an unknown model', (srp) => srp.parseModel('no_such_model', {})],
   ['resolveProfile: ambiguous', (srp) => srp.resolveProfile('coder-default', { profiles: [PROFILE, { ...PROFILE, model: 'gpt-5' }], reins: [] })],
   ['validateTurnResult: not a turn result', (srp) => srp.validateTurnResult({})],
+  ['HubSession.fromRows: a command of an unknown task', (srp) => srp.HubSession.fromRows({ commands: [{ task_id: 'T-9', seq: 1, frame: '{}' }] })],
+  ['Lease: a renewal period that leaves no margin', (srp) => new srp.Lease({ renew_every_ms: 8000 })],
+  [
+    'HubSession: rows, fromRows and a RowTracker',
+    (srp) => {
+      const hub = new srp.HubSession({ config: { durable_acks: true } });
+      hub.handleInput(0, { type: 'connected' });
+      hub.handleInput(1, { type: 'frame', frame: '{"schema_version":1,"type":"hello","protocol_version":1,"project_id":"p","runner_version":"1"}' });
+      hub.handleInput(2, { type: 'frame', frame: FRAME.replace('"seq":3', '"seq":1') });
+      hub.confirm(3, 'T-1', 2, 1);
+      hub.send(4, { type: 'task.cancel', task_id: 'T-1', reason: 'é' });
+      const rows = hub.rows();
+      const tracker = new srp.RowTracker();
+      const writes = tracker.writes(hub);
+      tracker.committed();
+      return { rows, writes, rebuilt: srp.HubSession.fromRows(rows, { durable_acks: true }).rows(), again: tracker.writes(hub) };
+    },
+  ],
+  [
+    'Lease and closeFor',
+    (srp) => {
+      const lease = new srp.Lease();
+      const first = lease.drainOutputs();
+      lease.handleInput(10, { type: 'renewed', started_at: 5 });
+      return { first, timeout: lease.pollTimeout(), held: lease.isHeld(10), config: lease.config, close: srp.closeFor('fenced'), code: srp.CLOSE_STORE };
+    },
+  ],
   [
     'ConnectionState: snapshot bytes and restore',
     (srp) => {

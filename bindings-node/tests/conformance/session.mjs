@@ -1,4 +1,6 @@
-// Area `session` through the public HubSession / RunnerSession.
+// Area `session` through the public HubSession / RunnerSession, and area `store` (the
+// rows of a hub session, HubSession.fromRows, a RowTracker's writes and closeFor), which
+// runs through the same runner (see tests/conformance/store.mjs).
 import * as srp from 'stapel-runner-protocol';
 import { attempt, bytesOf, checkConfig, checkError, same, steps, tryConfig } from './common.mjs';
 
@@ -42,6 +44,14 @@ export function run(vector) {
   let session = built.value;
   let now = 0;
   let saved;
+  // Area `store`: what the store holds of the hub (the rows it was built from, then every
+  // committed batch of writes).
+  let tracker = new srp.RowTracker();
+  let writes;
+  const hub = (i, what) => {
+    if (!(session instanceof srp.HubSession)) throw new Error(`step ${i}: ${what} on a runner`);
+    return session;
+  };
   for (const [i, input, expect] of steps(vector)) {
     if (typeof input.now === 'number') now = input.now;
     let outcome = { value: undefined };
@@ -65,6 +75,28 @@ export function run(vector) {
     } else if (input.confirm !== undefined) {
       const c = input.confirm;
       outcome = attempt(() => session.handleInput(now, { type: 'confirm', task_id: c.task_id, attempt: c.attempt ?? null, seq: c.seq }));
+    } else if (input.rows !== undefined) {
+      // Nothing: the expectation reads the rows.
+    } else if (input.writes !== undefined) {
+      // The tracker's writes for the session as it is; then committed, or rolled back
+      // ("failed": the next `writes` lists them again).
+      writes = tracker.writes(hub(i, 'writes'));
+      if (input.writes === 'failed') tracker.failed();
+      else tracker.committed();
+    } else if (input.close_for !== undefined) {
+      // Checked with `expect.close` below.
+    } else if (input.from_rows !== undefined) {
+      // A takeover: a new hub session over these rows (or, `true`, over the rows of the
+      // current one); the store holds them.
+      const rows = input.from_rows === true ? hub(i, 'from_rows').rows() : input.from_rows;
+      const rebuilt = attempt(() => srp.HubSession.fromRows(rows, cfg));
+      if (rebuilt.error !== undefined) {
+        if (!(rebuilt.error instanceof srp.StoreError)) throw rebuilt.error;
+        checkError(i, rebuilt, expect);
+        continue;
+      }
+      session = rebuilt.value;
+      tracker = new srp.RowTracker(rows);
     } else if (typeof input.forget_task === 'string') {
       session.forgetTask(input.forget_task);
     } else if (input.restart !== undefined) {
@@ -81,17 +113,27 @@ export function run(vector) {
     }
     checkError(i, outcome, expect);
     if (input.poll === false) {
-      if (expect.outbox_frames !== undefined) same(i, 'outbox_frames', session.outboxFrames(), expect.outbox_frames);
-      if (expect.resume_map !== undefined) same(i, 'resume_map', session.resumeMap(), expect.resume_map);
-      continue;
+      // Outputs stay queued for a later step; every other expectation is still checked.
+      if (expect.outputs !== undefined) throw new Error(`step ${i}: outputs expected on a step with poll: false`);
+    } else {
+      const outputs = [];
+      for (let o = session.pollOutput(); o !== null; o = session.pollOutput()) {
+        outputs.push(outputForm(o));
+      }
+      outputs.push({ timeout: session.pollTimeout() });
+      if (expect.outputs !== undefined) same(i, 'outputs', outputs, expect.outputs);
     }
-    const outputs = [];
-    for (let o = session.pollOutput(); o !== null; o = session.pollOutput()) {
-      outputs.push(outputForm(o));
-    }
-    outputs.push({ timeout: session.pollTimeout() });
-    if (expect.outputs !== undefined) same(i, 'outputs', outputs, expect.outputs);
     if (expect.resume_map !== undefined) same(i, 'resume_map', session.resumeMap(), expect.resume_map);
+    if (expect.rows !== undefined) same(i, 'rows', hub(i, 'rows').rows(), expect.rows);
+    if (expect.writes !== undefined) {
+      if (writes === undefined) throw new Error(`step ${i}: writes expected without a writes input`);
+      same(i, 'writes', writes, expect.writes);
+      writes = undefined;
+    }
+    if (expect.close !== undefined) {
+      if (typeof input.close_for !== 'string') throw new Error(`step ${i}: close without close_for`);
+      same(i, 'close', srp.closeFor(input.close_for), expect.close);
+    }
     if (expect.outbox_frames !== undefined) same(i, 'outbox_frames', session.outboxFrames(), expect.outbox_frames);
   }
 }

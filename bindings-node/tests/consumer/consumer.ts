@@ -2,6 +2,21 @@
 // installed package, as CommonJS and as ESM (tests/package.test.mjs). It uses every part
 // of the API, the transport included.
 import {
+  CLOSE_STORE,
+  FencedError,
+  Lease,
+  RowTracker,
+  StoreError,
+  closeFor,
+  leaseConfig,
+  type CommandRow,
+  type InboundRow,
+  type LeaseConfig,
+  type LeaseInput,
+  type LeaseOutput,
+  type RowWrite,
+  type RunnerRows,
+  type TaskRow,
   ADAPTER_DEFAULTS,
   ERROR_CLASS_NAMES,
   HubLink,
@@ -293,6 +308,30 @@ const linkBits = [runnerLink.phase, runnerLink.pollTimeout(), hubLink.socket, hu
 // The error table.
 const table = errorTable();
 const tableBits: [string, readonly string[], string, boolean] = [errorClass('decode', 'unknown_type'), ERROR_CLASS_NAMES, table.classes[0]?.name ?? '', coreError('transport', 'connect_failed', 'x') instanceof CoreTransportError];
+// Hub stores.
+const storedRows: RunnerRows = new HubSession().rows();
+const firstTask: TaskRow | undefined = storedRows.tasks[0];
+const firstInbound: InboundRow | undefined = storedRows.inbound[0];
+const firstCommand: CommandRow | undefined = storedRows.commands[0];
+const rebuiltHub: HubSession = HubSession.fromRows({ tasks: [] }, { durable_acks: true });
+const rebuiltLink: HubLink = HubLink.fromRows(storedRows, { session: { durable_acks: true } });
+const rowTracker = new RowTracker(storedRows);
+const rowWrites: RowWrite[] = [...rowTracker.writes(rebuiltHub), ...rowTracker.writes(rebuiltLink)];
+for (const w of rowWrites) {
+  if (w.op === 'put_task') void [w.next_seq, w.forgotten];
+  else if (w.op === 'put_command') void w.frame;
+  else if (w.op === 'delete_commands') void w.through;
+  else void w.task_id;
+}
+rowTracker.committed();
+rowTracker.failed();
+const leaseCfg: LeaseConfig = { lease_ms: 10000, margin_ms: 2000 };
+const lease = new Lease(leaseCfg);
+const leaseInput: LeaseInput = { type: 'renewed', started_at: 0 };
+lease.handleInput(1, leaseInput);
+const leaseOut: LeaseOutput | null = lease.pollOutput();
+const closeBits: [number, string] = closeFor('fenced');
+const storeBits = [firstTask, firstInbound, firstCommand, rebuiltLink.rows(), leaseOut, lease.drainOutputs(), lease.pollTimeout(), lease.isHeld(1), lease.config.retry_ms, leaseConfig(), closeBits, CLOSE_STORE, new FencedError('fenced', 'x') instanceof StoreError];
 
 // Transport.
 const server = new HubServer({ authenticate: async (token) => (token === 't' ? 'r-1' : null), maxQueuedEvents: 16, durableAcks: true });
@@ -334,5 +373,5 @@ export const used = [
   watermark, items, framerState, localOuts, outcome, snapshot, delivery, usage, usage2, usage3, mapped, prompt, options, result, fault,
   subOuts, adapter, echoed, isSession, socketOuts, hubOuts, auth, delay, backoff, admit, report, ref, counts, names, resolution, safe,
   gatewayOuts, profile, next, executed, transport, describe, ADAPTER_DEFAULTS,
-  linkEvents, linkStatus, linkValues, linkBits, tableBits,
+  linkEvents, linkStatus, linkValues, linkBits, tableBits, storeBits,
 ];
