@@ -76,8 +76,9 @@ Effect = Callable[["psycopg.AsyncCursor[Any]", List[Any]], Awaitable[None]]
 
 
 class StoreError(RunnerProtocolError):
-    """A store failure with a stable ``code``: ``fenced``, ``store_unavailable``,
-    ``too_many_commands``, ``too_many_tasks``."""
+    """A store failure with a stable ``code`` (the core's store error codes):
+    ``fenced``, ``store_unavailable``, ``store_limit``; ``schema_too_new`` from
+    :func:`migrate`."""
 
 
 class Fenced(StoreError):
@@ -107,8 +108,8 @@ class StoreUnavailable(StoreError):
 
 
 class StoreLimitError(StoreError):
-    """A per-runner bound of the store (code ``too_many_commands`` or
-    ``too_many_tasks``); the transaction was rolled back."""
+    """A per-runner bound of the store (code ``store_limit``; the message names the
+    bound, ``max_commands`` or ``max_tasks``); the transaction was rolled back."""
 
     def __init__(self, message: str, *, code: str, runner_id: str, limit: int) -> None:
         super().__init__(message, code=code)
@@ -244,9 +245,14 @@ def schema_version(conn: "psycopg.Connection[Any]") -> int:
 
 
 def connect(dsn: str, **kwargs: Any) -> "psycopg.Connection[Any]":
-    """A blocking connection (autocommit; transactions are explicit)."""
-    psycopg = _psycopg()
-    conn: "psycopg.Connection[Any]" = psycopg.connect(dsn, autocommit=True, **kwargs)
+    """A blocking connection (autocommit; transactions are explicit);
+    :class:`StoreUnavailable` when the database cannot be reached."""
+    pg = _psycopg()
+    kwargs.setdefault("connect_timeout", 5)
+    try:
+        conn: "psycopg.Connection[Any]" = pg.connect(dsn, autocommit=True, **kwargs)
+    except pg.OperationalError as exc:
+        raise StoreUnavailable(f"cannot connect to the store: {exc}") from exc
     return conn
 
 
@@ -281,7 +287,8 @@ _PUT_TASK = ("INSERT INTO srp_tasks (runner_id, task_id, next_seq, assigned_atte
              "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (runner_id, task_id) DO UPDATE SET "
              "next_seq = EXCLUDED.next_seq, assigned_attempt = EXCLUDED.assigned_attempt, "
              "forgotten = EXCLUDED.forgotten")
-_PUT_COMMAND = "INSERT INTO srp_commands (runner_id, task_id, seq, frame) VALUES (%s, %s, %s, %s)"
+_PUT_COMMAND = ("INSERT INTO srp_commands (runner_id, task_id, seq, frame) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (runner_id, task_id, seq) DO UPDATE SET frame = EXCLUDED.frame")
 _DELETE_COMMANDS = "DELETE FROM srp_commands WHERE runner_id = %s AND task_id = %s AND seq <= %s"
 _RENEW = ("UPDATE srp_leases SET expires_at = now() + %s * interval '1 millisecond' "
           "WHERE owner = %s AND expires_at > now() AND (runner_id, epoch) IN "
@@ -359,9 +366,13 @@ class PgStore:
 
     async def _connect(self) -> Any:
         try:
+            # A hub stalled inside a transaction (SIGSTOP, a long GC pause) would hold
+            # its lease row lock and block a takeover: the server ends such a session
+            # after a lease's time, rolling it back.
             return await self._psycopg.AsyncConnection.connect(
                 self.dsn, autocommit=True,
-                connect_timeout=max(1, int(self.connect_timeout_s)))
+                connect_timeout=max(1, int(self.connect_timeout_s)),
+                options=f"-c idle_in_transaction_session_timeout={self.lease_ms}")
         except self._psycopg.OperationalError as exc:
             self.stats["unavailable"] += 1
             raise StoreUnavailable(f"cannot connect to the store: {exc}") from exc
@@ -509,14 +520,14 @@ class PgStore:
                 raise StoreLimitError(
                     f"runner {runner_id!r} would keep {n} unacknowledged commands, more than "
                     f"max_commands ({self.max_commands}); the runner is not acknowledging",
-                    code="too_many_commands", runner_id=runner_id, limit=self.max_commands)
+                    code="store_limit", runner_id=runner_id, limit=self.max_commands)
         if tasks:
             await cur.execute("SELECT count(*) FROM srp_tasks WHERE runner_id = %s", (runner_id,))
             n = int((await cur.fetchone())[0])
             if n > self.max_tasks:
                 raise StoreLimitError(
                     f"runner {runner_id!r} would keep {n} task rows, more than max_tasks "
-                    f"({self.max_tasks}); forget finished tasks", code="too_many_tasks",
+                    f"({self.max_tasks}); forget finished tasks", code="store_limit",
                     runner_id=runner_id, limit=self.max_tasks)
 
     async def write(self, own: Ownership, writes: Sequence[Mapping[str, Any]],
@@ -564,15 +575,14 @@ class PgStore:
     async def renew(self, owned: Sequence[Ownership]) -> Tuple[int, List[Ownership]]:
         """Renew every lease in ``owned`` (``expires_at = now() + lease``, only where this
         hub still holds that epoch and the lease has not expired) in one statement on the
-        lease connection. Returns the local monotonic ms at which it began (the core's
+        lease connection (also with none: the database's answer is what renews the hub's
+        lease time). Returns the local monotonic ms at which it began (the core's
         ``renewed.started_at``) and the ownerships refused — fenced: close those
         runners. :class:`StoreUnavailable` when the database cannot be reached."""
         if self._lease_lock is None:
             raise RuntimeError("PgStore.open() was not called")
         async with self._lease_lock:
             started = _now_ms()
-            if not owned:
-                return started, []
             try:
                 if self._lease_conn is None or self._lease_conn.closed or self._lease_conn.broken:
                     self._lease_conn = None
