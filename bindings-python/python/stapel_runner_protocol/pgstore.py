@@ -176,6 +176,7 @@ MIGRATIONS: Tuple[Tuple[int, str, Tuple[str, ...]], ...] = (
                kind      text NOT NULL,
                payload   jsonb,
                hub_id    text NOT NULL,
+               applied_at timestamptz NOT NULL DEFAULT clock_timestamp(),
                UNIQUE (runner_id, task_id, attempt, seq))""",
         """CREATE TABLE srp_hub_reports (
                applied   bigserial PRIMARY KEY,
