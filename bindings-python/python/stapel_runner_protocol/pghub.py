@@ -57,7 +57,7 @@ def _close_for(code: str) -> Tuple[int, str]:
     """The core's close (code, reason) for a store error code."""
     from . import _native
 
-    native = getattr(_native, "store_close_for", None)
+    native = getattr(_native, "close_for", None)
     if native is not None:
         c, reason = native(code)
         return int(c), str(reason)
@@ -69,12 +69,11 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-def _core() -> Tuple[Any, Any, Any]:
-    """The core's store rules (``RowTracker``, ``Lease``, rows → link)."""
+def _core() -> Tuple[Any, Any]:
+    """The core's store rules (``RowTracker``, ``Lease``)."""
     from . import _native
 
-    return (getattr(_native, "RowTracker"), getattr(_native, "Lease"),
-            getattr(_native, "HubSession"))
+    return getattr(_native, "RowTracker"), getattr(_native, "Lease")
 
 
 class _GatedPump(_Pump):
@@ -91,10 +90,10 @@ class _GatedPump(_Pump):
         if h.busy:
             h.deferred = True
             return
-        writes = h.tracker.writes(self.link)
-        if writes:
+        if h.tracker.writes(self.link):
+            # Commit first (the flush computes the writes again under the runner's lock:
+            # the tracker's list is always everything not yet held).
             h.deferred = True
-            h.outstanding = list(writes)
             h.busy = True
             h.spawn(h.hub._flush(h))
             return
@@ -126,12 +125,11 @@ class _Held:
         self.pump.held = self
         self.conn = _Connection(socket, link, self.pump)
         self.lock = asyncio.Lock()
-        #: A transaction of this runner is open, or a flush is scheduled.
+        #: A transaction of this runner is open, or a flush is scheduled: outputs wait,
+        #: and only the holder of ``lock`` asks the tracker for writes.
         self.busy = False
         #: Outputs are waiting for a commit.
         self.deferred = False
-        #: Writes taken from the tracker, not yet committed.
-        self.outstanding: List[Dict[str, Any]] = []
         self.dropped = False
         self.expiring = False
         self.tasks: Set["asyncio.Task[Any]"] = set()
@@ -208,7 +206,7 @@ class StoreHub(HubServer):
     # one socket ------------------------------------------------------------------------
 
     async def _serve_runner(self, socket: Any, runner_id: str) -> None:
-        RowTracker, _Lease, HubSession = _core()
+        RowTracker, _Lease = _core()
         if not self.lease_held():
             self.on_event({"dropped": {"runner_id": runner_id, "code": "lease_expired",
                                        "during": "take_ownership"}})
@@ -222,7 +220,7 @@ class StoreHub(HubServer):
             await _close(socket, *_close_for(exc.code or "store_unavailable"))
             return
         try:
-            link = _link_from_rows(HubSession, rows, self._link_cfg)
+            link = HubLink(self._link_cfg, rows=rows)  # type: ignore[call-arg]
         except Exception as exc:  # rows the core refuses: an operator must look
             self.on_event({"dropped": {"runner_id": runner_id, "code": "invalid_rows",
                                        "detail": str(exc), "during": "take_ownership"}})
@@ -304,10 +302,10 @@ class StoreHub(HubServer):
         """Commit the writes the pump found, and any more the link has by then, then
         perform the outputs."""
         async with h.lock:
+            h.busy = True
             try:
                 while not h.dropped:
-                    writes = h.outstanding or list(h.tracker.writes(h.link))
-                    h.outstanding = []
+                    writes = h.tracker.writes(h.link)
                     if not writes:
                         break
                     await self.store.write(h.own, writes)
@@ -360,8 +358,7 @@ class StoreHub(HubServer):
         async with h.lock:
             h.busy = True
             try:
-                writes = h.outstanding or list(h.tracker.writes(h.link))
-                h.outstanding = []
+                writes = h.tracker.writes(h.link)
                 await self.store.apply(h.own, messages, effect, writes)
                 if writes:
                     h.tracker.committed()
@@ -428,8 +425,7 @@ class StoreHub(HubServer):
                         for a in assigns:
                             h.link.send(now, a)
                             sent += 1
-                    writes = h.outstanding + list(h.tracker.writes(h.link))
-                    h.outstanding = []
+                    writes = h.tracker.writes(h.link)
                     if writes:
                         await self.store._writes(cur, h.runner_id, writes)
                 if writes:
@@ -446,17 +442,23 @@ class StoreHub(HubServer):
 
     # the lease ---------------------------------------------------------------------
 
-    def _lease_input(self, value: Dict[str, Any]) -> None:
-        """Feed the hub's one ``Lease`` machine and do what it says."""
+    def _lease_input(self, kind: str, started_at: int = 0) -> None:
+        """Feed the hub's one ``Lease`` machine (``tick``, ``renewed``, ``renew_failed``)
+        and do what it says."""
         lease = self._lease
-        lease.handle_input(_now_ms(), value)
+        now = _now_ms()
+        if kind == "renewed":
+            lease.renewed(now, started_at)
+        elif kind == "renew_failed":
+            lease.renew_failed(now)
+        else:
+            lease.tick(now)
         while (out := lease.poll_output()) is not None:
-            kind = out["type"]
-            if kind == "renew":
+            if out == "renew":
                 self._renewing = asyncio.ensure_future(self._renew())
-            elif kind == "expiring":
+            elif out == "expiring":
                 self._expiring()
-            elif kind == "held":
+            elif out == "held":
                 self.on_event({"lease_held": {"hub_id": self.store.hub_id}})
         if self._lease_timer is not None:
             self._lease_timer.cancel()
@@ -464,8 +466,7 @@ class StoreHub(HubServer):
         deadline = lease.poll_timeout()
         if deadline is not None:
             self._lease_timer = asyncio.get_running_loop().call_later(
-                max(0.0, (deadline - _now_ms()) / 1000),
-                lambda: self._lease_input({"type": "timeout"}))
+                max(0.0, (deadline - _now_ms()) / 1000), self._lease_input, "tick")
 
     def lease_held(self) -> bool:
         """``True`` while this hub may serve runners (its leases cannot have expired)."""
@@ -492,7 +493,7 @@ class StoreHub(HubServer):
         except StoreUnavailable as exc:
             self._lapsed.extend(lapsed)
             self.on_event({"renew_failed": {"hub_id": self.store.hub_id, "detail": str(exc)}})
-            self._lease_input({"type": "renew_failed"})
+            self._lease_input("renew_failed")
             return
         by_runner = {h.own: h for h in held}
         for own in refused:
@@ -510,7 +511,7 @@ class StoreHub(HubServer):
                 h.spawn(self._drop(h, "fenced", exc2, during="renew"))
             else:
                 self._fenced_event(own, exc2, "renew")
-        self._lease_input({"type": "renewed", "started_at": started})
+        self._lease_input("renewed", started)
 
     def _fenced_event(self, own: Ownership, exc: Fenced, during: str) -> None:
         self.counters["fenced"] += 1
@@ -523,9 +524,9 @@ class StoreHub(HubServer):
     async def start(self) -> None:
         """Start the lease (the first renewal; runners are taken once it is held)."""
         if self._lease is None:
-            _RowTracker, Lease, _HubSession = _core()
+            _RowTracker, Lease = _core()
             self._lease = Lease(self.lease_config)
-            self._lease_input({"type": "timeout"})
+            self._lease_input("tick")
             if self._renewing is not None:
                 await asyncio.wait([self._renewing], timeout=self.store.connect_timeout_s)
 
@@ -553,11 +554,6 @@ class StoreHub(HubServer):
                 return await inner.__aexit__(*exc)
 
         return _Serving()
-
-
-def _link_from_rows(HubSession: Any, rows: Mapping[str, Any], cfg: Mapping[str, Any]) -> HubLink:
-    session = HubSession.from_rows(rows, dict(cfg.get("session") or {}))
-    return HubLink(dict(cfg), session=session)  # type: ignore[call-arg]
 
 
 async def _close(ws: Any, code: int, reason: str) -> None:
