@@ -25,6 +25,7 @@ mod runner_task;
 mod sequencing;
 mod session;
 mod shape;
+mod store;
 mod wire;
 
 use pyo3::prelude::*;
@@ -66,6 +67,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host::host_config, m)?)?;
     m.add_function(wrap_pyfunction!(runner_task::runner_task_call, m)?)?;
     link::register(m)?;
+    store::register(m)?;
     m.add_class::<admission::PyAdmission>()?;
     m.add_function(wrap_pyfunction!(admission::admission_config, m)?)?;
     m.add_function(wrap_pyfunction!(admission::admission_error_body, m)?)?;

@@ -32,6 +32,12 @@ enum Side {
 }
 
 impl Side {
+    fn hub(&self) -> Option<&HubSession> {
+        match self {
+            Side::Hub(l) => Some(l.session()),
+            Side::Runner(_) => None,
+        }
+    }
     fn handle(&mut self, now: u64, input: LinkInput) -> Result<(), LinkError> {
         match self {
             Side::Runner(l) => l.handle_input(now, input),
@@ -270,6 +276,11 @@ pub struct PyLink {
 }
 
 impl PyLink {
+    /// The core hub session of a hub link.
+    pub(crate) fn hub_session(&self) -> Option<&HubSession> {
+        self.inner.hub()
+    }
+
     /// Run `f` on the link with panics caught: a panic raises `PanicError` and poisons
     /// the link.
     fn guarded<R>(
@@ -710,16 +721,26 @@ pub struct PyHubLink;
 #[pymethods]
 impl PyHubLink {
     #[new]
-    #[pyo3(signature = (config = None, *, state = None))]
+    #[pyo3(signature = (config = None, *, state = None, rows = None))]
     fn new(
         py: Python<'_>,
         config: Option<&Bound<'_, PyAny>>,
         state: Option<PyRef<'_, PyConnectionState>>,
+        rows: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
         let config = config_from(py, config)?;
-        let session = match state_of(state) {
-            Some(s) => HubSession::with_state(config.session.clone(), s),
-            None => HubSession::new(config.session.clone()),
+        let rows = rows.filter(|r| !r.is_none());
+        let session = match (state_of(state), rows) {
+            (Some(_), Some(_)) => {
+                return Err(PyTypeError::new_err("give state or rows, not both"));
+            }
+            (Some(s), None) => HubSession::with_state(config.session.clone(), s),
+            (None, Some(r)) => {
+                let rows = crate::store::rows_of(py, r)?;
+                HubSession::from_rows(config.session.clone(), &rows)
+                    .map_err(|e| crate::store::store_error(py, &e))?
+            }
+            (None, None) => HubSession::new(config.session.clone()),
         };
         let link = HubLink::new(session, config);
         Ok(PyClassInitializer::from(PyLink {
@@ -736,6 +757,14 @@ impl PyHubLink {
         match &self_.as_super().inner {
             Side::Hub(l) => l.socket(),
             Side::Runner(_) => None,
+        }
+    }
+
+    /// The rows a hub store holds for the runner (`HubSession.rows()`).
+    fn rows<'py>(self_: PyRef<'py, Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self_.as_super().inner.hub() {
+            Some(h) => crate::store::rows_to_py(py, h),
+            None => Err(PyTypeError::new_err("not a hub link")),
         }
     }
 

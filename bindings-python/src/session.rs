@@ -197,6 +197,11 @@ pub struct PySession {
 }
 
 impl PySession {
+    /// The core hub session (`None` for a runner session).
+    pub(crate) fn hub(&self) -> Option<&HubSession> {
+        self.inner.as_hub()
+    }
+
     fn input(&mut self, py: Python<'_>, now_ms: u64, input: Input) -> PyResult<()> {
         self.inner
             .handle_input(now_ms, input)
@@ -371,8 +376,8 @@ impl PySession {
 /// `$machine(lead…, state, config)` builds the machine, calling `config` once it has
 /// checked its own arguments.
 macro_rules! session_new {
-    ($class:ident($($lead:ident: $lead_ty:ty),*) => $machine:path) => {
-        session_new!(@keywords $class($($lead: $lead_ty),*) => $machine;
+    ($class:ident($($lead:ident: $lead_ty:ty),*) => $machine:path $(; $($extra:tt)*)?) => {
+        session_new!(@keywords $class($($lead: $lead_ty),*) => $machine; [$($($extra)*)?];
             validate: bool = true,
             ping_interval_ms: Option<u64> = None,
             peer_timeout_ms: Option<u64> = None,
@@ -390,11 +395,13 @@ macro_rules! session_new {
             durable_acks: Option<&Bound<'_, PyAny>> = None
         );
     };
-    (@keywords $class:ident($($lead:ident: $lead_ty:ty),*) => $machine:path;
+    (@keywords $class:ident($($lead:ident: $lead_ty:ty),*) => $machine:path; [$($extra:tt)*];
         $($kw:ident: $ty:ty = $default:tt),*
     ) => {
         #[pymethods]
         impl $class {
+            $($extra)*
+
             #[new]
             #[pyo3(signature = ($($lead,)* *, state = None, $($kw = $default),*))]
             #[allow(clippy::too_many_arguments)]
@@ -415,7 +422,44 @@ macro_rules! session_new {
 #[pyclass(module = "stapel_runner_protocol.session", name = "HubSession", extends = PySession)]
 pub struct PyHubSession;
 
-session_new!(PyHubSession() => hub_machine);
+session_new!(PyHubSession() => hub_machine;
+    /// The rows a hub store holds for this session (`stapel_runner_protocol.store`):
+    /// `{"tasks": [{"task_id", "next_seq", "assigned_attempt", "forgotten"}],
+    /// "inbound": [{"task_id", "attempt", "through"}], "commands": [{"task_id", "seq",
+    /// "frame"}]}`, sorted by key. With `durable_acks` an inbound stream's `through` is
+    /// what was confirmed.
+    fn rows<'py>(self_: PyRef<'py, Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self_.as_super().hub() {
+            Some(h) => crate::store::rows_to_py(py, h),
+            None => Err(PyTypeError::new_err("not a hub session")),
+        }
+    }
+
+    /// A hub session rebuilt from a store's rows (a takeover; the dict form of `rows()`),
+    /// with the core's session config keys in `config` (a dict; turn `durable_acks` on
+    /// for a store). Refused rows raise `StoreError` (`invalid_rows`); a refused config
+    /// `ConfigError`.
+    #[staticmethod]
+    #[pyo3(signature = (rows, config = None))]
+    fn from_rows(
+        py: Python<'_>,
+        rows: &Bound<'_, PyAny>,
+        config: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyHubSession>> {
+        let rows = crate::store::rows_of(py, rows)?;
+        let value = match config {
+            Some(c) if !c.is_none() => py_to_value(c)?,
+            _ => Value::Object(Map::new()),
+        };
+        let c = SessionConfig::from_value(&value).map_err(|e| config_error(py, &e))?;
+        let hub = HubSession::from_rows(c, &rows).map_err(|e| crate::store::store_error(py, &e))?;
+        let init = PyClassInitializer::from(PySession {
+            inner: Box::new(hub),
+        })
+        .add_subclass(PyHubSession);
+        Py::new(py, init)
+    }
+);
 
 fn hub_machine(
     state: Option<PyRef<'_, PyConnectionState>>,

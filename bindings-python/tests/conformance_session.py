@@ -7,8 +7,9 @@ from typing import Any, Dict, List, Optional, Union
 
 from conftest import json_equal
 from stapel_runner_protocol import (ConfigError, ConnectionState, Hello, ProtocolStateError,
-                                    decode, encode)
+                                    StoreError, decode, encode)
 from stapel_runner_protocol.session import HubSession, RunnerSession
+from stapel_runner_protocol.store import RowTracker, close_for
 
 _CONFIG_KEYS = ("validate", "ping_interval_ms", "peer_timeout_ms", "ack_every_frames",
                 "ack_delay_ms", "max_ack_entries", "max_control_frame_bytes",
@@ -70,12 +71,29 @@ def run_session(vector: Dict[str, Any]) -> None:
     check_config(vector, None)
     now = 0
     saved: Optional[bytes] = None
+    # Area `store`: what the store holds of the hub (see conformance/README.md).
+    tracker = RowTracker()
+    writes: Optional[List[Dict[str, Any]]] = None
     for i, step in enumerate(vector["steps"]):
         inp, expect = step["input"], step.get("expect", {})
         now = int(inp.get("now", now))
         code = None
         try:
-            if "connected" in inp:
+            if "rows" in inp or "close_for" in inp:
+                pass  # read by the expectations below
+            elif "writes" in inp:
+                assert isinstance(session, HubSession), f"step {i}: writes on a runner"
+                writes = tracker.writes(session)
+                if inp["writes"] == "failed":
+                    tracker.failed()
+                else:
+                    tracker.committed()
+            elif "from_rows" in inp:
+                assert isinstance(session, HubSession), f"step {i}: from_rows on a runner"
+                rows = session.rows() if inp["from_rows"] is True else inp["from_rows"]
+                session = HubSession.from_rows(rows, {k: cfg[k] for k in kwargs})
+                tracker = RowTracker(rows)
+            elif "connected" in inp:
                 session.connected(now)
             elif "disconnected" in inp:
                 session.disconnected(now)
@@ -117,7 +135,7 @@ def run_session(vector: Dict[str, Any]) -> None:
                     session = RunnerSession(hello, state=state, **kwargs)
             else:
                 raise AssertionError(f"step {i}: unknown input {inp}")
-        except ProtocolStateError as e:
+        except (ProtocolStateError, StoreError) as e:
             code = e.code
         if code is None:
             assert "error" not in expect, f"step {i}: expected error {expect['error']}"
@@ -132,6 +150,15 @@ def run_session(vector: Dict[str, Any]) -> None:
                                              for k, v in session.drain_outputs()]
             if "outputs" in expect:
                 _eq(f"step {i} outputs", outputs, expect["outputs"])
+        if "rows" in expect:
+            assert isinstance(session, HubSession), f"step {i}: rows on a runner"
+            _eq(f"step {i} rows", session.rows(), expect["rows"])
+        if "writes" in expect:
+            assert writes is not None, f"step {i}: writes expected without a writes input"
+            _eq(f"step {i} writes", writes, expect["writes"])
+            writes = None
+        if "close" in expect:
+            _eq(f"step {i} close", list(close_for(inp["close_for"])), expect["close"])
         if "resume_map" in expect:
             _eq(f"step {i} resume_map", session.resume_map(), expect["resume_map"])
         if "outbox_frames" in expect:

@@ -16,6 +16,7 @@ import pytest
 
 from conformance_adapter import run_adapter
 from conformance_admission import run_admission
+from conformance_lease import run_lease
 from conformance_contract import run_contract
 from conformance_errors import run_errors
 from conformance_host import run_host
@@ -226,6 +227,8 @@ RUNNERS["runner_task"] = run_runner_task
 RUNNERS["link"] = run_link
 RUNNERS["errors"] = run_errors
 RUNNERS["admission"] = run_admission
+RUNNERS["store"] = run_session
+RUNNERS["lease"] = run_lease
 
 
 def test_vectors_exist() -> None:

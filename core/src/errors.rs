@@ -89,6 +89,16 @@ pub const ERROR_CLASSES: &[ErrorClass] = &[
         doc: "A connection failed, as a link reports it (`upgrade_refused`, `connect_failed`, `connect_timeout`, `no_token`, `transport_failed`, `backlog_full`), raised by a host that surfaces the link's error event.",
     },
     ErrorClass {
+        name: "StoreError",
+        parent: Some(ROOT_CLASS),
+        doc: "A hub store failed or refused (`store_unavailable`, `lease_expired`, `store_limit`, `invalid_rows`): the hub closes the runner's socket and it resumes from the committed rows.",
+    },
+    ErrorClass {
+        name: "FencedError",
+        parent: Some("StoreError"),
+        doc: "The database refused a hub's write because another hub took the runner over, or this hub's lease expired (`fenced`).",
+    },
+    ErrorClass {
         name: "PanicError",
         parent: Some(ROOT_CLASS),
         doc: "The core panicked inside a binding call (`panic`); the process survives, the object it was called on must not be used again.",
@@ -127,6 +137,7 @@ pub const ERROR_KINDS: &[(&str, &str)] = &[
     ("resolution", "contract::ResolutionError"),
     ("adapter", "adapter::AdapterError"),
     ("runner_task", "runner_task's errors"),
+    ("store", "store::StoreError"),
     (
         "transport",
         "a link's error event (LinkEvent::Error) raised by a host",
@@ -159,6 +170,8 @@ pub const ERROR_RULES: &[ErrorRule] = &[
     ),
     rule("adapter", None, "AdapterError"),
     rule("runner_task", None, "ProtocolStateError"),
+    rule("store", Some("fenced"), "FencedError"),
+    rule("store", None, "StoreError"),
     rule("transport", None, "TransportError"),
     rule("panic", None, "PanicError"),
 ];

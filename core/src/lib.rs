@@ -87,4 +87,5 @@ pub mod reducer;
 pub mod runner_task;
 pub mod sequencing;
 pub mod session;
+pub mod store;
 pub mod wire;

@@ -77,6 +77,8 @@ _LAZY = {
     "ContractError": "errors",
     "ResolutionRefused": "errors",
     "TransportError": "errors",
+    "StoreError": "errors",
+    "FencedError": "errors",
     "PanicError": "errors",
 }
 
@@ -132,6 +134,8 @@ __all__ = [
     "ContractError",
     "ResolutionRefused",
     "TransportError",
+    "StoreError",
+    "FencedError",
     "PanicError",
 ]
 
@@ -158,12 +162,14 @@ if TYPE_CHECKING:
         ConfigError,
         ContractError,
         DecodeError,
+        FencedError,
         PanicError,
         ProtocolStateError,
         ReducerError,
         ResolutionRefused,
         RunnerProtocolError,
         SchemaValidationError,
+        StoreError,
         TransportError,
         UnknownMessageError,
         Violation,

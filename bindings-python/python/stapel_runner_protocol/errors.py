@@ -23,6 +23,8 @@ Hierarchy::
     ├── ContractError
     ├── ResolutionRefused
     ├── TransportError
+    ├── StoreError
+    │   └── FencedError
     └── PanicError
 
 Exceptions 0.1.1 compatibility forces (extra bases):
@@ -50,6 +52,8 @@ __all__ = [
     "ContractError",
     "ResolutionRefused",
     "TransportError",
+    "StoreError",
+    "FencedError",
     "PanicError",
     "ERROR_CLASSES",
     "error_class",
@@ -242,6 +246,19 @@ class TransportError(RunnerProtocolError):
         self.status = status
 
 
+class StoreError(RunnerProtocolError):
+    """A hub store failed or refused (`store_unavailable`, `lease_expired`, `store_limit`,
+    `invalid_rows`): the hub closes the runner's socket and it resumes from the
+    committed rows.
+    """
+
+
+class FencedError(StoreError):
+    """The database refused a hub's write because another hub took the runner over, or this
+    hub's lease expired (`fenced`).
+    """
+
+
 class PanicError(RunnerProtocolError):
     """The core panicked inside a binding call (`panic`); the process survives, the object
     it was called on must not be used again. PyO3's own ``PanicException`` (a
@@ -264,6 +281,8 @@ ERROR_CLASSES: Tuple[Tuple[str, Optional[str]], ...] = (
     ("ContractError", "RunnerProtocolError"),
     ("ResolutionRefused", "RunnerProtocolError"),
     ("TransportError", "RunnerProtocolError"),
+    ("StoreError", "RunnerProtocolError"),
+    ("FencedError", "StoreError"),
     ("PanicError", "RunnerProtocolError"),
 )
 

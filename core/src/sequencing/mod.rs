@@ -53,7 +53,7 @@
 mod error;
 mod inbox;
 mod outbox;
-mod snapshot;
+pub(crate) mod snapshot;
 mod state;
 
 pub use error::{EmitError, SequencingError, SnapshotError};

@@ -22,31 +22,31 @@ const VERSION: &str = "1";
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Body {
-    role: String,
-    config: Value,
-    tasks: Vec<TaskDto>,
+pub(crate) struct Body {
+    pub(crate) role: String,
+    pub(crate) config: Value,
+    pub(crate) tasks: Vec<TaskDto>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    forgotten: Vec<TombDto>,
+    pub(crate) forgotten: Vec<TombDto>,
 }
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TombDto {
-    task_id: String,
-    outbound: Vec<(Option<u64>, u64)>,
-    inbound: Vec<(Option<u64>, u64)>,
+pub(crate) struct TombDto {
+    pub(crate) task_id: String,
+    pub(crate) outbound: Vec<(Option<u64>, u64)>,
+    pub(crate) inbound: Vec<(Option<u64>, u64)>,
 }
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TaskDto {
-    task_id: String,
-    outbound: Vec<OutDto>,
-    inbound: Vec<InDto>,
+pub(crate) struct TaskDto {
+    pub(crate) task_id: String,
+    pub(crate) outbound: Vec<OutDto>,
+    pub(crate) inbound: Vec<InDto>,
     /// Hub: the attempt of the task's latest assignment (absent when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
-    assigned_attempt: u64,
+    pub(crate) assigned_attempt: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -55,20 +55,20 @@ fn is_zero(n: &u64) -> bool {
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct OutDto {
-    attempt: Option<u64>,
-    next_seq: u64,
-    frames: Vec<(u64, String)>,
+pub(crate) struct OutDto {
+    pub(crate) attempt: Option<u64>,
+    pub(crate) next_seq: u64,
+    pub(crate) frames: Vec<(u64, String)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    unconfirmed_from: Option<u64>,
+    pub(crate) unconfirmed_from: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct InDto {
-    attempt: Option<u64>,
-    watermark: u64,
-    ahead: Vec<u64>,
+pub(crate) struct InDto {
+    pub(crate) attempt: Option<u64>,
+    pub(crate) watermark: u64,
+    pub(crate) ahead: Vec<u64>,
 }
 
 fn corrupt(message: impl Into<String>) -> SnapshotError {
@@ -189,6 +189,11 @@ impl ConnectionState {
         // `body` starts with the newline found above.
         let body = body.get(1..).unwrap_or_default();
         let body: Body = serde_json::from_slice(body).map_err(|e| corrupt(e.to_string()))?;
+        Self::from_body(body)
+    }
+
+    /// A state from a snapshot body, with every check of [`restore`](Self::restore).
+    pub(crate) fn from_body(body: Body) -> Result<Self, SnapshotError> {
         let role = Role::from_name(&body.role)
             .ok_or_else(|| corrupt(format!("unknown role {:?}", body.role)))?;
         let config_obj = body

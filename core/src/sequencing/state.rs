@@ -695,6 +695,14 @@ impl ConnectionState {
             .is_none_or(|c| c.outbound.iter().all(|(_, log)| log.kept().len() == 0))
     }
 
+    /// The tombstones of forgotten tasks, oldest first.
+    pub(crate) fn tombstones(&self) -> impl Iterator<Item = (&str, &Tombstone)> + '_ {
+        self.tasks.iter().filter_map(|(t, e)| match e {
+            TaskEntry::Forgotten(tomb) => Some((t.as_str(), tomb)),
+            TaskEntry::Live(_) => None,
+        })
+    }
+
     /// `true` when the task was forgotten and its tombstone is still kept.
     pub fn is_forgotten(&self, task_id: &str) -> bool {
         self.tombstone(task_id).is_some()

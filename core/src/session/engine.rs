@@ -368,7 +368,8 @@ type StreamKey = (CompactString, Option<u64>);
 impl Engine {
     pub(crate) fn new(state: ConnectionState, cfg: SessionConfig) -> Self {
         // Durable acknowledgements: a state given to the session is what the host's store
-        // holds, so its inbound positions count as confirmed.
+        // holds, so its inbound positions count as confirmed (a forgotten task's too: its
+        // frames were applied before it was forgotten).
         let confirmed = if cfg.durable_acks {
             state
                 .tasks()
@@ -376,6 +377,11 @@ impl Engine {
                     c.inbound()
                         .map(move |(a, t)| ((CompactString::from(task), a), t.watermark()))
                 })
+                .chain(state.tombstones().flat_map(|(task, tomb)| {
+                    tomb.inbound
+                        .iter()
+                        .map(move |(a, w)| ((CompactString::from(task), *a), *w))
+                }))
                 .collect()
         } else {
             HashMap::new()
@@ -645,7 +651,7 @@ impl Engine {
     /// The position an acknowledgement of inbound stream `(task, attempt)` declares:
     /// its watermark, or with durable acknowledgements at most what the host confirmed
     /// (a forgotten task's streams count as confirmed).
-    fn acked_position(&self, task: &str, attempt: Option<u64>) -> Option<u64> {
+    pub(crate) fn acked_position(&self, task: &str, attempt: Option<u64>) -> Option<u64> {
         let w = self.state.ack_watermark(task, attempt)?;
         if !self.cfg.durable_acks || self.state.is_forgotten(task) {
             return Some(w);

@@ -86,6 +86,12 @@ impl HubSession {
         }
     }
 
+    /// What a store holds as applied of inbound stream `(task, attempt)`: the confirmed
+    /// position with durable acknowledgements, else the watermark.
+    pub(crate) fn applied_through(&self, task: &str, attempt: Option<u64>) -> Option<u64> {
+        self.engine.acked_position(task, attempt)
+    }
+
     /// `true` once the runner's `hello` was accepted on the current connection.
     pub fn is_open(&self) -> bool {
         matches!(
@@ -104,7 +110,11 @@ impl Sealed for HubSession {
     }
 }
 
-impl Machine for HubSession {}
+impl Machine for HubSession {
+    fn as_hub(&self) -> Option<&HubSession> {
+        Some(self)
+    }
+}
 
 impl Engine {
     fn set_stage_hub(&mut self, stage: HubStage) {

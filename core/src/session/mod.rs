@@ -411,6 +411,12 @@ pub trait Machine: sealed::Sealed {
         self.engine().deadline()
     }
 
+    /// The machine as a [`HubSession`] (`None` for a runner session): for hosts that
+    /// hold either side behind this trait and need the hub's own API (its store rows).
+    fn as_hub(&self) -> Option<&HubSession> {
+        None
+    }
+
     /// `true` when [`poll_output`](Self::poll_output) would return `Some`.
     fn has_output(&self) -> bool {
         self.engine().has_output()

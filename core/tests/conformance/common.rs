@@ -170,6 +170,17 @@ pub fn expect_keys(area: &str) -> Option<&'static [&'static str]> {
             "outputs",
             "resume_map",
         ],
+        "store" => &[
+            "close",
+            "config_error",
+            "error",
+            "outbox_frames",
+            "outputs",
+            "resume_map",
+            "rows",
+            "writes",
+        ],
+        "lease" => &["config", "config_error", "held", "outputs"],
         "wire" => &["encoded", "error", "message", "type"],
         _ => return None,
     })

@@ -19,6 +19,7 @@ mod reducer;
 mod runner_task;
 mod sequencing;
 mod session;
+mod store;
 mod wire;
 
 use serde_json::Value;
@@ -29,7 +30,8 @@ fn run_vector(area: &str, vector: &Value) -> Result<(), String> {
         "wire" => wire::run(vector),
         "framing" => framing::run(vector),
         "sequencing" => sequencing::run(vector),
-        "session" => session::run(vector),
+        "session" | "store" => session::run(vector),
+        "lease" => store::run_lease(vector),
         "contract" => contract::run(vector),
         "errors" => errors::run(vector),
         "adapter" => adapter::run(vector),

@@ -8,23 +8,59 @@ use stapel_runner_protocol::session::{
 };
 use stapel_runner_protocol::wire::{self, Hello, Message};
 
+use stapel_runner_protocol::store::{
+    close_for, CommandRow, InboundRow, RowTracker, RowWrite, RunnerRows, TaskRow,
+};
+
 use crate::common::{bytes_of, check_config, same, steps};
 use crate::sequencing::resync_json;
 
 /// One session machine of either side, driven through the shared [`Machine`] trait;
-/// the runner's hello template is kept for restarts.
+/// the runner's hello template is kept for restarts. A hub also keeps its concrete
+/// session (area `store`: its rows and the writes of a [`RowTracker`]).
 struct Side {
-    machine: Box<dyn Machine>,
+    machine: Either,
     hello: Option<Hello>,
+}
+
+enum Either {
+    Hub(HubSession),
+    Runner(RunnerSession),
+}
+
+impl Either {
+    fn m(&mut self) -> &mut dyn Machine {
+        match self {
+            Either::Hub(h) => h,
+            Either::Runner(r) => r,
+        }
+    }
+
+    fn r(&self) -> &dyn Machine {
+        match self {
+            Either::Hub(h) => h,
+            Either::Runner(r) => r,
+        }
+    }
+
+    /// The hub session (`None` on the runner side).
+    fn hub(&self) -> Option<&HubSession> {
+        match self {
+            Either::Hub(h) => Some(h),
+            Either::Runner(_) => None,
+        }
+    }
 }
 
 impl Side {
     fn new(config: &SessionConfig, hello: Option<Hello>, state: Option<ConnectionState>) -> Self {
-        let machine: Box<dyn Machine> = match (&hello, state) {
-            (None, None) => Box::new(HubSession::new(config.clone())),
-            (None, Some(s)) => Box::new(HubSession::with_state(config.clone(), s)),
-            (Some(h), None) => Box::new(RunnerSession::new(h.clone(), config.clone())),
-            (Some(h), Some(s)) => Box::new(RunnerSession::with_state(h.clone(), config.clone(), s)),
+        let machine = match (&hello, state) {
+            (None, None) => Either::Hub(HubSession::new(config.clone())),
+            (None, Some(s)) => Either::Hub(HubSession::with_state(config.clone(), s)),
+            (Some(h), None) => Either::Runner(RunnerSession::new(h.clone(), config.clone())),
+            (Some(h), Some(s)) => {
+                Either::Runner(RunnerSession::with_state(h.clone(), config.clone(), s))
+            }
         };
         Self { machine, hello }
     }
@@ -79,28 +115,34 @@ pub fn run(vector: &Value) -> Result<(), String> {
     };
     let mut now = 0u64;
     let mut saved: Option<Vec<u8>> = None;
+    // Area `store`: what the store holds of the hub (the rows it was built from, then
+    // every committed batch of writes).
+    let mut tracker = RowTracker::new(&RunnerRows::default());
+    let mut writes: Option<Value> = None;
     for (i, input, expect) in steps(vector) {
         if let Some(t) = input.get("now").and_then(Value::as_u64) {
             now = t;
         }
         let result = if input.get("connected").is_some() {
-            side.machine.handle_input(now, Input::Connected)
+            side.machine.m().handle_input(now, Input::Connected)
         } else if input.get("disconnected").is_some() {
-            side.machine.handle_input(now, Input::Disconnected)
+            side.machine.m().handle_input(now, Input::Disconnected)
         } else if input.get("tick").is_some() {
-            side.machine.handle_input(now, Input::Timeout)
+            side.machine.m().handle_input(now, Input::Timeout)
         } else if let Some(f) = input.get("frame").and_then(Value::as_str) {
-            side.machine.handle_input(now, Input::Frame(f.to_owned()))
+            side.machine
+                .m()
+                .handle_input(now, Input::Frame(f.to_owned()))
         } else if let Some(b) = bytes_of(input, "bytes")? {
-            side.machine.handle_input(now, Input::Bytes(b))
+            side.machine.m().handle_input(now, Input::Bytes(b))
         } else if let Some(m) = input.get("send") {
             let msg = wire::from_value(m.into(), false)
                 .map_err(|e| format!("step {i}: bad message: {e}"))?;
-            side.machine.handle_input(now, Input::Send(msg))
+            side.machine.m().handle_input(now, Input::Send(msg))
         } else if let Some(m) = input.get("resend") {
             let msg = wire::from_value(m.into(), false)
                 .map_err(|e| format!("step {i}: bad message: {e}"))?;
-            side.machine.resend(now, msg).map(drop)
+            side.machine.m().resend(now, msg).map(drop)
         } else if let Some(c) = input.get("confirm") {
             let task_id = c
                 .get("task_id")
@@ -112,7 +154,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 .get("seq")
                 .and_then(Value::as_u64)
                 .ok_or(format!("step {i}: confirm.seq"))?;
-            side.machine.handle_input(
+            side.machine.m().handle_input(
                 now,
                 Input::Confirm {
                     task_id,
@@ -120,11 +162,54 @@ pub fn run(vector: &Value) -> Result<(), String> {
                     seq,
                 },
             )
+        } else if input.get("rows").is_some() {
+            Ok(())
+        } else if let Some(how) = input.get("writes") {
+            // The tracker's writes for the session as it is; then committed, or
+            // rolled back ("failed": the next `writes` lists them again).
+            let hub = side
+                .machine
+                .hub()
+                .ok_or(format!("step {i}: writes on a runner"))?;
+            let w = tracker.writes(hub);
+            writes = Some(Value::Array(w.iter().map(write_json).collect()));
+            if how.as_str() == Some("failed") {
+                tracker.failed();
+            } else {
+                tracker.committed();
+            }
+            Ok(())
+        } else if input.get("close_for").is_some() {
+            // Checked with `expect.close` below.
+            Ok(())
+        } else if let Some(r) = input.get("from_rows") {
+            // A takeover: a new hub session over these rows (or, `true`, over the rows
+            // of the current one); the store holds them.
+            let rows = if r == &Value::Bool(true) {
+                side.machine
+                    .hub()
+                    .ok_or(format!("step {i}: from_rows on a runner"))?
+                    .rows()
+            } else {
+                rows_of(r).map_err(|e| format!("step {i}: {e}"))?
+            };
+            match HubSession::from_rows(config.clone(), &rows) {
+                Ok(h) => {
+                    tracker = RowTracker::new(&rows);
+                    side.machine = Either::Hub(h);
+                    Ok(())
+                }
+                Err(e) => {
+                    let want = expect.get("error");
+                    same(i, "error", &json!(e.code()), want.unwrap_or(&Value::Null))?;
+                    continue;
+                }
+            }
         } else if input.get("save_snapshot").is_some() {
-            saved = Some(side.machine.state().snapshot());
+            saved = Some(side.machine.r().state().snapshot());
             Ok(())
         } else if let Some(t) = input.get("forget_task").and_then(Value::as_str) {
-            side.machine.state_mut().forget_task(t);
+            side.machine.m().state_mut().forget_task(t);
             Ok(())
         } else if let Some(how) = input.get("restart") {
             // Persist, drop and restore the sequencing state into a new session:
@@ -132,7 +217,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
             // "fresh" no state at all (a restart that lost it).
             let state = match how.as_str() {
                 Some("fresh") => {
-                    let role = side.machine.state().role();
+                    let role = side.machine.r().state().role();
                     ConnectionState::with_config(role, config.sequencing.clone())
                 }
                 Some("saved") => {
@@ -143,7 +228,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
                         .map_err(|e| format!("step {i}: restore failed: {}", e.code()))?
                 }
                 _ => {
-                    let bytes = side.machine.state().snapshot();
+                    let bytes = side.machine.r().state().snapshot();
                     ConnectionState::restore(&bytes)
                         .map_err(|e| format!("step {i}: restore failed: {}", e.code()))?
                 }
@@ -173,30 +258,132 @@ pub fn run(vector: &Value) -> Result<(), String> {
             // Every output until `None`, then the timer as the last entry
             // (`{"timeout": poll_timeout()}`).
             let mut outputs = Vec::new();
-            while let Some(o) = side.machine.poll_output() {
+            while let Some(o) = side.machine.m().poll_output() {
                 outputs.push(output_json(&o));
                 if outputs.len() > 10_000 {
                     break;
                 }
             }
-            outputs.push(json!({ "timeout": side.machine.poll_timeout() }));
+            outputs.push(json!({ "timeout": side.machine.m().poll_timeout() }));
             if let Some(want) = expect.get("outputs") {
                 same(i, "outputs", &Value::Array(outputs), want)?;
             }
         }
         if let Some(want) = expect.get("resume_map") {
-            let got = serde_json::to_value(side.machine.state().resume_map())
+            let got = serde_json::to_value(side.machine.r().state().resume_map())
                 .map_err(|e| e.to_string())?;
             same(i, "resume_map", &got, want)?;
+        }
+        if let Some(want) = expect.get("rows") {
+            let hub = side
+                .machine
+                .hub()
+                .ok_or(format!("step {i}: rows on a runner"))?;
+            same(i, "rows", &rows_json(&hub.rows()), want)?;
+        }
+        if let Some(want) = expect.get("writes") {
+            let got = writes
+                .take()
+                .ok_or(format!("step {i}: writes expected without a writes input"))?;
+            same(i, "writes", &got, want)?;
+        }
+        if let Some(want) = expect.get("close") {
+            let code = input
+                .get("close_for")
+                .and_then(Value::as_str)
+                .ok_or(format!("step {i}: close without close_for"))?;
+            let (c, r) = close_for(code);
+            same(i, "close", &json!([c, r]), want)?;
         }
         if let Some(want) = expect.get("outbox_frames") {
             same(
                 i,
                 "outbox_frames",
-                &json!(side.machine.state().outbox_frames()),
+                &json!(side.machine.r().state().outbox_frames()),
                 want,
             )?;
         }
     }
     Ok(())
+}
+
+/// A store's rows as JSON: `{"tasks": [...], "inbound": [...], "commands": [...]}`.
+pub fn rows_json(rows: &RunnerRows) -> Value {
+    json!({
+        "tasks": rows.tasks.iter().map(|t| json!({
+            "task_id": t.task_id, "next_seq": t.next_seq,
+            "assigned_attempt": t.assigned_attempt, "forgotten": t.forgotten,
+        })).collect::<Vec<_>>(),
+        "inbound": rows.inbound.iter().map(|r| json!({
+            "task_id": r.task_id, "attempt": r.attempt, "through": r.through,
+        })).collect::<Vec<_>>(),
+        "commands": rows.commands.iter().map(|c| json!({
+            "task_id": c.task_id, "seq": c.seq, "frame": c.frame,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Rows from their JSON form (every table optional).
+fn rows_of(v: &Value) -> Result<RunnerRows, String> {
+    let list = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let s = |o: &Value, k: &str| {
+        o.get(k)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or(format!("rows: {k} must be a string"))
+    };
+    let n = |o: &Value, k: &str| {
+        o.get(k)
+            .and_then(Value::as_u64)
+            .ok_or(format!("rows: {k} must be an integer"))
+    };
+    let mut rows = RunnerRows::default();
+    for t in list("tasks") {
+        rows.tasks.push(TaskRow {
+            task_id: s(&t, "task_id")?,
+            next_seq: n(&t, "next_seq")?,
+            assigned_attempt: n(&t, "assigned_attempt")?,
+            forgotten: t
+                .get("forgotten")
+                .and_then(Value::as_bool)
+                .ok_or("rows: forgotten must be a boolean")?,
+        });
+    }
+    for r in list("inbound") {
+        rows.inbound.push(InboundRow {
+            task_id: s(&r, "task_id")?,
+            attempt: n(&r, "attempt")?,
+            through: n(&r, "through")?,
+        });
+    }
+    for c in list("commands") {
+        rows.commands.push(CommandRow {
+            task_id: s(&c, "task_id")?,
+            seq: n(&c, "seq")?,
+            frame: s(&c, "frame")?,
+        });
+    }
+    Ok(rows)
+}
+
+/// One write as JSON: `{"op", ...its columns}`.
+fn write_json(w: &RowWrite) -> Value {
+    match w {
+        RowWrite::PutTask(t) => json!({
+            "op": w.op(), "task_id": t.task_id, "next_seq": t.next_seq,
+            "assigned_attempt": t.assigned_attempt, "forgotten": t.forgotten,
+        }),
+        RowWrite::PutCommand(c) => {
+            json!({"op": w.op(), "task_id": c.task_id, "seq": c.seq, "frame": c.frame})
+        }
+        RowWrite::DeleteCommands { task_id, through } => {
+            json!({"op": w.op(), "task_id": task_id, "through": through})
+        }
+        RowWrite::DeleteTask { task_id } => json!({"op": w.op(), "task_id": task_id}),
+    }
 }
