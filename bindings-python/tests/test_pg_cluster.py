@@ -25,7 +25,7 @@ uncommitted frame: the runner drops a frame once acknowledged, so such a frame, 
 its hub, would be a gap (or a missing report), which the oracle refuses. At the end every
 command was acknowledged and pruned (no ``srp_commands`` row).
 
-Knobs: ``STAPEL_PG_SCHEDULES`` (default 40), ``STAPEL_PG_SEED`` (default 1),
+Knobs: ``STAPEL_PG_SCHEDULES`` (default 100), ``STAPEL_PG_SEED`` (default 1),
 ``STAPEL_PG_SOAK=N`` (N schedules instead, for a longer run). The runner binary is
 ``$STAPEL_RUNNER_BIN``, else ``cargo build --locked -p stapel-runner`` (debug, honouring
 ``CARGO_TARGET_DIR``) builds it.
@@ -379,7 +379,7 @@ class ClusterRun:
 
 def _schedules() -> Tuple[int, int]:
     soak = os.environ.get("STAPEL_PG_SOAK")
-    count = int(soak) if soak else int(os.environ.get("STAPEL_PG_SCHEDULES", "40"))
+    count = int(soak) if soak else int(os.environ.get("STAPEL_PG_SCHEDULES", "100"))
     return int(os.environ.get("STAPEL_PG_SEED", "1")), count
 
 
@@ -406,6 +406,7 @@ def test_hub_cluster_seeded_schedules(pg_cluster: PgCluster, tmp_path: Path) -> 
             fenced = sum(len(h.fenced()) for h in run.all_hubs)
             faults["fenced_refusals"] = fenced
             faults["connections"] = sum(run.proxy.connections.values())
+            print("\n".join(l for l in run.log if "fenced" in l))
         except BaseException:
             print("\n".join(run.log[-30:]), file=sys.stderr)
             raise

@@ -19,6 +19,7 @@ from pgcluster import PgCluster, pg_cluster  # noqa: E402,F401  (the fixture)
 import psycopg  # noqa: E402  (the [postgres] extra; scripts/test installs it)
 
 from stapel_runner_protocol import pgstore  # noqa: E402
+from stapel_runner_protocol.errors import FencedError, StoreError  # noqa: E402
 from stapel_runner_protocol.pgstore import (  # noqa: E402
     Fenced,
     Ownership,
@@ -113,7 +114,7 @@ def test_migrate_concurrently(pg_cluster: PgCluster) -> None:
 def test_newer_schema_is_refused(dsn: str) -> None:
     sql(dsn, "INSERT INTO srp_schema_version (version, description) VALUES (999, 'future')")
     with pgstore.connect(dsn) as c:
-        with pytest.raises(pgstore.StoreError) as e:
+        with pytest.raises(StoreError) as e:
             pgstore.migrate(c)
     assert e.value.code == "schema_too_new"
 
@@ -139,6 +140,7 @@ def test_takeover_raises_the_epoch_and_fences_the_old_owner(dsn: str) -> None:
                                   {"op": "put_command", "task_id": "T2", "seq": 1,
                                    "frame": "{}"}])
         assert e.value.code == "fenced"
+        assert isinstance(e.value, FencedError) and isinstance(e.value, StoreError)
         assert (e.value.current_owner, e.value.current_epoch, e.value.epoch) == ("hub-1", 2, 1)
         assert not e.value.expired
         with pytest.raises(Fenced):
@@ -343,7 +345,7 @@ def test_server_crash_is_store_unavailable_then_recovers(pg_cluster: PgCluster, 
         pg_cluster.restart_immediate()
         with pytest.raises(StoreUnavailable) as e:
             await a.apply(own, [Frame("T", 1, 2)], _effect)
-        assert e.value.code == "store_unavailable"
+        assert e.value.code == "store_unavailable" and isinstance(e.value, StoreError)
         # The broken connection was dropped; the next transaction reconnects.
         new = await a.apply(own, [Frame("T", 1, 2)], _effect)
         assert [m.seq for m in new] == [2]

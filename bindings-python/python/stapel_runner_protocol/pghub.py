@@ -168,7 +168,8 @@ class StoreHub(HubServer):
         nested = dict(cfg.get("session") or {})
         nested.update(session)
         cfg["session"] = nested
-        self._link_cfg = link_config(cfg)
+        link_config(cfg)  # refuse a bad configuration now
+        self._link_cfg = cfg
         self.store = store
         self.effect = effect
         self.claim = claim

@@ -1,5 +1,10 @@
 """Hub state in PostgreSQL (extra ``postgres``: psycopg ≥ 3.2).
 
+Errors are the core's store errors (:mod:`.errors`): :class:`StoreError` (codes
+``store_unavailable``, ``store_limit``; ``schema_too_new`` from :func:`migrate`) and
+:class:`FencedError` (``fenced``), raised here as :class:`StoreUnavailable`,
+:class:`StoreLimitError` and :class:`Fenced` with the details.
+
 What a hub keeps per runner is the core's decision (``HubLink.rows()``, ``RowTracker``):
 its command streams (``tasks``), the runner's progress streams applied so far
 (``inbound``), the unacknowledged commands (``commands``, exact frame text), and the
@@ -43,13 +48,14 @@ from typing import (
     Tuple,
 )
 
-from .errors import RunnerProtocolError
+from .errors import FencedError, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
 
 __all__ = [
-    "StoreError", "Fenced", "StoreUnavailable", "StoreLimitError", "Ownership", "PgStore",
+    "StoreError", "FencedError", "Fenced", "StoreUnavailable", "StoreLimitError", "Ownership",
+    "PgStore",
     "migrate", "schema_version", "MIGRATIONS", "SCHEMA_VERSION", "STORE_TABLES",
     "DEFAULT_LEASE_MS", "DEFAULT_MAX_COMMANDS", "DEFAULT_MAX_TASKS", "Rows", "Effect",
 ]
@@ -75,13 +81,7 @@ Rows = Dict[str, List[Dict[str, Any]]]
 Effect = Callable[["psycopg.AsyncCursor[Any]", List[Any]], Awaitable[None]]
 
 
-class StoreError(RunnerProtocolError):
-    """A store failure with a stable ``code`` (the core's store error codes):
-    ``fenced``, ``store_unavailable``, ``store_limit``; ``schema_too_new`` from
-    :func:`migrate`."""
-
-
-class Fenced(StoreError):
+class Fenced(FencedError):
     """This hub no longer owns the runner (a newer epoch, another owner, or its lease
     expired): the database refused the transaction and it was rolled back. Close that
     runner's socket. ``current_owner``/``current_epoch``: the lease row as the refusing
