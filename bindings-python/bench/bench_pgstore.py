@@ -131,11 +131,11 @@ async def failover(pg: PgCluster, tmp: Path, kills: int) -> Dict[str, Any]:
 
     dsn = pg.new_database("bench_fo")
     (tmp / "fo").mkdir()
-    run = ClusterRun(pg, dsn, tmp / "fo", runner_binary(), 1, n_hubs=2)
+    run = ClusterRun(pg, dsn, tmp / "fo", runner_binary(), 1, n_hubs=2, delay_ms=10)
     await run.start()
     from stapel_runner_protocol.pghub_cli import enqueue
 
-    await asyncio.to_thread(enqueue, dsn, [f"F-{i}" for i in range(kills * 4 + 8)])
+    await asyncio.to_thread(enqueue, dsn, [f"F-{i}" for i in range(kills * 40 + 40)])
     times: List[float] = []
     try:
         for _ in range(kills):
@@ -158,6 +158,16 @@ async def failover(pg: PgCluster, tmp: Path, kills: int) -> Dict[str, Any]:
                     break
                 assert time.monotonic() < deadline, "no progress after the kill"
                 await asyncio.sleep(0.02)
+        # At rest: drop what is still queued, let the running tasks report, and wait
+        # until every command was acknowledged.
+        await run.query("DELETE FROM srp_hub_queue WHERE state = 'queued' RETURNING 1")
+
+        async def quiet() -> bool:
+            rows = await run.query("SELECT (SELECT count(*) FROM srp_hub_queue WHERE state = "
+                                   "'assigned') + (SELECT count(*) FROM srp_commands)")
+            return int(rows[0][0]) == 0
+        await run.wait_for("rest", quiet, timeout=120)
+        await asyncio.sleep(1.0)
     finally:
         await run.stop()
     times.sort()

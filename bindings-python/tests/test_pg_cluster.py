@@ -164,7 +164,8 @@ class ClusterRun:
     """The processes of one test run."""
 
     def __init__(self, pg: PgCluster, dsn: str, tmp: Path, runner_bin: Path, seed: int,
-                 n_hubs: int) -> None:
+                 n_hubs: int, delay_ms: int = 3) -> None:
+        self.delay_ms = delay_ms
         self.pg, self.dsn, self.tmp, self.runner_bin = pg, dsn, tmp, runner_bin
         self.rng = random.Random(seed)
         self.n_hubs = n_hubs
@@ -201,7 +202,7 @@ class ClusterRun:
         self.runner = await asyncio.create_subprocess_exec(
             str(self.runner_bin), "connect", "--url", f"ws://127.0.0.1:{self.proxy.port}/",
             "--token-file", str(self.token), "--state-dir", str(state),
-            "--max-tasks", str(CAPACITY), "--script", "happy-path", "--delay-ms", "3",
+            "--max-tasks", str(CAPACITY), "--script", "happy-path", "--delay-ms", str(self.delay_ms),
             "--backoff-initial-ms", "20", "--backoff-max-ms", "300", "--no-pid-namespace",
             "--session-config", json.dumps({"ping_interval_ms": 300, "peer_timeout_ms": 1200}),
             stdout=open(self.tmp / "runner.out", "wb"), stderr=open(self.tmp / "runner.err", "wb"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, List, Tuple, TypeVar
@@ -194,6 +195,32 @@ def test_takeover_waits_for_the_old_owners_transaction(dsn: str) -> None:
         assert own_b.epoch == 2
         assert [t["task_id"] for t in rows["tasks"]] == ["T9"]
     with_stores(dsn, 2, body)
+
+
+def test_takeover_ends_a_stalled_owner_transaction(dsn: str) -> None:
+    """A hub stopped inside a transaction holds the lease row lock (a raw session with
+    no idle timeout stands for one stalled mid-pipeline, where no server timeout
+    applies): the takeover ends it after a lease and goes on; it committed nothing."""
+    stalled = psycopg.connect(dsn, autocommit=True, application_name="srp-hub/stalled")
+
+    async def body(a: PgStore, b: PgStore) -> None:
+        own, _, _ = await a.take_ownership("R")
+        stalled.execute("BEGIN")
+        stalled.execute("SELECT 1 FROM srp_leases WHERE runner_id = 'R' FOR SHARE")
+        stalled.execute("INSERT INTO srp_tasks VALUES ('R', 'ghost', 1, 1, false)")
+        t0 = time.monotonic()
+        own_b, rows, _ = await b.take_ownership("R")
+        assert own_b.epoch == own.epoch + 1
+        assert time.monotonic() - t0 < 3
+        assert b.stats["reaped"] == 1
+        assert rows["tasks"] == []
+    try:
+        with_stores(dsn, 2, body, lease_ms=300)
+        with pytest.raises(psycopg.OperationalError):
+            stalled.execute("COMMIT")
+    finally:
+        stalled.close()
+    assert sql(dsn, "SELECT count(*) FROM srp_tasks") == [(0,)]
 
 
 def test_expired_lease_is_fenced_and_not_renewed(dsn: str) -> None:

@@ -77,28 +77,44 @@ def _core() -> Tuple[Any, Any]:
 
 
 class _GatedPump(_Pump):
-    """The transport's pump, except that a step's outputs are performed only once the
-    rows that step changed are committed (``RowTracker.writes`` empty), and never while
-    a transaction of this runner is open."""
+    """The transport's pump, except that outputs the outside can see (frames, closes,
+    aborts, pauses) are performed only once the rows the link changed are committed
+    (``RowTracker.writes`` empty), and never while a transaction of this runner is open.
+    A step whose outputs are only application events performs them at once, without
+    asking the tracker (its rows are committed before the next visible output)."""
 
     held: "_Held"
 
-    def perform(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pending: List[Tuple[str, Any]] = []
+
+    def perform(self, checked: bool = False) -> None:
         h = self.held
         if h.dropped:
             return
+        self.pending.extend(self.link.drain_outputs())  # type: ignore[arg-type]
         if h.busy:
             h.deferred = True
+            self._rearm()
             return
-        if h.tracker.writes(self.link):
+        if (not checked and any(kind != "event" for kind, _ in self.pending)
+                and h.tracker.writes(self.link)):
             # Commit first (the flush computes the writes again under the runner's lock:
             # the tracker's list is always everything not yet held).
             h.deferred = True
             h.busy = True
             h.spawn(h.hub._flush(h))
+            self._rearm()
             return
+        outputs, self.pending = self.pending, []
         h.deferred = False
-        super().perform()
+        self.perform_outputs(outputs)
+
+    def _rearm(self) -> None:
+        deadline = self.link.poll_timeout()
+        if deadline != self.timer_at:
+            self.arm(deadline)
 
 
 class _Connection(HubConnection):
@@ -277,6 +293,9 @@ class StoreHub(HubServer):
             event.update(current_owner=exc.current_owner, current_epoch=exc.current_epoch,
                          expired=exc.expired)
         self.on_event({"fenced" if code == "fenced" else "dropped": event})
+        if code in ("store_unavailable", "lease_expired") and h.own not in self._lapsed:
+            # Did another hub take the runner meanwhile? The next renewal tells.
+            self._lapsed.append(h.own)
         pump = h.pump
         pump.dead = exc if exc is not None else StoreError(code, code=code)
         if pump.timer is not None:
@@ -319,7 +338,7 @@ class StoreHub(HubServer):
                 return
             h.busy = False
             if not h.dropped:
-                h.pump.perform()
+                h.pump.perform(checked=True)  # the loop just found nothing to write
 
     def _release(self, h: _Held) -> None:
         """A transaction of ``h`` ended: perform what waited (or commit it first)."""
@@ -483,7 +502,6 @@ class StoreHub(HubServer):
                                          "runners": sorted(self.held)}})
         for h in list(self.held.values()):
             h.expiring = True
-            self._lapsed.append(h.own)
             h.spawn(self._drop(h, "lease_expired", None))
 
     async def _renew(self) -> None:

@@ -67,8 +67,9 @@ _MISSING_PSYCOPG = ('psycopg >= 3.2 is not installed; install it with: '
 DEFAULT_LEASE_MS = 10_000
 #: Unacknowledged commands kept per runner before a write is refused.
 DEFAULT_MAX_COMMANDS = 4096
-#: Task rows (live and forgotten) kept per runner before a write is refused.
-DEFAULT_MAX_TASKS = 4096
+#: Task rows (live and forgotten) kept per runner before a write is refused: above the
+#: core's default max_tombstones (10,000) plus live tasks.
+DEFAULT_MAX_TASKS = 20_000
 
 #: The store's own tables (the hub CLI's application tables are ``srp_hub_*``).
 STORE_TABLES = ("srp_leases", "srp_tasks", "srp_inbound", "srp_commands")
@@ -329,7 +330,7 @@ class PgStore:
         self._psycopg = _psycopg()
         #: Counters: transactions committed, refused by fencing, failed.
         self.stats: Dict[str, int] = {"committed": 0, "fenced": 0, "unavailable": 0,
-                                      "applied": 0, "duplicates": 0}
+                                      "applied": 0, "duplicates": 0, "reaped": 0}
 
     # connections ----------------------------------------------------------------------
 
@@ -367,12 +368,14 @@ class PgStore:
 
     async def _connect(self) -> Any:
         try:
-            # A hub stalled inside a transaction (SIGSTOP, a long GC pause) would hold
-            # its lease row lock and block a takeover: the server ends such a session
-            # after a lease's time, rolling it back.
+            # A hub stalled inside a transaction (SIGSTOP, a long pause) would hold its
+            # lease row lock and block a takeover: the server ends such a session after a
+            # lease's time when it is idle in the transaction (take_ownership reaps the
+            # other cases).
             return await self._psycopg.AsyncConnection.connect(
                 self.dsn, autocommit=True,
                 connect_timeout=max(1, int(self.connect_timeout_s)),
+                application_name=f"srp-hub/{self.hub_id}"[:63],
                 options=f"-c idle_in_transaction_session_timeout={self.lease_ms}")
         except self._psycopg.OperationalError as exc:
             self.stats["unavailable"] += 1
@@ -386,6 +389,8 @@ class PgStore:
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
                 yield conn
+            except self._psycopg.errors.LockNotAvailable:
+                raise  # a lock_timeout of ours, not a failure of the store
             except self._psycopg.OperationalError as exc:
                 self.stats["unavailable"] += 1
                 raise StoreUnavailable(f"the store connection failed: {exc}") from exc
@@ -439,18 +444,50 @@ class PgStore:
         lease`` (the row is created at epoch 1), then its rows — one transaction, which
         waits for a previous owner's transaction in flight. Returns the ownership, the
         rows (the core rebuilds the runner's link from them) and the local monotonic ms
-        at which the transaction began (the lease's ``started_at``)."""
-        started = _now_ms()
+        at which the transaction began.
+
+        A previous owner stalled *inside* a transaction (stopped, or paused longer than
+        a lease) would hold the lease row's lock for ever — in the middle of a pipeline
+        no server timeout ends it. So the takeover waits at most half a lease for the
+        lock; then it ends every hub session (``application_name`` ``srp-hub/…``) whose
+        transaction has been open longer than a lease (:meth:`reap_stalled`: rolled
+        back, nothing of it committed, so nothing it confirmed) and tries again."""
+        pg = self._psycopg
+        deadline = time.monotonic() + max(5.0, 4 * self.lease_ms / 1000)
+        while True:
+            started = _now_ms()
+            try:
+                async with self._connection() as conn:
+                    async with conn.transaction():
+                        async with conn.cursor() as cur:
+                            await cur.execute(f"SET LOCAL lock_timeout = {max(1, self.lease_ms // 2)}")
+                            await cur.execute(_TAKE, (runner_id, self.hub_id, self.lease_ms))
+                            row = await cur.fetchone()
+                            assert row is not None
+                            own = Ownership(runner_id, self.hub_id, int(row[0]))
+                            rows = await self._rows(cur, runner_id)
+            except pg.errors.LockNotAvailable:
+                if time.monotonic() > deadline:
+                    raise StoreUnavailable(f"runner {runner_id!r}: its lease row stayed locked "
+                                           "by another transaction")
+                await self.reap_stalled()
+                continue
+            self.stats["committed"] += 1
+            return own, rows, started
+
+    async def reap_stalled(self) -> int:
+        """End every hub session (any hub's) whose transaction has been open longer than
+        a lease; returns how many. Their transactions roll back."""
         async with self._connection() as conn:
-            async with conn.transaction():
-                async with conn.cursor() as cur:
-                    await cur.execute(_TAKE, (runner_id, self.hub_id, self.lease_ms))
-                    row = await cur.fetchone()
-                    assert row is not None
-                    own = Ownership(runner_id, self.hub_id, int(row[0]))
-                    rows = await self._rows(cur, runner_id)
-        self.stats["committed"] += 1
-        return own, rows, started
+            cur = await conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name LIKE 'srp-hub/%%' "
+                "AND pid <> pg_backend_pid() AND xact_start < now() - %s * interval '1 millisecond'",
+                (self.lease_ms,))
+            row = await cur.fetchone()
+        n = int(row[0]) if row else 0
+        self.stats["reaped"] += n
+        return n
 
     async def _rows(self, cur: Any, runner_id: str) -> Rows:
         await cur.execute("SELECT task_id, next_seq, assigned_attempt, forgotten FROM srp_tasks "
