@@ -502,13 +502,16 @@ class StoreHub(HubServer):
                                          "runners": sorted(self.held)}})
         for h in list(self.held.values()):
             h.expiring = True
+            if h.own not in self._lapsed:
+                self._lapsed.append(h.own)
             h.spawn(self._drop(h, "lease_expired", None))
 
     async def _renew(self) -> None:
         held = [h for h in self.held.values() if not h.dropped]
         lapsed, self._lapsed = self._lapsed, []
         try:
-            started, refused = await self.store.renew([h.own for h in held] + lapsed)
+            owned = list(dict.fromkeys([h.own for h in held] + lapsed))
+            started, refused = await self.store.renew(owned)
         except StoreUnavailable as exc:
             self._lapsed.extend(lapsed)
             self.on_event({"renew_failed": {"hub_id": self.store.hub_id, "detail": str(exc)}})
