@@ -6,7 +6,14 @@ file, and prints every progress frame and report as one JSON line on stdout. Eve
 the protocol decides (hello and resume, replay, duplicate suppression, acknowledgements,
 keepalive) is the Rust core's ``HubSession`` behind :class:`~.transport_ws.HubServer`.
 
-Two terminals::
+The subcommands ``serve``, ``enqueue`` and ``status`` run a hub cluster over PostgreSQL
+(extra ``postgres``; see :mod:`.pghub_cli`)::
+
+    python -m stapel_runner_protocol.hub serve --store DSN --hub-id ID --port P --token-file F
+    python -m stapel_runner_protocol.hub enqueue --store DSN TASK_ID...
+    python -m stapel_runner_protocol.hub status --store DSN
+
+Without a subcommand, the single-process reference hub below. Two terminals::
 
     python -m stapel_runner_protocol.hub --port 8765 --token-file token --assign T-1
     stapel-runner connect --url ws://127.0.0.1:8765/ --token-file token --state-dir st
@@ -122,6 +129,15 @@ def _read_tasks(path: str, backend: str) -> List[TaskAssign]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("serve", "enqueue", "status"):
+        from . import pghub_cli
+
+        return pghub_cli.main(args)
+    return _main_flags(args)
+
+
+def _main_flags(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m stapel_runner_protocol.hub",
                                 description="A reference hub: assigns tasks to one runner and prints what it reports.")
     p.add_argument("--host", default="127.0.0.1")

@@ -378,7 +378,10 @@ class _Pump:
 
     def perform(self) -> None:
         """Perform every queued output of the link, in order, then arm the timer."""
-        outputs: List[Tuple[str, Any]] = self.link.drain_outputs()  # type: ignore[assignment]
+        self.perform_outputs(self.link.drain_outputs())  # type: ignore[arg-type]
+
+    def perform_outputs(self, outputs: List[Tuple[str, Any]]) -> None:
+        """Perform ``outputs`` (drained from the link), in order, then arm the timer."""
         events = self.events
         for kind, value in outputs:
             if kind == "event":
