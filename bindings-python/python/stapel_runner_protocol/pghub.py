@@ -563,19 +563,24 @@ class StoreHub(HubServer):
     def serve(self, host: Optional[str] = None, port: Optional[int] = None,
               **serve_kwargs: Any) -> Any:
         """:meth:`HubServer.serve`, with the lease started first and stopped last."""
-        inner = super().serve(host, port, **serve_kwargs)
-        hub = self
+        return _LeasedServing(self, super().serve(host, port, **serve_kwargs))
 
-        class _Serving:
-            async def __aenter__(self) -> Any:
-                await hub.start()
-                return await inner.__aenter__()
 
-            async def __aexit__(self, *exc: Any) -> Any:
-                await hub.stop()
-                return await inner.__aexit__(*exc)
+class _LeasedServing:
+    """The async context of :meth:`StoreHub.serve`: the hub's lease starts before the
+    server does and stops after it."""
 
-        return _Serving()
+    def __init__(self, hub: StoreHub, inner: Any) -> None:
+        self._hub = hub
+        self._inner = inner
+
+    async def __aenter__(self) -> Any:
+        await self._hub.start()
+        return await self._inner.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        await self._hub.stop()
+        return await self._inner.__aexit__(*exc)
 
 
 async def _close(ws: Any, code: int, reason: str) -> None:
