@@ -44,13 +44,15 @@ def test_readme_store_example(pg_cluster: PgCluster) -> None:
     exec(compile(code, "README.md", "exec"), ns)
     dsn = pg_cluster.new_database("readme")
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE TABLE my_progress (runner_id text, task_id text, attempt bigint, "
-                  "seq bigint, body jsonb, UNIQUE (runner_id, task_id, attempt, seq))")
+        # ``n``: the order the effect inserted in (the README's INSERT names its columns).
+        c.execute("CREATE TABLE my_progress (n bigserial, runner_id text, task_id text, "
+                  "attempt bigint, seq bigint, body jsonb, "
+                  "UNIQUE (runner_id, task_id, attempt, seq))")
     port = free_port()
 
     def applied() -> List[int]:
         with psycopg.connect(dsn, autocommit=True) as c:
-            return [s for (s,) in c.execute("SELECT seq FROM my_progress ORDER BY seq")]
+            return [s for (s,) in c.execute("SELECT seq FROM my_progress ORDER BY n")]
 
     async def main() -> None:
         client = RunnerClient(f"ws://127.0.0.1:{port}/", hello=Hello(project_id="p",

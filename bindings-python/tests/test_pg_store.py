@@ -166,7 +166,13 @@ def test_epoch_never_goes_down(dsn: str) -> None:
     with_stores(dsn, 1, body)
     with pytest.raises(psycopg.errors.RaiseException, match="only grows"):
         sql(dsn, "UPDATE srp_leases SET epoch = 1 WHERE runner_id = 'R'")
-    assert sql(dsn, "SELECT epoch FROM srp_leases") == [(2,)]
+    # Another owner at the same epoch, or a deleted row (a new one would restart at 1):
+    # both refused by the database.
+    with pytest.raises(psycopg.errors.RaiseException, match="needs a higher epoch"):
+        sql(dsn, "UPDATE srp_leases SET owner = 'hub-x' WHERE runner_id = 'R'")
+    with pytest.raises(psycopg.errors.RaiseException, match="never deleted"):
+        sql(dsn, "DELETE FROM srp_leases WHERE runner_id = 'R'")
+    assert sql(dsn, "SELECT owner, epoch FROM srp_leases") == [("hub-0", 2)]
 
 
 def test_takeover_waits_for_the_old_owners_transaction(dsn: str) -> None:

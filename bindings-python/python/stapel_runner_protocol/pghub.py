@@ -35,6 +35,7 @@ import time
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ._native import HubLink, TaskProgress, TaskReportMessage, link_config
+from .errors import ConfigError
 from .pgstore import Fenced, Ownership, PgStore, StoreError, StoreUnavailable
 from .transport_ws import HubConnection, HubServer, _abort_socket, _Pump, _closed_errors
 
@@ -93,6 +94,12 @@ class _GatedPump(_Pump):
         h = self.held
         if h.dropped:
             return
+        if not h.hub.covers(h):
+            # The runner's lease may have run out: nothing more goes out (no frame, no
+            # acknowledgement); the socket is dropped.
+            h.expiring = True
+            h.spawn(h.hub._drop(h, "lease_expired", None))
+            return
         self.pending.extend(self.link.drain_outputs())  # type: ignore[arg-type]
         if h.busy:
             h.deferred = True
@@ -148,6 +155,12 @@ class _Held:
         self.deferred = False
         self.dropped = False
         self.expiring = False
+        #: Local monotonic ms at which the takeover's transaction began (its lease row
+        #: expires no earlier than a lease after that, by the database's clock).
+        self.took_at = 0
+        #: A renewal that included this runner succeeded: from then on the hub's Lease
+        #: machine covers it.
+        self.renewed = False
         self.tasks: Set["asyncio.Task[Any]"] = set()
         self.claim_wanted = asyncio.Event()
         self.to_forget: Set[str] = set()
@@ -189,7 +202,14 @@ class StoreHub(HubServer):
         self.store = store
         self.effect = effect
         self.claim = claim
-        self.lease_config = {"lease_ms": store.lease_ms, **dict(lease or {})}
+        lease = dict(lease or {})
+        if lease.setdefault("lease_ms", store.lease_ms) != store.lease_ms:
+            raise ConfigError(f"lease_ms {lease['lease_ms']} differs from the store's "
+                              f"{store.lease_ms}: the rows' lease and the hub's self-fence "
+                              "must be the same time (set it on PgStore)", code="out_of_range")
+        _RowTracker, Lease = _core()
+        #: The core's Lease configuration, every key filled (the store's ``lease_ms``).
+        self.lease_config: Dict[str, int] = dict(Lease(lease).config)
         self.on_event = on_event or (lambda e: _log.info("store hub: %s", e))
         self.max_batch = max_batch
         self.claim_every_s = claim_every_s
@@ -199,6 +219,8 @@ class StoreHub(HubServer):
         self._lapsed: List[Ownership] = []
         self._lease_timer: Optional[asyncio.TimerHandle] = None
         self._renewing: Optional["asyncio.Task[None]"] = None
+        self._stopped = False
+        self._background: Set["asyncio.Task[Any]"] = set()
         #: Counters for operators and tests.
         self.counters: Dict[str, int] = {"owned": 0, "fenced": 0, "dropped": 0,
                                          "lease_expired": 0, "applied": 0, "batches": 0,
@@ -230,7 +252,7 @@ class StoreHub(HubServer):
             await _close(socket, *_close_for("lease_expired"))
             return
         try:
-            own, rows, _started = await self.store.take_ownership(runner_id)
+            own, rows, took_at = await self.store.take_ownership(runner_id)
         except StoreError as exc:
             self.on_event({"dropped": {"runner_id": runner_id, "code": exc.code,
                                        "detail": str(exc), "during": "take_ownership"}})
@@ -244,10 +266,17 @@ class StoreHub(HubServer):
             await _close(socket, *_close_for("store_unavailable"))
             return
         h = _Held(self, own, link, RowTracker(rows), socket)
+        h.took_at = took_at
         old = self.held.get(runner_id)
         self.held[runner_id] = h
         if old is not None:
             await self._drop(old, "replaced", None)
+        if not self.covers(h):  # the hub's lease lapsed while the takeover waited
+            await self._drop(h, "lease_expired", None, during="take_ownership")
+            return
+        # Until a renewal includes it, the runner's row is covered by its takeover only.
+        asyncio.get_running_loop().call_later(
+            max(0.0, (self._takeover_cover_ends(h) - _now_ms()) / 1000), self._check_cover, h)
         self.counters["owned"] += 1
         self.on_event({"owned": {"runner_id": runner_id, "epoch": own.epoch,
                                  "tasks": len(rows["tasks"]), "commands": len(rows["commands"]),
@@ -311,6 +340,11 @@ class StoreHub(HubServer):
         pump.nonempty.set()
 
     async def _fail(self, h: _Held, exc: BaseException, during: str) -> None:
+        if isinstance(exc, asyncio.CancelledError):
+            # The socket ended (or the hub stops) while a transaction of the runner was
+            # open: rolled back, nothing acknowledged; not an error.
+            await self._drop(h, "stopped", None, during)
+            return
         code = exc.code if isinstance(exc, StoreError) and exc.code else "store_unavailable"
         if not isinstance(exc, StoreError):
             _log.error("store hub: runner %s: %r", h.runner_id, exc, exc_info=exc)
@@ -390,9 +424,12 @@ class StoreHub(HubServer):
                 return
             self.counters["batches"] += 1
             self.counters["applied"] += len(messages)
-            if h.expiring or h.dropped or not self.lease_held():
+            if h.expiring or h.dropped or not self.covers(h):
+                # Self-fenced: committed, but nothing is acknowledged any more.
                 h.busy = False
-                return  # self-fenced: committed, but nothing is acknowledged any more
+                h.expiring = True
+                h.spawn(self._drop(h, "lease_expired", None, during="apply"))
+                return
             last: Dict[Tuple[str, int], int] = {}
             for m in messages:
                 last[(m.task_id, m.attempt)] = max(m.seq, last.get((m.task_id, m.attempt), 0))
@@ -466,6 +503,8 @@ class StoreHub(HubServer):
         """Feed the hub's one ``Lease`` machine (``tick``, ``renewed``, ``renew_failed``)
         and do what it says."""
         lease = self._lease
+        if self._stopped or lease is None:
+            return
         now = _now_ms()
         if kind == "renewed":
             lease.renewed(now, started_at)
@@ -490,7 +529,24 @@ class StoreHub(HubServer):
 
     def lease_held(self) -> bool:
         """``True`` while this hub may serve runners (its leases cannot have expired)."""
-        return self._lease is not None and bool(self._lease.is_held(_now_ms()))
+        return (not self._stopped and self._lease is not None
+                and bool(self._lease.is_held(_now_ms())))
+
+    def _takeover_cover_ends(self, h: _Held) -> int:
+        return h.took_at + self.lease_config["lease_ms"] - self.lease_config["margin_ms"]
+
+    def covers(self, h: _Held) -> bool:
+        """``True`` while ``h``'s lease row cannot have expired: the hub's lease is held
+        and either a renewal included the runner or its takeover is recent enough (a
+        runner taken while a renewal was in flight is not in that renewal)."""
+        return self.lease_held() and (h.renewed or _now_ms() < self._takeover_cover_ends(h))
+
+    def _check_cover(self, h: _Held) -> None:
+        if not h.dropped and not self.covers(h):
+            h.expiring = True
+            if h.own not in self._lapsed:
+                self._lapsed.append(h.own)
+            h.spawn(self._drop(h, "lease_expired", None))
 
     def _expiring(self) -> None:
         """Self-fence: the leases may expire soon and were not renewed — stop confirming
@@ -507,33 +563,60 @@ class StoreHub(HubServer):
             h.spawn(self._drop(h, "lease_expired", None))
 
     async def _renew(self) -> None:
+        """One renewal of every lease this hub holds. Whatever happens, the Lease machine
+        hears ``renewed`` or ``renew_failed`` (otherwise it would wait for ever), and it
+        hears it before the margin can run out: the statement is bounded in time."""
         held = [h for h in self.held.values() if not h.dropped]
         lapsed, self._lapsed = self._lapsed, []
+        budget_s = max(0.001, (self.lease_config["lease_ms"]
+                               - self.lease_config["margin_ms"]) / 2000)
         try:
             owned = list(dict.fromkeys([h.own for h in held] + lapsed))
-            started, refused = await self.store.renew(owned)
-        except StoreUnavailable as exc:
-            self._lapsed.extend(lapsed)
-            self.on_event({"renew_failed": {"hub_id": self.store.hub_id, "detail": str(exc)}})
+            started, refused = await asyncio.wait_for(self.store.renew(owned), budget_s)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # StoreUnavailable, a timeout, a bug: not renewed
+            self._lapsed.extend(o for o in lapsed if o not in self._lapsed)
+            if not isinstance(exc, (StoreError, asyncio.TimeoutError)):
+                _log.error("store hub: lease renewal failed: %r", exc, exc_info=exc)
+            self.on_event({"renew_failed": {"hub_id": self.store.hub_id,
+                                            "detail": str(exc) or type(exc).__name__}})
             self._lease_input("renew_failed")
             return
+        refused_set = set(refused)
+        for h in held:
+            if h.own not in refused_set:
+                h.renewed = True
+        self._lease_input("renewed", started)
+        if refused:
+            self.spawn_background(self._refused(held, refused))
+
+    async def _refused(self, held: List[_Held], refused: List[Ownership]) -> None:
+        """Close the runners a renewal found fenced, naming who holds them now."""
         by_runner = {h.own: h for h in held}
         for own in refused:
             h = by_runner.get(own)
+            if h is not None and not h.dropped:
+                h.expiring = True  # nothing more goes out while the owner is looked up
             exc2 = Fenced(f"lease renewal refused: runner {own.runner_id!r} at epoch "
                           f"{own.epoch} is no longer this hub's", runner_id=own.runner_id,
                           epoch=own.epoch)
             try:
                 row = await self.store.lease(own.runner_id)
-            except StoreError:
+            except Exception:
                 row = None
             if row is not None:
                 exc2.current_owner, exc2.current_epoch = row["owner"], row["epoch"]
             if h is not None and not h.dropped:
-                h.spawn(self._drop(h, "fenced", exc2, during="renew"))
+                await self._drop(h, "fenced", exc2, during="renew")
             else:
                 self._fenced_event(own, exc2, "renew")
-        self._lease_input("renewed", started)
+
+    def spawn_background(self, coro: Awaitable[Any]) -> None:
+        """Run ``coro`` as a task of the hub (kept until it ends)."""
+        t = asyncio.ensure_future(coro)
+        self._background.add(t)
+        t.add_done_callback(self._background.discard)
 
     def _fenced_event(self, own: Ownership, exc: Fenced, during: str) -> None:
         self.counters["fenced"] += 1
@@ -554,9 +637,15 @@ class StoreHub(HubServer):
 
     async def stop(self) -> None:
         """Stop renewing; close every runner socket (the leases run out)."""
+        self._stopped = True
         if self._lease_timer is not None:
             self._lease_timer.cancel()
             self._lease_timer = None
+        tasks = [t for t in [self._renewing, *self._background] if t is not None and not t.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
         for h in list(self.held.values()):
             await self._drop(h, "stopped", None)
 

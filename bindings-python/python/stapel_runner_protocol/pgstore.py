@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ from typing import (
 )
 
 from .errors import FencedError, StoreError
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
@@ -189,6 +192,25 @@ MIGRATIONS: Tuple[Tuple[int, str, Tuple[str, ...]], ...] = (
                hub_id    text NOT NULL,
                UNIQUE (task_id, attempt))""",
     )),
+    (3, "store: a lease row's owner changes only with a higher epoch; lease rows are never deleted", (
+        """CREATE OR REPLACE FUNCTION srp_epoch_grows() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN
+             IF TG_OP = 'DELETE' THEN
+               RAISE EXCEPTION 'srp_leases rows are never deleted (runner %): a new row would restart its epoch',
+                               OLD.runner_id;
+             END IF;
+             IF NEW.epoch < OLD.epoch THEN
+               RAISE EXCEPTION 'srp_leases.epoch only grows (% -> %)', OLD.epoch, NEW.epoch;
+             END IF;
+             IF NEW.owner IS DISTINCT FROM OLD.owner AND NEW.epoch <= OLD.epoch THEN
+               RAISE EXCEPTION 'srp_leases: a new owner (% -> %) needs a higher epoch',
+                               OLD.owner, NEW.owner;
+             END IF;
+             RETURN NEW;
+           END $$""",
+        """CREATE TRIGGER srp_leases_kept BEFORE DELETE ON srp_leases
+           FOR EACH ROW EXECUTE FUNCTION srp_epoch_grows()""",
+    )),
 )
 
 #: The newest schema version this package knows.
@@ -327,6 +349,7 @@ class PgStore:
         self._slots: Optional[asyncio.Semaphore] = None
         self._lease_conn: Any = None
         self._lease_lock: Optional[asyncio.Lock] = None
+        self._closed = False
         self._psycopg = _psycopg()
         #: Counters: transactions committed, refused by fencing, failed.
         self.stats: Dict[str, int] = {"committed": 0, "fenced": 0, "unavailable": 0,
@@ -350,6 +373,9 @@ class PgStore:
         return self
 
     async def close(self) -> None:
+        """Close every connection, and each one in use as soon as it is returned; later
+        transactions and renewals raise :class:`StoreUnavailable`."""
+        self._closed = True
         conns, self._idle = self._idle, []
         if self._lease_conn is not None:
             conns.append(self._lease_conn)
@@ -366,7 +392,16 @@ class PgStore:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _connect(self) -> Any:
+    async def _connect(self, *, lease: bool = False) -> Any:
+        if self._closed:
+            raise StoreUnavailable("the store was closed")
+        options = f"-c idle_in_transaction_session_timeout={self.lease_ms}"
+        if lease:
+            # A renewal never waits long behind a row lock (its own hub's write
+            # transactions hold FOR SHARE locks on the lease rows) nor on a dead network:
+            # it fails, and the Lease machine retries it before the margin runs out.
+            options += (f" -c lock_timeout={max(1, self.lease_ms // 10)}"
+                        f" -c statement_timeout={max(1, self.lease_ms // 4)}")
         try:
             # A hub stalled inside a transaction (SIGSTOP, a long pause) would hold its
             # lease row lock and block a takeover: the server ends such a session after a
@@ -376,7 +411,8 @@ class PgStore:
                 self.dsn, autocommit=True,
                 connect_timeout=max(1, int(self.connect_timeout_s)),
                 application_name=f"srp-hub/{self.hub_id}"[:63],
-                options=f"-c idle_in_transaction_session_timeout={self.lease_ms}")
+                options=options, keepalives=1, keepalives_idle=5, keepalives_interval=2,
+                keepalives_count=3)
         except self._psycopg.OperationalError as exc:
             self.stats["unavailable"] += 1
             raise StoreUnavailable(f"cannot connect to the store: {exc}") from exc
@@ -396,7 +432,8 @@ class PgStore:
                 raise StoreUnavailable(f"the store connection failed: {exc}") from exc
             finally:
                 idle = self._psycopg.pq.TransactionStatus.IDLE
-                if conn.closed or conn.broken or conn.info.transaction_status != idle:
+                if (self._closed or conn.closed or conn.broken
+                        or conn.info.transaction_status != idle):
                     try:
                         await conn.close()
                     except Exception:
@@ -448,43 +485,63 @@ class PgStore:
 
         A previous owner stalled *inside* a transaction (stopped, or paused longer than
         a lease) would hold the lease row's lock for ever — in the middle of a pipeline
-        no server timeout ends it. So the takeover waits at most half a lease for the
-        lock; then it ends every hub session (``application_name`` ``srp-hub/…``) whose
-        transaction has been open longer than a lease (:meth:`reap_stalled`: rolled
-        back, nothing of it committed, so nothing it confirmed) and tries again."""
-        pg = self._psycopg
-        deadline = time.monotonic() + max(5.0, 4 * self.lease_ms / 1000)
-        while True:
-            started = _now_ms()
-            try:
-                async with self._connection() as conn:
-                    async with conn.transaction():
-                        async with conn.cursor() as cur:
-                            await cur.execute(f"SET LOCAL lock_timeout = {max(1, self.lease_ms // 2)}")
-                            await cur.execute(_TAKE, (runner_id, self.hub_id, self.lease_ms))
-                            row = await cur.fetchone()
-                            assert row is not None
-                            own = Ownership(runner_id, self.hub_id, int(row[0]))
-                            rows = await self._rows(cur, runner_id)
-            except pg.errors.LockNotAvailable:
-                if time.monotonic() > deadline:
-                    raise StoreUnavailable(f"runner {runner_id!r}: its lease row stayed locked "
-                                           "by another transaction")
-                await self.reap_stalled()
-                continue
-            self.stats["committed"] += 1
-            return own, rows, started
-
-    async def reap_stalled(self) -> int:
-        """End every hub session (any hub's) whose transaction has been open longer than
-        a lease; returns how many. Their transactions roll back."""
+        no server timeout ends it. So while the takeover waits, every half lease it ends
+        the hub sessions (``application_name`` ``srp-hub/…``) that block *this* takeover
+        (``pg_blocking_pids``) and whose transaction has been open longer than a lease
+        (:meth:`reap_stalled`: rolled back, nothing of it committed, so nothing it
+        confirmed). A blocker younger than a lease is waited for. After four leases
+        without the lock: :class:`StoreUnavailable`."""
         async with self._connection() as conn:
+            reaper = asyncio.ensure_future(self._reap_blockers_of(conn.info.backend_pid))
+            try:
+                started = _now_ms()
+                async with conn.transaction():
+                    async with conn.cursor() as cur:
+                        await cur.execute(
+                            f"SET LOCAL lock_timeout = {max(1, 4 * self.lease_ms)}")
+                        try:
+                            await cur.execute(_TAKE, (runner_id, self.hub_id, self.lease_ms))
+                        except self._psycopg.errors.LockNotAvailable as exc:
+                            raise StoreUnavailable(
+                                f"runner {runner_id!r}: its lease row stayed locked by "
+                                "another transaction") from exc
+                        row = await cur.fetchone()
+                        assert row is not None
+                        own = Ownership(runner_id, self.hub_id, int(row[0]))
+                        rows = await self._rows(cur, runner_id)
+            finally:
+                reaper.cancel()
+                await asyncio.gather(reaper, return_exceptions=True)
+        self.stats["committed"] += 1
+        return own, rows, started
+
+    async def _reap_blockers_of(self, pid: int) -> None:
+        """While the session ``pid`` waits, every half lease: end its stalled blockers."""
+        while True:
+            await asyncio.sleep(max(0.001, self.lease_ms / 2000))
+            try:
+                await self.reap_stalled(pid)
+            except (StoreError, self._psycopg.Error) as exc:
+                _log.warning("pgstore: reaping the blockers of a takeover failed: %s", exc)
+
+    async def reap_stalled(self, waiter: int) -> int:
+        """End the hub sessions (any hub's) that block the session ``waiter`` and whose
+        transaction has been open longer than a lease; returns how many. Their
+        transactions roll back. Its own connection, outside the pool (the pool may be
+        full of waiting takeovers)."""
+        conn = await self._connect()
+        try:
             cur = await conn.execute(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND application_name LIKE 'srp-hub/%%' "
-                "AND pid <> pg_backend_pid() AND xact_start < now() - %s * interval '1 millisecond'",
-                (self.lease_ms,))
+                "SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_activity a "
+                "WHERE a.pid = ANY (pg_blocking_pids(%s)) "
+                "AND a.datname = current_database() AND a.application_name LIKE 'srp-hub/%%' "
+                "AND a.xact_start < now() - %s * interval '1 millisecond'",
+                (waiter, self.lease_ms))
             row = await cur.fetchone()
+        except self._psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"cannot reap stalled sessions: {exc}") from exc
+        finally:
+            await conn.close()
         n = int(row[0]) if row else 0
         self.stats["reaped"] += n
         return n
@@ -624,7 +681,7 @@ class PgStore:
             try:
                 if self._lease_conn is None or self._lease_conn.closed or self._lease_conn.broken:
                     self._lease_conn = None
-                    self._lease_conn = await self._connect()
+                    self._lease_conn = await self._connect(lease=True)
                 cur = await self._lease_conn.execute(
                     _RENEW, (self.lease_ms, self.hub_id, [o.runner_id for o in owned],
                              [o.epoch for o in owned]))
