@@ -11,8 +11,7 @@ use serde_json::{json, Value};
 use stapel_runner_protocol::link::HubLink;
 use stapel_runner_protocol::session::HubSession;
 use stapel_runner_protocol::store::{
-    self, CommandRow, InboundRow, Lease, LeaseConfig, LeaseInput, RowTracker, RowWrite, RunnerRows,
-    StoreError, TaskRow,
+    self, Lease, LeaseConfig, LeaseInput, RowTracker, RowWrite, RunnerRows, StoreError,
 };
 
 use crate::errors::{bad_argument, config_error, fail, guard, parse_arg};
@@ -25,103 +24,11 @@ fn store_error(e: &StoreError) -> napi::Error {
     fail("store", e.code(), e, Value::Null)
 }
 
-/// Rows whose JSON shape is not the rows' (a missing column, a wrong type): the core's
-/// `invalid_rows`, as rows the core refuses are.
-fn invalid(message: String) -> napi::Error {
-    store_error(&StoreError::InvalidRows { message })
-}
-
-/// The rows' JSON form: `{tasks, inbound, commands}` (every table optional).
-pub fn rows_json(rows: &RunnerRows) -> Value {
-    json!({
-        "tasks": rows.tasks.iter().map(task_json).collect::<Vec<_>>(),
-        "inbound": rows.inbound.iter().map(|r| json!({
-            "task_id": r.task_id, "attempt": r.attempt, "through": r.through,
-        })).collect::<Vec<_>>(),
-        "commands": rows.commands.iter().map(command_json).collect::<Vec<_>>(),
-    })
-}
-
-fn task_json(t: &TaskRow) -> Value {
-    json!({
-        "task_id": t.task_id, "next_seq": t.next_seq,
-        "assigned_attempt": t.assigned_attempt, "forgotten": t.forgotten,
-    })
-}
-
-fn command_json(c: &CommandRow) -> Value {
-    json!({"task_id": c.task_id, "seq": c.seq, "frame": c.frame})
-}
-
-/// One write's JSON form: `op` and its columns.
-fn write_json(w: &RowWrite) -> Value {
-    let columns = match w {
-        RowWrite::PutTask(t) => task_json(t),
-        RowWrite::PutCommand(c) => command_json(c),
-        RowWrite::DeleteCommands { task_id, through } => {
-            json!({"task_id": task_id, "through": through})
-        }
-        RowWrite::DeleteTask { task_id } => json!({ "task_id": task_id }),
-    };
-    let mut out = serde_json::Map::new();
-    out.insert("op".into(), json!(w.op()));
-    if let Value::Object(m) = columns {
-        out.extend(m);
-    }
-    Value::Object(out)
-}
-
-/// Rows from their JSON text.
+/// Rows from their JSON text (the core's JSON form of rows, `RunnerRows::from_json`);
+/// a malformed value is `StoreError` `invalid_rows`.
 fn rows_of(text: &str) -> napi::Result<RunnerRows> {
     let v = parse_arg("rows", text)?;
-    if !v.is_object() {
-        return Err(invalid("rows must be an object".into()));
-    }
-    let list = |k: &str| -> napi::Result<Vec<Value>> {
-        match v.get(k) {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(a)) => Ok(a.clone()),
-            Some(_) => Err(invalid(format!("rows.{k} must be an array"))),
-        }
-    };
-    let s = |o: &Value, t: &str, k: &str| {
-        o.get(k)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| invalid(format!("rows.{t}: {k} must be a string")))
-    };
-    let n = |o: &Value, t: &str, k: &str| {
-        o.get(k)
-            .and_then(Value::as_u64)
-            .ok_or_else(|| invalid(format!("rows.{t}: {k} must be a non-negative integer")))
-    };
-    let mut rows = RunnerRows::default();
-    for t in list("tasks")? {
-        rows.tasks.push(TaskRow {
-            task_id: s(&t, "tasks", "task_id")?,
-            next_seq: n(&t, "tasks", "next_seq")?,
-            assigned_attempt: n(&t, "tasks", "assigned_attempt")?,
-            forgotten: t
-                .get("forgotten")
-                .and_then(Value::as_bool)
-                .ok_or_else(|| invalid("rows.tasks: forgotten must be a boolean".into()))?,
-        });
-    }
-    for r in list("inbound")? {
-        rows.inbound.push(InboundRow {
-            task_id: s(&r, "inbound", "task_id")?,
-            attempt: n(&r, "inbound", "attempt")?,
-            through: n(&r, "inbound", "through")?,
-        });
-    }
-    for c in list("commands")? {
-        rows.commands.push(CommandRow {
-            task_id: s(&c, "commands", "task_id")?,
-            seq: n(&c, "commands", "seq")?,
-            frame: s(&c, "commands", "frame")?,
-        });
-    }
-    Ok(rows)
+    RunnerRows::from_json(&v).map_err(|e| store_error(&e))
 }
 
 fn hub_of(session: &SessionHandle) -> napi::Result<&HubSession> {
@@ -138,7 +45,7 @@ fn hub_link_of(link: &LinkHandle) -> napi::Result<&HubLink> {
 /// The rows a store holds for a hub session, as JSON text (sorted by key).
 #[napi(ts_args_type = "session: ExternalObject<'Session'>")]
 pub fn session_rows(session: &External<SessionHandle>) -> napi::Result<String> {
-    guard(|| Ok(rows_json(&hub_of(session)?.rows()).to_string()))
+    guard(|| Ok(hub_of(session)?.rows().to_json().to_string()))
 }
 
 /// A hub session rebuilt from a store's rows (JSON text) with the session configuration
@@ -159,7 +66,7 @@ pub fn session_from_rows(
 /// The rows of a hub link's session, as JSON text.
 #[napi(ts_args_type = "link: ExternalObject<'Link'>")]
 pub fn link_rows(link: &External<LinkHandle>) -> napi::Result<String> {
-    guard(|| Ok(rows_json(&hub_link_of(link)?.session().rows()).to_string()))
+    guard(|| Ok(hub_link_of(link)?.session().rows().to_json().to_string()))
 }
 
 /// A hub link over a session rebuilt from a store's rows (JSON text); `config` the JSON
@@ -257,7 +164,7 @@ impl NativeRowTracker {
 impl NativeRowTracker {
     fn writes_of(&mut self, hub: &HubSession) -> String {
         let w = self.inner.writes(hub);
-        Value::Array(w.iter().map(write_json).collect()).to_string()
+        Value::Array(w.iter().map(RowWrite::to_json).collect()).to_string()
     }
 }
 

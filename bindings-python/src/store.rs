@@ -5,11 +5,10 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
-use serde_json::{json, Value};
+use serde_json::json;
 use stapel_runner_protocol::session::HubSession;
 use stapel_runner_protocol::store::{
-    close_for, CommandRow, InboundRow, Lease, LeaseConfig, LeaseInput, RowTracker, RowWrite,
-    RunnerRows, StoreError, TaskRow,
+    close_for, Lease, LeaseConfig, LeaseInput, RowTracker, RunnerRows, StoreError,
 };
 
 use crate::errors::raise;
@@ -22,100 +21,10 @@ pub(crate) fn store_error(py: Python<'_>, e: &StoreError) -> PyErr {
     raise(py, "store", e.to_string(), e.code())
 }
 
-/// The rows as JSON: `{"tasks": [...], "inbound": [...], "commands": [...]}`.
-pub(crate) fn rows_value(rows: &RunnerRows) -> Value {
-    json!({
-        "tasks": rows.tasks.iter().map(|t| json!({
-            "task_id": t.task_id, "next_seq": t.next_seq,
-            "assigned_attempt": t.assigned_attempt, "forgotten": t.forgotten,
-        })).collect::<Vec<_>>(),
-        "inbound": rows.inbound.iter().map(|r| json!({
-            "task_id": r.task_id, "attempt": r.attempt, "through": r.through,
-        })).collect::<Vec<_>>(),
-        "commands": rows.commands.iter().map(|c| json!({
-            "task_id": c.task_id, "seq": c.seq, "frame": c.frame,
-        })).collect::<Vec<_>>(),
-    })
-}
-
-fn bad_rows(py: Python<'_>, message: String) -> PyErr {
-    store_error(py, &StoreError::InvalidRows { message })
-}
-
-/// Rows from their dict form (every table optional); a malformed dict is `StoreError`
-/// `invalid_rows`.
+/// Rows from their dict form (the core's JSON form of rows, `RunnerRows::from_json`);
+/// a malformed dict is `StoreError` `invalid_rows`.
 pub(crate) fn rows_of(py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<RunnerRows> {
-    let v = py_to_value(rows)?;
-    let Some(obj) = v.as_object() else {
-        return Err(bad_rows(py, "rows must be a dict".into()));
-    };
-    if let Some(k) = obj
-        .keys()
-        .find(|k| !matches!(k.as_str(), "tasks" | "inbound" | "commands"))
-    {
-        return Err(bad_rows(py, format!("unknown table {k:?}")));
-    }
-    let list = |k: &str| -> PyResult<Vec<Value>> {
-        match obj.get(k) {
-            None => Ok(Vec::new()),
-            Some(Value::Array(a)) => Ok(a.clone()),
-            Some(_) => Err(bad_rows(py, format!("{k} must be a list"))),
-        }
-    };
-    let s = |o: &Value, k: &str| -> PyResult<String> {
-        o.get(k)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| bad_rows(py, format!("{k} must be a string")))
-    };
-    let n = |o: &Value, k: &str| -> PyResult<u64> {
-        o.get(k)
-            .and_then(Value::as_u64)
-            .ok_or_else(|| bad_rows(py, format!("{k} must be a non-negative integer")))
-    };
-    let mut out = RunnerRows::default();
-    for t in list("tasks")? {
-        out.tasks.push(TaskRow {
-            task_id: s(&t, "task_id")?,
-            next_seq: n(&t, "next_seq")?,
-            assigned_attempt: n(&t, "assigned_attempt")?,
-            forgotten: t
-                .get("forgotten")
-                .and_then(Value::as_bool)
-                .ok_or_else(|| bad_rows(py, "forgotten must be a bool".into()))?,
-        });
-    }
-    for r in list("inbound")? {
-        out.inbound.push(InboundRow {
-            task_id: s(&r, "task_id")?,
-            attempt: n(&r, "attempt")?,
-            through: n(&r, "through")?,
-        });
-    }
-    for c in list("commands")? {
-        out.commands.push(CommandRow {
-            task_id: s(&c, "task_id")?,
-            seq: n(&c, "seq")?,
-            frame: s(&c, "frame")?,
-        });
-    }
-    Ok(out)
-}
-
-fn write_value(w: &RowWrite) -> Value {
-    match w {
-        RowWrite::PutTask(t) => json!({
-            "op": w.op(), "task_id": t.task_id, "next_seq": t.next_seq,
-            "assigned_attempt": t.assigned_attempt, "forgotten": t.forgotten,
-        }),
-        RowWrite::PutCommand(c) => {
-            json!({"op": w.op(), "task_id": c.task_id, "seq": c.seq, "frame": c.frame})
-        }
-        RowWrite::DeleteCommands { task_id, through } => {
-            json!({"op": w.op(), "task_id": task_id, "through": through})
-        }
-        RowWrite::DeleteTask { task_id } => json!({"op": w.op(), "task_id": task_id}),
-    }
+    RunnerRows::from_json(&py_to_value(rows)?).map_err(|e| store_error(py, &e))
 }
 
 /// Which rows a step changed: the writes to commit before the step's outputs are
@@ -156,7 +65,7 @@ impl PyRowTracker {
         let writes = with_hub(hub, |h| self.inner.writes(h))?;
         let list = PyList::empty(py);
         for w in &writes {
-            list.append(value_to_py(py, &write_value(w))?)?;
+            list.append(value_to_py(py, &w.to_json())?)?;
         }
         Ok(list)
     }
@@ -271,7 +180,7 @@ impl PyLease {
 
 /// The rows of a core hub session as a dict.
 pub(crate) fn rows_to_py<'py>(py: Python<'py>, hub: &HubSession) -> PyResult<Bound<'py, PyAny>> {
-    value_to_py(py, &rows_value(&hub.rows()))
+    value_to_py(py, &hub.rows().to_json())
 }
 
 /// Register the store's names on the native module.

@@ -207,6 +207,31 @@ pub fn row_write_op(write: RowWrite) -> String {
     write.into_core().op().to_owned()
 }
 
+/// The rows' JSON text, the core's form (`{"tasks": [...], "inbound": [...],
+/// "commands": [...]}` with snake_case columns), which every binding reads and writes:
+/// for a store that keeps rows as JSON, or rows from another language's hub.
+#[uniffi::export]
+pub fn runner_rows_to_json(rows: RunnerRows) -> String {
+    rows.into_core().to_json().to_string()
+}
+
+/// Rows from their JSON text (the core's form, see `runnerRowsToJson`); an unknown table
+/// or column, a missing column or a wrong type throws `ProtocolException.State` of kind
+/// `store`, code `invalid_rows`, naming the place (`rows.tasks[2].next_seq`).
+#[uniffi::export]
+pub fn runner_rows_from_json(json: String) -> Result<RunnerRows, ProtocolError> {
+    let v = parse_serde(&json)?;
+    core_store::RunnerRows::from_json(&v)
+        .map(RunnerRows::from)
+        .map_err(store_error)
+}
+
+/// The write's JSON text, the core's form: `{"op", ...its columns}` (op first).
+#[uniffi::export]
+pub fn row_write_to_json(write: RowWrite) -> String {
+    write.into_core().to_json().to_string()
+}
+
 /// How a hub closes a runner socket because of its store (see `closeFor`).
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct StoreClose {

@@ -270,6 +270,26 @@ def store_vectors():
                       "commands": [cmd_row("T-1", 1, C1)]}),
            ])
 
+    t1 = task_row("T-1", 1)
+    write("store", "rows_json_is_read_strictly",
+          "Rows in the core's JSON form are read strictly, whatever the binding: an unknown "
+          "table or column, a missing column, a wrong type, a table that is not an array "
+          "are invalid_rows; a null or absent table is empty",
+          HUB,
+          [step({"from_rows": {"task": [t1]}}, error="invalid_rows"),
+           step({"from_rows": {"tasks": [dict(t1, extra=1)]}}, error="invalid_rows"),
+           step({"from_rows": {"tasks": [{k: v for k, v in t1.items() if k != "forgotten"}]}},
+                error="invalid_rows"),
+           step({"from_rows": {"tasks": [dict(t1, next_seq="1")]}}, error="invalid_rows"),
+           step({"from_rows": {"tasks": [dict(t1, assigned_attempt=-1)]}},
+                error="invalid_rows"),
+           step({"from_rows": {"inbound": {}}}, error="invalid_rows"),
+           step({"from_rows": {"tasks": [task_row("T-1", 2)], "inbound": None,
+                               "commands": [cmd_row("T-1", 1, C1)]}},
+                rows={"tasks": [task_row("T-1", 2)], "inbound": [],
+                      "commands": [cmd_row("T-1", 1, C1)]}),
+           ])
+
     write("store", "close_for_store_errors",
           "A hub closes a runner's socket for a store error with code 1012 (the runner "
           "reconnects, possibly to another hub) and the error's code as the reason: fenced, "

@@ -60,6 +60,7 @@
 //! transaction (or the transaction sees the new epoch). 0 rows: [`StoreError::Fenced`];
 //! the transaction rolls back and the hub closes that runner's socket ([`close_for`]).
 
+mod json;
 mod lease;
 
 pub use lease::{Lease, LeaseConfig, LeaseInput, LeaseOutput};

@@ -8,9 +8,7 @@ use stapel_runner_protocol::session::{
 };
 use stapel_runner_protocol::wire::{self, Hello, Message};
 
-use stapel_runner_protocol::store::{
-    close_for, CommandRow, InboundRow, RowTracker, RowWrite, RunnerRows, TaskRow,
-};
+use stapel_runner_protocol::store::{close_for, RowTracker, RowWrite, RunnerRows};
 
 use crate::common::{bytes_of, check_config, same, steps};
 use crate::sequencing::resync_json;
@@ -172,7 +170,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 .hub()
                 .ok_or(format!("step {i}: writes on a runner"))?;
             let w = tracker.writes(hub);
-            writes = Some(Value::Array(w.iter().map(write_json).collect()));
+            writes = Some(Value::Array(w.iter().map(RowWrite::to_json).collect()));
             if how.as_str() == Some("failed") {
                 tracker.failed();
             } else {
@@ -186,15 +184,18 @@ pub fn run(vector: &Value) -> Result<(), String> {
             // A takeover: a new hub session over these rows (or, `true`, over the rows
             // of the current one); the store holds them.
             let rows = if r == &Value::Bool(true) {
-                side.machine
+                Ok(side
+                    .machine
                     .hub()
                     .ok_or(format!("step {i}: from_rows on a runner"))?
-                    .rows()
+                    .rows())
             } else {
-                rows_of(r).map_err(|e| format!("step {i}: {e}"))?
+                RunnerRows::from_json(r)
             };
-            match HubSession::from_rows(config.clone(), &rows) {
-                Ok(h) => {
+            match rows
+                .and_then(|rows| HubSession::from_rows(config.clone(), &rows).map(|h| (h, rows)))
+            {
+                Ok((h, rows)) => {
                     tracker = RowTracker::new(&rows);
                     side.machine = Either::Hub(h);
                     Ok(())
@@ -279,7 +280,7 @@ pub fn run(vector: &Value) -> Result<(), String> {
                 .machine
                 .hub()
                 .ok_or(format!("step {i}: rows on a runner"))?;
-            same(i, "rows", &rows_json(&hub.rows()), want)?;
+            same(i, "rows", &hub.rows().to_json(), want)?;
         }
         if let Some(want) = expect.get("writes") {
             let got = writes
@@ -305,85 +306,4 @@ pub fn run(vector: &Value) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// A store's rows as JSON: `{"tasks": [...], "inbound": [...], "commands": [...]}`.
-pub fn rows_json(rows: &RunnerRows) -> Value {
-    json!({
-        "tasks": rows.tasks.iter().map(|t| json!({
-            "task_id": t.task_id, "next_seq": t.next_seq,
-            "assigned_attempt": t.assigned_attempt, "forgotten": t.forgotten,
-        })).collect::<Vec<_>>(),
-        "inbound": rows.inbound.iter().map(|r| json!({
-            "task_id": r.task_id, "attempt": r.attempt, "through": r.through,
-        })).collect::<Vec<_>>(),
-        "commands": rows.commands.iter().map(|c| json!({
-            "task_id": c.task_id, "seq": c.seq, "frame": c.frame,
-        })).collect::<Vec<_>>(),
-    })
-}
-
-/// Rows from their JSON form (every table optional).
-fn rows_of(v: &Value) -> Result<RunnerRows, String> {
-    let list = |k: &str| {
-        v.get(k)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let s = |o: &Value, k: &str| {
-        o.get(k)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or(format!("rows: {k} must be a string"))
-    };
-    let n = |o: &Value, k: &str| {
-        o.get(k)
-            .and_then(Value::as_u64)
-            .ok_or(format!("rows: {k} must be an integer"))
-    };
-    let mut rows = RunnerRows::default();
-    for t in list("tasks") {
-        rows.tasks.push(TaskRow {
-            task_id: s(&t, "task_id")?,
-            next_seq: n(&t, "next_seq")?,
-            assigned_attempt: n(&t, "assigned_attempt")?,
-            forgotten: t
-                .get("forgotten")
-                .and_then(Value::as_bool)
-                .ok_or("rows: forgotten must be a boolean")?,
-        });
-    }
-    for r in list("inbound") {
-        rows.inbound.push(InboundRow {
-            task_id: s(&r, "task_id")?,
-            attempt: n(&r, "attempt")?,
-            through: n(&r, "through")?,
-        });
-    }
-    for c in list("commands") {
-        rows.commands.push(CommandRow {
-            task_id: s(&c, "task_id")?,
-            seq: n(&c, "seq")?,
-            frame: s(&c, "frame")?,
-        });
-    }
-    Ok(rows)
-}
-
-/// One write as JSON: `{"op", ...its columns}`.
-fn write_json(w: &RowWrite) -> Value {
-    match w {
-        RowWrite::PutTask(t) => json!({
-            "op": w.op(), "task_id": t.task_id, "next_seq": t.next_seq,
-            "assigned_attempt": t.assigned_attempt, "forgotten": t.forgotten,
-        }),
-        RowWrite::PutCommand(c) => {
-            json!({"op": w.op(), "task_id": c.task_id, "seq": c.seq, "frame": c.frame})
-        }
-        RowWrite::DeleteCommands { task_id, through } => {
-            json!({"op": w.op(), "task_id": task_id, "through": through})
-        }
-        RowWrite::DeleteTask { task_id } => json!({"op": w.op(), "task_id": task_id}),
-    }
 }

@@ -102,9 +102,9 @@ object SessionRunner {
                         // A takeover: a new hub session over these rows (or, `true`, over the
                         // rows of the current one); the store holds them.
                         val r = input.get("from_rows")
-                        val rows = if (r.isBoolean && r.booleanValue()) (side.hub ?: fail(i, "from_rows on a runner")).rows()
-                        else StoreRunner.rowsOf(r)
                         try {
+                            val rows = if (r.isBoolean && r.booleanValue()) (side.hub ?: fail(i, "from_rows on a runner")).rows()
+                            else StoreRunner.rowsOf(r)
                             val h = HubSession.fromRows(rows, config)
                             tracker = RowTracker(rows)
                             side = Side(config, null, h, null)

@@ -6,44 +6,15 @@ import dev.stapel.runnerprotocol.*
 
 /**
  * Area `lease`: the `Lease` timing machine through the Kotlin API; and the JSON forms of
- * area `store` (rows and writes, built field by field from the typed records), whose steps
- * run in [SessionRunner].
+ * area `store` (rows and writes, the core's own JSON form through `runnerRowsToJson`,
+ * `runnerRowsFromJson` and `rowWriteToJson`), whose steps run in [SessionRunner].
  */
 object StoreRunner {
-    /** A store's rows as JSON: `{"tasks": [...], "inbound": [...], "commands": [...]}`. */
-    fun rowsJson(rows: RunnerRows): JsonNode {
-        val tasks = Json.arr()
-        for (t in rows.tasks) tasks.add(taskJson(t))
-        val inbound = Json.arr()
-        for (r in rows.inbound) {
-            inbound.add(Json.obj().put("task_id", r.taskId).put("attempt", r.attempt.toLong()).put("through", r.through.toLong()))
-        }
-        val commands = Json.arr()
-        for (c in rows.commands) commands.add(commandJson(c))
-        val out = Json.obj()
-        out.set<JsonNode>("tasks", tasks)
-        out.set<JsonNode>("inbound", inbound)
-        out.set<JsonNode>("commands", commands)
-        return out
-    }
+    /** A store's rows as JSON, in the core's form (`runnerRowsToJson`). */
+    fun rowsJson(rows: RunnerRows): JsonNode = Json.parse(runnerRowsToJson(rows))
 
-    private fun taskJson(t: TaskRow) = Json.obj()
-        .put("task_id", t.taskId).put("next_seq", t.nextSeq.toLong())
-        .put("assigned_attempt", t.assignedAttempt.toLong()).put("forgotten", t.forgotten)
-
-    private fun commandJson(c: CommandRow) = Json.obj()
-        .put("task_id", c.taskId).put("seq", c.seq.toLong()).put("frame", c.frame)
-
-    /** One write as JSON: `{"op", ...its columns}`, the op named by the core. */
-    fun writeJson(w: RowWrite): JsonNode {
-        val body = when (w) {
-            is RowWrite.PutTask -> taskJson(w.row)
-            is RowWrite.PutCommand -> commandJson(w.row)
-            is RowWrite.DeleteCommands -> Json.obj().put("task_id", w.taskId).put("through", w.through.toLong())
-            is RowWrite.DeleteTask -> Json.obj().put("task_id", w.taskId)
-        }
-        return Json.obj().put("op", rowWriteOp(w)).setAll<JsonNode>(body)
-    }
+    /** One write as JSON, in the core's form (`rowWriteToJson`: op first, then its columns). */
+    fun writeJson(w: RowWrite): JsonNode = Json.parse(rowWriteToJson(w))
 
     fun writesJson(ws: List<RowWrite>): JsonNode {
         val out = Json.arr()
@@ -51,29 +22,9 @@ object StoreRunner {
         return out
     }
 
-    private fun s(o: JsonNode, k: String): String = o.str(k) ?: throw VectorFailure("rows: $k must be a string")
-
-    private fun n(o: JsonNode, k: String): ULong {
-        val v = o.get(k)
-        if (v == null || !v.isIntegralNumber || v.bigIntegerValue().signum() < 0 || v.bigIntegerValue().bitLength() > 64) {
-            throw VectorFailure("rows: $k must be an integer")
-        }
-        return v.bigIntegerValue().toString().toULong()
-    }
-
-    /** Rows from their JSON form (every table optional). */
-    fun rowsOf(v: JsonNode): RunnerRows {
-        fun list(k: String): List<JsonNode> = v.get(k)?.takeIf { it.isArray }?.toList() ?: emptyList()
-        return RunnerRows(
-            tasks = list("tasks").map {
-                val f = it.get("forgotten")
-                if (f == null || !f.isBoolean) throw VectorFailure("rows: forgotten must be a boolean")
-                TaskRow(taskId = s(it, "task_id"), nextSeq = n(it, "next_seq"), assignedAttempt = n(it, "assigned_attempt"), forgotten = f.booleanValue())
-            },
-            inbound = list("inbound").map { InboundRow(taskId = s(it, "task_id"), attempt = n(it, "attempt"), through = n(it, "through")) },
-            commands = list("commands").map { CommandRow(taskId = s(it, "task_id"), seq = n(it, "seq"), frame = s(it, "frame")) },
-        )
-    }
+    /** Rows from their JSON form, read by the core (`runnerRowsFromJson`; malformed rows
+     * throw `ProtocolException.State` `invalid_rows`). */
+    fun rowsOf(v: JsonNode): RunnerRows = runnerRowsFromJson(Json.text(v))
 
     fun configJson(c: LeaseConfig): JsonNode = Json.obj()
         .put("lease_ms", c.leaseMs.toLong()).put("renew_every_ms", c.renewEveryMs.toLong())
