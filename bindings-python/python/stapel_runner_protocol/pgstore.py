@@ -429,6 +429,14 @@ class PgStore:
                 raise  # a lock_timeout of ours, not a failure of the store
             except self._psycopg.OperationalError as exc:
                 self.stats["unavailable"] += 1
+                # After a server restart every idle connection is dead too: close them
+                # all, so that each does not cost one more runner a failed transaction.
+                stale, self._idle = self._idle, []
+                for c in stale:
+                    try:
+                        await c.close()
+                    except Exception:
+                        pass
                 raise StoreUnavailable(f"the store connection failed: {exc}") from exc
             finally:
                 idle = self._psycopg.pq.TransactionStatus.IDLE
