@@ -202,8 +202,11 @@ def test_a_connect_that_hangs_is_aborted_at_the_links_deadline() -> None:
 
         async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             accepted.append(writer)
-            await reader.read()  # the upgrade request, then nothing until the client goes
-            ended.append(writer)
+            try:
+                await reader.read()  # the upgrade request, then nothing until the client goes
+            finally:
+                ended.append(writer)
+                writer.close()  # else the socket stays half-open and wait_closed waits for it
 
         server = await asyncio.start_server(mute, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
@@ -225,8 +228,10 @@ def test_a_connect_that_hangs_is_aborted_at_the_links_deadline() -> None:
                 break
             await asyncio.sleep(0.01)
         closed = len(ended) == len(accepted)
+        for w in accepted:
+            w.close()
         server.close()
-        await server.wait_closed()
+        await asyncio.wait_for(server.wait_closed(), 10)
         return {"codes": [e.code for e in errors], "elapsed": elapsed, "closed": closed,
                 "accepted": len(accepted), "pending": len(client._pump().sockets)}
 
