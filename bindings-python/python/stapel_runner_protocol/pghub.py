@@ -339,6 +339,15 @@ class StoreHub(HubServer):
         pump.events.append(("error", pump.dead))
         pump.nonempty.set()
 
+    async def _step_failed(self, h: _Held, exc: BaseException, during: str) -> None:
+        """A transaction of ``h`` (``during``: flush, apply, claim) raised: the runner's
+        step is over (not busy), its socket is dropped for the error, and a cancellation
+        goes on up."""
+        h.busy = False
+        await self._fail(h, exc, during)
+        if isinstance(exc, asyncio.CancelledError):
+            raise exc
+
     async def _fail(self, h: _Held, exc: BaseException, during: str) -> None:
         if isinstance(exc, asyncio.CancelledError):
             # The socket ended (or the hub stops) while a transaction of the runner was
@@ -365,10 +374,7 @@ class StoreHub(HubServer):
                     await self.store.write(h.own, writes)
                     h.tracker.committed()
             except BaseException as exc:
-                h.busy = False
-                await self._fail(h, exc, "flush")
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
+                await self._step_failed(h, exc, "flush")
                 return
             h.busy = False
             if not h.dropped:
@@ -417,10 +423,7 @@ class StoreHub(HubServer):
                 if writes:
                     h.tracker.committed()
             except BaseException as exc:
-                h.busy = False
-                await self._fail(h, exc, "apply")
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
+                await self._step_failed(h, exc, "apply")
                 return
             self.counters["batches"] += 1
             self.counters["applied"] += len(messages)
@@ -488,10 +491,7 @@ class StoreHub(HubServer):
                 if writes:
                     h.tracker.committed()
             except BaseException as exc:
-                h.busy = False
-                await self._fail(h, exc, "claim")
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
+                await self._step_failed(h, exc, "claim")
                 return
             h.deferred = True
         self.counters["assigned"] += sent
