@@ -1,5 +1,5 @@
 //! Embeds the live page (`runner/live-page/`) and the core's browser build
-//! (`bindings-node/browser/dist/`, committed) into the binary: `OUT_DIR/live_assets.rs`
+//! (`bindings-node/browser/dist/`, committed, linked as `assets/core-browser`) into the binary: `OUT_DIR/live_assets.rs`
 //! lists every file with its URL path and content type, read with `include_bytes!`, so
 //! building the runner needs neither Node nor a wasm toolchain.
 
@@ -38,7 +38,9 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let page = manifest.join("live-page");
-    let core = manifest.join("../bindings-node/browser/dist");
+    // `assets/core-browser` is a link to `bindings-node/browser/dist`, so the packaged
+    // crate (`cargo package` follows the link) carries the files too.
+    let core = manifest.join("assets/core-browser");
     println!("cargo:rerun-if-changed={}", page.display());
     println!("cargo:rerun-if-changed={}", core.display());
     let mut table = String::from("/// `(URL path, content type, bytes)` of every embedded file.\npub static ASSETS: &[(&str, &str, &[u8])] = &[\n");

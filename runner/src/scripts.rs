@@ -1,5 +1,6 @@
 //! The seven fake-harness scripts of the local runner, built into the binaries (their
-//! source files live in `conformance/fixtures/paperclip-scripts/`).
+//! source files live in `conformance/fixtures/paperclip-scripts/`, linked here as
+//! `runner/assets/fake-scripts` so the published crate carries them).
 
 use stapel_runner_protocol::local::Script;
 
@@ -7,7 +8,7 @@ macro_rules! scripts {
     ($($name:literal),*) => {
         /// `(name, JSON text)` of every built-in script.
         pub const BUILT_IN: &[(&str, &str)] = &[
-            $(($name, include_str!(concat!("../../conformance/fixtures/paperclip-scripts/", $name, ".json")))),*
+            $(($name, include_str!(concat!("../assets/fake-scripts/", $name, ".json")))),*
         ];
     };
 }
