@@ -43,6 +43,8 @@ impl RunnerMode {
     ///
     /// # Errors
     /// The listener could not be bound.
+    // The handshake callback's error type is tungstenite's (`ErrorResponse`).
+    #[allow(clippy::result_large_err)]
     pub async fn start(
         command: Vec<String>,
         invocation: Value,

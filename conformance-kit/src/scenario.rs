@@ -141,7 +141,7 @@ fn parse(id: &str, v: &Value) -> Result<Scenario, String> {
         .map(|st| {
             let input = st.get("input").cloned().ok_or("a step without input")?;
             let expect = st.get("expect").cloned().unwrap_or(Value::Null);
-            if !expect.as_object().is_some_and(|e| !e.is_empty()) {
+            if expect.as_object().is_none_or(|e| e.is_empty()) {
                 return Err("a step without expectations");
             }
             let otherwise = st
