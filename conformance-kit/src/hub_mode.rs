@@ -1,0 +1,196 @@
+//! `stapel-conformance hub`: the kit is the runner. It connects to a running hub with
+//! the token and judges what the hub sends with the core's `RunnerSession`. One runner
+//! session lives across all cases of a run (the kit is one runner of the hub); a
+//! `connect` with `fresh_session` starts over with a new one (a runner that lost its
+//! state).
+
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use stapel_runner_protocol::host::auth::authorization_value;
+use stapel_runner_protocol::session::{Machine, RunnerSession};
+use stapel_runner_protocol::wire::Hello;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+use crate::driver::Driver;
+use crate::runner_mode::config_of;
+use crate::scenario::Scenario;
+use crate::socket;
+use crate::steps::{self, CaseResult};
+
+/// The hub-mode run.
+pub struct HubMode {
+    url: String,
+    token: String,
+    session: Option<RunnerSession>,
+}
+
+fn fresh(config: &Value) -> Result<RunnerSession, String> {
+    let mut hello = Hello::new("conformance-kit", env!("CARGO_PKG_VERSION"));
+    hello.capabilities = vec!["conformance".to_string()];
+    Ok(RunnerSession::new(hello, config_of(config)?))
+}
+
+impl HubMode {
+    /// A run against the hub at `url` with `token`.
+    pub fn new(url: String, token: String) -> Self {
+        Self {
+            url,
+            token,
+            session: None,
+        }
+    }
+
+    /// Run one case.
+    pub async fn run_case(&mut self, sc: &Scenario) -> CaseResult {
+        let started = Instant::now();
+        let session = match self.session.take() {
+            Some(s) if sc.kit_session.is_null() => s,
+            _ => match fresh(&sc.kit_session) {
+                Ok(s) => s,
+                Err(e) => return CaseResult::of(sc, &[e], false, 0, Vec::new()),
+            },
+        };
+        let mut d = Driver::new(session);
+        d.tolerated = vec!["ack_ahead"];
+        let mut failures = Vec::new();
+        let mut na = false;
+        for (i, step) in sc.steps.iter().enumerate() {
+            let from = d.log.len();
+            let dup_base = d.machine.stats().duplicates;
+            let r = self.input(&mut d, &sc.kit_session, &step.input).await;
+            let mut f = match r {
+                Ok(()) => d.check(from, &step.expect, dup_base).await,
+                Err(e) => vec![e],
+            };
+            if !f.is_empty() {
+                f = f
+                    .into_iter()
+                    .map(|x| format!("step {}: {x}", i + 1))
+                    .collect();
+                na = step.otherwise == "not_applicable";
+                failures = f;
+                break;
+            }
+        }
+        d.drop_conn(false, "case ended");
+        let transcript = d.log.iter().map(|e| e.to_json()).collect();
+        // The next case goes on with this runner's state (sessions configured by a case
+        // of their own are not carried over).
+        if sc.kit_session.is_null() {
+            self.session = Some(d.machine);
+        }
+        CaseResult::of(
+            sc,
+            &failures,
+            na,
+            started.elapsed().as_millis() as u64,
+            transcript,
+        )
+    }
+
+    async fn input(
+        &mut self,
+        d: &mut Driver<RunnerSession>,
+        config: &Value,
+        input: &Value,
+    ) -> Result<(), String> {
+        let (key, v) = input
+            .as_object()
+            .and_then(|o| o.iter().next())
+            .ok_or("an input must have one key")?;
+        if let Some(r) = steps::common(d, key, v).await {
+            return r;
+        }
+        match key.as_str() {
+            "connect" => {
+                if v["fresh_session"] == Value::Bool(true) {
+                    d.drop_conn(true, "a fresh session replaces the old one");
+                    d.machine = fresh(config)?;
+                    d.note("note", "a fresh runner session (no state)", None);
+                }
+                let token = match v["token"].as_str().unwrap_or("right") {
+                    "right" => self.token.clone(),
+                    "none" => String::new(),
+                    _ => format!("{}-wrong", self.token),
+                };
+                let mut req = self
+                    .url
+                    .as_str()
+                    .into_client_request()
+                    .map_err(|e| format!("--url: {e}"))?;
+                if let Some(h) = authorization_value(&token) {
+                    let mut hv = HeaderValue::from_str(&h).map_err(|e| e.to_string())?;
+                    hv.set_sensitive(true);
+                    req.headers_mut().insert("authorization", hv);
+                }
+                match tokio_tungstenite::connect_async(req).await {
+                    Ok((ws, _)) => {
+                        let conn = socket::spawn(ws);
+                        if v["hello"] == Value::Bool(false) {
+                            // The kit's session is not told: the frames go raw.
+                            d.drop_conn(true, "replaced");
+                            d.conn = Some(conn);
+                            d.note(
+                                "connected",
+                                "a WebSocket connection is up (no hello: raw frames)",
+                                None,
+                            );
+                        } else {
+                            d.attach(conn);
+                        }
+                        Ok(())
+                    }
+                    Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+                        d.note("refused", &format!("HTTP {}", resp.status().as_u16()), None);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        d.note("refused", &format!("connect failed: {e}"), None);
+                        Ok(())
+                    }
+                }
+            }
+            "hello" => {
+                // A raw hello (e.g. another protocol_version) on a connection opened
+                // with `hello: false`.
+                let mut h = json!({"schema_version": 1, "type": "hello", "protocol_version": 1,
+                                   "project_id": "conformance-kit", "runner_version": env!("CARGO_PKG_VERSION")});
+                if let Some(o) = v.as_object() {
+                    for (k, x) in o {
+                        h[k] = x.clone();
+                    }
+                }
+                d.send_text(h.to_string());
+                Ok(())
+            }
+            "progress" => {
+                let mut m = json!({"schema_version": 1, "type": "task.progress", "kind": "state",
+                                   "attempt": 1, "payload": {"state": "conformance"}});
+                if let Some(o) = v.as_object() {
+                    for (k, x) in o {
+                        m[k] = x.clone();
+                    }
+                }
+                d.send_message(steps::message(m)?)
+            }
+            "ack" => {
+                // An explicit acknowledgement of every command received so far (the
+                // session's resume map: per task the last seq received contiguously).
+                let ack: Vec<Value> = d
+                    .machine
+                    .state()
+                    .resume_map()
+                    .iter()
+                    .map(|(t, s)| json!({"task_id": t, "seq": s}))
+                    .collect();
+                let p =
+                    json!({"schema_version": 1, "type": "ping", "nonce": "kit-ack", "ack": ack});
+                d.send_text(p.to_string());
+                Ok(())
+            }
+            other => Err(format!("unknown input {other:?} in hub mode")),
+        }
+    }
+}

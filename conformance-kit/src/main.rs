@@ -1,0 +1,257 @@
+//! `stapel-conformance`: a wire-level conformance kit for the Stapel hub↔runner protocol
+//! (seed 000 and this project's extensions), in the manner of the Autobahn|Testsuite.
+//!
+//! * `stapel-conformance runner --report DIR [--case GLOB] -- COMMAND [ARGS…]`: the kit
+//!   is the hub; it starts COMMAND (the runner under test) with `STAPEL_HUB_URL`,
+//!   `STAPEL_TOKEN_FILE` and `STAPEL_STATE_DIR` set, and restarts it where a case says so.
+//! * `stapel-conformance hub --url URL --token-file F --report DIR [--case GLOB]`: the kit
+//!   is a runner of the hub under test.
+//! * `stapel-conformance index --out DIR REPORT_DIR…`: one page comparing runs.
+//!
+//! The cases are data (`conformance/scenarios/`); every frame of the peer is judged by
+//! the core's session machines. Exit status: 0 when every required case passed, 1 when
+//! one failed, 2 on a usage or setup error.
+
+mod driver;
+mod hub_mode;
+mod report;
+mod runner_mode;
+mod scenario;
+mod socket;
+mod steps;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+
+use crate::steps::CaseResult;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "stapel-conformance",
+    version,
+    about = "Wire-level conformance kit for Stapel hubs and runners"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// The kit is the hub: test a runner (started by the kit).
+    Runner {
+        /// Where to write report.json and index.html.
+        #[arg(long)]
+        report: PathBuf,
+        /// Only the cases whose id (or file stem) matches this glob.
+        #[arg(long)]
+        case: Option<String>,
+        /// The scenario folder (default: conformance/scenarios of this tree, or
+        /// $STAPEL_CONFORMANCE_SCENARIOS).
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+        /// The `invocation` object of every task.assign (JSON).
+        #[arg(
+            long,
+            default_value = r#"{"backend":"subprocess","model":"conformance"}"#
+        )]
+        invocation: String,
+        /// The implementation's name in the report (default: the command's file name).
+        #[arg(long)]
+        name: Option<String>,
+        /// The runner under test and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// The kit is a runner: test a running hub.
+    Hub {
+        /// The hub's WebSocket URL.
+        #[arg(long)]
+        url: String,
+        /// A file holding the bearer token the hub accepts.
+        #[arg(long)]
+        token_file: PathBuf,
+        /// Where to write report.json and index.html.
+        #[arg(long)]
+        report: PathBuf,
+        /// Only the cases whose id (or file stem) matches this glob.
+        #[arg(long)]
+        case: Option<String>,
+        /// The scenario folder.
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+        /// The implementation's name in the report (default: the URL).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Compare several runs' reports on one page.
+    Index {
+        /// Where to write index.html.
+        #[arg(long)]
+        out: PathBuf,
+        /// Report directories (each holding a report.json).
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+    },
+}
+
+fn finish(
+    report_dir: &std::path::Path,
+    name: &str,
+    mode: &str,
+    target: &str,
+    results: &[CaseResult],
+    started: Instant,
+) -> ExitCode {
+    let ms = started.elapsed().as_millis() as u64;
+    for r in results {
+        println!(
+            "{:<48} {:<12} {:<15} {:>6} ms{}",
+            r.id,
+            r.strictness.as_str(),
+            r.outcome,
+            r.duration_ms,
+            if r.reason.is_empty() {
+                String::new()
+            } else {
+                format!("  {}", r.reason)
+            }
+        );
+    }
+    match report::write(report_dir, name, mode, target, results, ms) {
+        Ok(p) => println!("report: {} ({} cases, {ms} ms)", p.display(), results.len()),
+        Err(e) => {
+            eprintln!("stapel-conformance: cannot write the report: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    if results.iter().any(|r| r.outcome == "fail") {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Runner {
+            report,
+            case,
+            scenarios,
+            invocation,
+            name,
+            command,
+        } => {
+            let dir = scenarios.unwrap_or_else(scenario::default_dir);
+            let cases = match scenario::load(&dir, "runner", case.as_deref()) {
+                Ok(c) if !c.is_empty() => c,
+                Ok(_) => {
+                    eprintln!("stapel-conformance: no runner case matches");
+                    return ExitCode::from(2);
+                }
+                Err(e) => {
+                    eprintln!("stapel-conformance: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let invocation: serde_json::Value = match serde_json::from_str(&invocation) {
+                Ok(v @ serde_json::Value::Object(_)) => v,
+                _ => {
+                    eprintln!("stapel-conformance: --invocation must be a JSON object");
+                    return ExitCode::from(2);
+                }
+            };
+            let name = name.unwrap_or_else(|| {
+                std::path::Path::new(&command[0])
+                    .file_name()
+                    .map_or_else(|| command[0].clone(), |f| f.to_string_lossy().into_owned())
+            });
+            let work = report.join("work");
+            let started = Instant::now();
+            let mode = match runner_mode::RunnerMode::start(command.clone(), invocation, work).await
+            {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("stapel-conformance: cannot listen: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            eprintln!(
+                "stapel-conformance: the kit's hub listens on {}",
+                mode.url()
+            );
+            let mut results = Vec::new();
+            for sc in &cases {
+                results.push(mode.run_case(sc).await);
+            }
+            finish(
+                &report,
+                &name,
+                "runner",
+                &command.join(" "),
+                &results,
+                started,
+            )
+        }
+        Cmd::Hub {
+            url,
+            token_file,
+            report,
+            case,
+            scenarios,
+            name,
+        } => {
+            let dir = scenarios.unwrap_or_else(scenario::default_dir);
+            let cases = match scenario::load(&dir, "hub", case.as_deref()) {
+                Ok(c) if !c.is_empty() => c,
+                Ok(_) => {
+                    eprintln!("stapel-conformance: no hub case matches");
+                    return ExitCode::from(2);
+                }
+                Err(e) => {
+                    eprintln!("stapel-conformance: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let token = match std::fs::read_to_string(&token_file) {
+                Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+                _ => {
+                    eprintln!(
+                        "stapel-conformance: cannot read a token from {}",
+                        token_file.display()
+                    );
+                    return ExitCode::from(2);
+                }
+            };
+            let started = Instant::now();
+            let mut mode = hub_mode::HubMode::new(url.clone(), token);
+            let mut results = Vec::new();
+            for sc in &cases {
+                results.push(mode.run_case(sc).await);
+            }
+            finish(
+                &report,
+                name.as_deref().unwrap_or(&url),
+                "hub",
+                &url,
+                &results,
+                started,
+            )
+        }
+        Cmd::Index { out, reports } => match report::index(&out, &reports) {
+            Ok(p) => {
+                println!("index: {}", p.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("stapel-conformance: {e}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
