@@ -303,14 +303,25 @@ pub fn with_message<R>(
     Ok(f(m).0)
 }
 
-/// `encode` of a `TaskProgress` built in Python, written straight from its Python objects
-/// with the core's frame layout ([`crate::encode`]); `None` when the message is anything
-/// else or not in the plain form (then the core's path encodes it).
+/// `encode` of a `TaskProgress`, written straight from its Python objects with the core's
+/// frame layout ([`crate::encode`]) — or, for a decoded message whose payload was never
+/// read (so never changed), with the payload's validated text copied as it is when the
+/// core's encoder would write the same bytes; `None` when the message is anything else
+/// or not in the plain form (then the core's path encodes it). The other fields are
+/// always written from their current values.
 pub fn encode_fast<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
+    use crate::encode::Body;
+    let py = obj.py();
     let c = obj.cast::<PyTaskProgress>().ok()?;
     let b = c.try_borrow().ok()?;
-    let (Slot::Py(payload), true) = (&b.payload, b.extra.is_empty(obj.py())) else {
+    if !b.extra.is_empty(py) {
         return None;
+    }
+    let payload = match &b.payload {
+        Slot::Py(p) => Body::Object(p.bind(py)),
+        Slot::Text(text) => Body::Text(text.as_str()),
+        // A payload the core holds: as text while nobody edited it.
+        Slot::Native(p) => Body::Text(p.text()?),
     };
     let template = crate::encode::Template::get()?;
     template.write(&crate::encode::Fields {
@@ -319,7 +330,8 @@ pub fn encode_fast<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>>
         seq: b.seq,
         kind: b.kind.as_str(),
         attempt: b.attempt,
-        payload: payload.bind(obj.py()),
+        payload,
+        py,
     })
 }
 
