@@ -310,19 +310,10 @@ pub fn with_message<R>(
 /// or not in the plain form (then the core's path encodes it). The other fields are
 /// always written from their current values.
 pub fn encode_fast<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
-    use crate::encode::Body;
     let py = obj.py();
     let c = obj.cast::<PyTaskProgress>().ok()?;
     let b = c.try_borrow().ok()?;
-    if !b.extra.is_empty(py) {
-        return None;
-    }
-    let payload = match &b.payload {
-        Slot::Py(p) => Body::Object(p.bind(py)),
-        Slot::Text(text) => Body::Text(text.as_str()),
-        // A payload the core holds: as text while nobody edited it.
-        Slot::Native(p) => Body::Text(p.text()?),
-    };
+    let payload = fast_body(&b, py)?;
     let template = crate::encode::Template::get()?;
     template.write(&crate::encode::Fields {
         schema_version: b.schema_version,
@@ -333,6 +324,42 @@ pub fn encode_fast<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>>
         payload,
         py,
     })
+}
+
+/// The payload [`encode_fast`] writes: `None` when the message has `extra` fields or a
+/// payload the core built and holds (the core's path then encodes it).
+fn fast_body<'a, 'py>(
+    b: &'a PyTaskProgress,
+    py: Python<'py>,
+) -> Option<crate::encode::Body<'a, 'py>> {
+    use crate::encode::Body;
+    if !b.extra.is_empty(py) {
+        return None;
+    }
+    Some(match &b.payload {
+        Slot::Py(p) => Body::Object(p.bind(py)),
+        Slot::Text(text) => Body::Text(text.as_str()),
+        // A payload the core holds: as text while nobody edited it.
+        Slot::Native(p) => Body::Text(p.text()?),
+    })
+}
+
+/// Whether `encode(message)` would copy the message's payload text as it is (a decoded
+/// `TaskProgress` whose payload was never read, in the encoder's form, without `extra`):
+/// tests, which hold that copy to the core's encoding.
+#[pyfunction]
+#[pyo3(name = "_encode_reuses_payload_text")]
+pub fn encode_reuses_payload_text(message: &Bound<'_, PyAny>) -> bool {
+    let Ok(c) = message.cast::<PyTaskProgress>() else {
+        return false;
+    };
+    let Ok(b) = c.try_borrow() else {
+        return false;
+    };
+    matches!(
+        fast_body(&b, message.py()),
+        Some(crate::encode::Body::Text(text)) if crate::encode::encoder_form(text.as_bytes()).is_some()
+    )
 }
 
 /// What the sequencing state reads of a received message object — its type, `task_id`,
