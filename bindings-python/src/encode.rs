@@ -1,5 +1,6 @@
-//! `encode` of a `TaskProgress` built in Python, written straight from its Python
-//! objects: no core values are built first.
+//! `encode` of a `TaskProgress`, written straight from its Python objects — or, for a
+//! decoded message whose payload nobody has read, from the payload's validated text: no
+//! core values are built first.
 //!
 //! The core stays the one source of the frame's form. The layout of a `task.progress`
 //! frame (which keys, in which order, what is always present) is learned once from the
@@ -11,6 +12,17 @@
 //! levels — and answers `None` for anything else, which then takes the core's path
 //! (conversion, `try_encode` and its checks, and the errors). `FAST_DEPTH` is far below
 //! the core's nesting limit, so no frame the core would refuse comes out of here.
+//!
+//! A payload still held as the validated text of the frame it was decoded from (never
+//! read, so never changed: reading it makes it a `dict`, which is then written as
+//! above) is copied as it is when the text is exactly what the core's encoder writes for
+//! the value it holds ([`encoder_form`]: compact, no escapes, integers only — as every
+//! frame this project's encoders send); any other text takes the core's path. The
+//! message's other fields are written from their current values, so a field set after
+//! decoding is honoured.
+//!
+//! The `abi3` build (stable ABI) reads `str`, `list` and `float` objects through the
+//! limited API's functions instead of CPython's inline accessors.
 
 use std::cell::Cell;
 use std::ptr;
@@ -63,9 +75,19 @@ pub struct Fields<'a, 'py> {
     pub kind: &'a str,
     /// `attempt`.
     pub attempt: u64,
-    /// `payload`: any object; `None` from [`Template::write`] unless the fast path can
-    /// write it.
-    pub payload: &'a Bound<'py, PyAny>,
+    /// `payload`.
+    pub payload: Body<'a, 'py>,
+    /// The interpreter.
+    pub py: Python<'py>,
+}
+
+/// The payload to write.
+pub enum Body<'a, 'py> {
+    /// Any object; [`Template::write`] answers `None` unless the fast path can write it.
+    Object(&'a Bound<'py, PyAny>),
+    /// JSON text the core validated (a decoded payload nobody has read); written as it is
+    /// when it is in the encoder's form, else [`Template::write`] answers `None`.
+    Text(&'a str),
 }
 
 impl Template {
@@ -158,6 +180,11 @@ impl Template {
 
     /// The frame of `f` as a new `str`, or `None` when the payload needs the core's path.
     pub fn write<'py>(&self, f: &Fields<'_, 'py>) -> Option<Bound<'py, PyString>> {
+        // A text payload is checked before anything is written.
+        let text_ascii = match f.payload {
+            Body::Text(text) => encoder_form(text.as_bytes())?,
+            Body::Object(_) => true,
+        };
         /// A buffer reused between calls, taken while in use (so a re-entrant call finds
         /// it empty and allocates its own). Only touched with the GIL held (see
         /// `pyobj::KEYS`).
@@ -167,15 +194,20 @@ impl Template {
         static BUF: Reused = Reused(Cell::new(Vec::new()));
         let mut buf = BUF.0.take();
         buf.clear();
-        let frame = self.fill(&mut buf, f);
+        let frame = self.fill(&mut buf, f, text_ascii);
         if buf.capacity() <= 1 << 16 {
             BUF.0.set(buf);
         }
         frame
     }
 
-    fn fill<'py>(&self, buf: &mut Vec<u8>, f: &Fields<'_, 'py>) -> Option<Bound<'py, PyString>> {
-        let mut ascii = true;
+    fn fill<'py>(
+        &self,
+        buf: &mut Vec<u8>,
+        f: &Fields<'_, 'py>,
+        text_ascii: bool,
+    ) -> Option<Bound<'py, PyString>> {
+        let mut ascii = text_ascii;
         let buf = &mut *buf;
         for part in &self.parts {
             match part {
@@ -191,23 +223,27 @@ impl Template {
                     write_str(buf, f.kind)
                 }
                 Part::Field(Slot::Attempt) => write_u64(buf, f.attempt),
-                Part::Field(Slot::Payload) => {
-                    let payload = f.payload.as_ptr();
-                    // SAFETY: the GIL is held (`f.payload` is bound); a type check reads
-                    // the object's type only.
-                    if unsafe { ffi::PyDict_CheckExact(payload) } == 0 {
-                        return None;
+                Part::Field(Slot::Payload) => match f.payload {
+                    // Checked by `write` (`encoder_form`).
+                    Body::Text(text) => buf.extend_from_slice(text.as_bytes()),
+                    Body::Object(payload) => {
+                        let payload = payload.as_ptr();
+                        // SAFETY: the GIL is held (`payload` is bound); a type check reads
+                        // the object's type only.
+                        if unsafe { ffi::PyDict_CheckExact(payload) } == 0 {
+                            return None;
+                        }
+                        // SAFETY: as above; `payload` is a valid dict.
+                        unsafe { write_value(buf, payload, 1, &mut ascii) }?;
                     }
-                    // SAFETY: as above; `payload` is a valid dict.
-                    unsafe { write_value(buf, payload, 1, &mut ascii) }?;
-                }
+                },
             }
         }
         // SAFETY: everything written is UTF-8: pieces of the core's frame cut at ASCII
         // marker boundaries, ASCII punctuation and digits, `serde_json` strings, and
         // whole `&str`s.
         let text = unsafe { std::str::from_utf8_unchecked(buf) };
-        let py = f.payload.py();
+        let py = f.py;
         Some(if ascii {
             // Every piece was ASCII (the literals were checked when learned).
             crate::pyobj::new_ascii_str(py, text)
@@ -331,6 +367,91 @@ fn is_plain(bytes: &[u8]) -> bool {
     special(u64::from_le_bytes(w)) == 0
 }
 
+/// `Some(ascii)` when validated JSON `text` is exactly what the core's encoder writes for
+/// the value it holds, so that copying the text is encoding the value; `ascii`: the text
+/// is ASCII. The rule: no whitespace between tokens; no escape in any string (the
+/// encoder writes every character raw except `"`, `\` and control characters, which
+/// validated text cannot hold raw); numbers only as integers of at most 18 digits, and
+/// not `-0` (a fraction, an exponent, `-0` or a wider integer may be written back in
+/// another form). Keys and strings keep their bytes and objects their member order in
+/// the core's values (validated text has no repeated key), so such text re-encodes to
+/// itself. Conservative: `None` only costs the core's path.
+pub fn encoder_form(text: &[u8]) -> Option<bool> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // Every byte of validated text outside strings is ASCII, so the text is ASCII when
+    // the bytes of its strings are; whole words read while scanning strings are OR-ed in
+    // (their bytes past a closing quote are punctuation or the next string's, which is
+    // read as well).
+    let mut high = 0u64;
+    let mut i = 0;
+    while let Some(&c) = text.get(i) {
+        match c {
+            b'"' => {
+                i += 1;
+                loop {
+                    if let Some(chunk) = text.get(i..i + 8) {
+                        let mut w = [0u8; 8];
+                        w.copy_from_slice(chunk);
+                        let w = u64::from_le_bytes(w);
+                        high |= w;
+                        let m = quote_or_backslash(w);
+                        if m == 0 {
+                            i += 8;
+                            continue;
+                        }
+                        i += (m.trailing_zeros() / 8) as usize;
+                    } else {
+                        while let Some(&b) = text.get(i) {
+                            if b == b'"' || b == b'\\' {
+                                break;
+                            }
+                            high |= u64::from(b);
+                            i += 1;
+                        }
+                    }
+                    break;
+                }
+                if text.get(i) != Some(&b'"') {
+                    // An escape (or the end: not validated text).
+                    return None;
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let from = i + usize::from(c == b'-');
+                i = from;
+                while text.get(i).is_some_and(u8::is_ascii_digit) {
+                    i += 1;
+                }
+                if i - from > 18
+                    || i == from
+                    || matches!(text.get(i), Some(b'.' | b'e' | b'E'))
+                    || (c == b'-' && text.get(from) == Some(&b'0'))
+                {
+                    return None;
+                }
+            }
+            b't' | b'n' => i += 4,
+            b'f' => i += 5,
+            b'{' | b'}' | b'[' | b']' | b':' | b',' => i += 1,
+            // Whitespace (or anything else).
+            _ => return None,
+        }
+    }
+    Some(high & (ONES << 7) == 0)
+}
+
+/// Set in a byte of the result for each byte of `x` that is `"` or `\` (the lowest
+/// flagged byte is exact).
+#[inline(always)]
+fn quote_or_backslash(x: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let q = x ^ (ONES * u64::from(b'"'));
+    let b = x ^ (ONES * u64::from(b'\\'));
+    ((q.wrapping_sub(ONES) & !q) | (b.wrapping_sub(ONES) & !b)) & HIGHS
+}
+
 /// Slots of the encoded-key cache (a power of two).
 const ENCODED_KEY_SLOTS: usize = 256;
 /// Longest encoded key (`"key":`) the cache holds.
@@ -364,27 +485,32 @@ static ENCODED_KEYS: EncodedKeys =
 /// # Safety
 /// The GIL is held and `key` is a valid exact `str`.
 #[inline]
-unsafe fn write_key(buf: &mut Vec<u8>, key: *mut ffi::PyObject, ascii: &mut bool) -> Option<()> {
-    let addr = key as usize;
+unsafe fn write_key(
+    buf: &mut Vec<u8>,
+    key_obj: *mut ffi::PyObject,
+    ascii: &mut bool,
+) -> Option<()> {
+    let addr = key_obj as usize;
     let index = ((addr >> 4) ^ (addr >> 12)) & (ENCODED_KEY_SLOTS - 1);
     // SAFETY: the caller's contract; the GIL guards the cache, and no reference into it is
     // held across a call that could run Python code (a replaced key's decref runs no
     // finaliser: it is a `str`).
     unsafe {
         let slot = ENCODED_KEYS.0.get().cast::<EncodedKey>().add(index);
-        if (*slot).obj == key {
+        if (*slot).obj == key_obj {
             put(buf, (*slot).bytes.get(..(*slot).len)?);
             return Some(());
         }
-        let key_ascii = ffi::PyUnicode_IS_ASCII(key) != 0;
+        let key = utf8(key_obj)?;
+        let key_ascii = key.is_ascii();
         *ascii &= key_ascii;
         let start = buf.len();
-        write_str(buf, utf8(key)?);
+        write_str(buf, key);
         buf.push(b':');
         let written = buf.get(start..)?;
         if key_ascii && written.len() <= MAX_ENCODED_KEY {
             let mut entry = EncodedKey {
-                obj: key,
+                obj: key_obj,
                 len: written.len(),
                 bytes: [0; MAX_ENCODED_KEY],
             };
@@ -392,7 +518,7 @@ unsafe fn write_key(buf: &mut Vec<u8>, key: *mut ffi::PyObject, ascii: &mut bool
                 .bytes
                 .get_mut(..written.len())?
                 .copy_from_slice(written);
-            ffi::Py_INCREF(key);
+            ffi::Py_INCREF(key_obj);
             let old = std::mem::replace(&mut *slot, entry);
             if !old.obj.is_null() {
                 ffi::Py_DECREF(old.obj);
@@ -413,6 +539,7 @@ unsafe fn utf8<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
     // SAFETY: the caller's contract; the view lives as long as the str. A compact ASCII
     // str's data is its UTF-8.
     unsafe {
+        #[cfg(not(feature = "abi3"))]
         if ffi::PyUnicode_IS_COMPACT_ASCII(obj) != 0 {
             let n = usize::try_from(ffi::PyUnicode_GET_LENGTH(obj)).ok()?;
             let data = ffi::PyUnicode_DATA(obj).cast::<u8>();
@@ -449,8 +576,17 @@ unsafe fn write_value(
     unsafe {
         let ty = ffi::Py_TYPE(obj);
         if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
-            *ascii &= ffi::PyUnicode_IS_ASCII(obj) != 0;
-            write_str(buf, utf8(obj)?);
+            let s = utf8(obj)?;
+            #[cfg(not(feature = "abi3"))]
+            {
+                *ascii &= ffi::PyUnicode_IS_ASCII(obj) != 0;
+            }
+            // (The abi3 build creates every `str` the same way: `ascii` is not used.)
+            #[cfg(feature = "abi3")]
+            {
+                *ascii = false;
+            }
+            write_str(buf, s);
         } else if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
             let mut overflow = 0;
             let v = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
@@ -485,16 +621,24 @@ unsafe fn write_value(
                 return None;
             }
             buf.push(b'[');
-            let n = ffi::PyList_GET_SIZE(obj);
+            #[cfg(not(feature = "abi3"))]
+            let (n, item) = (ffi::PyList_GET_SIZE(obj), |i| ffi::PyList_GET_ITEM(obj, i));
+            // Borrowed items; nothing here runs Python code, so the list cannot change.
+            #[cfg(feature = "abi3")]
+            let (n, item) = (ffi::PyList_Size(obj), |i| ffi::PyList_GetItem(obj, i));
             for i in 0..n {
                 if i > 0 {
                     buf.push(b',');
                 }
-                write_value(buf, ffi::PyList_GET_ITEM(obj, i), depth + 1, ascii)?;
+                write_value(buf, item(i), depth + 1, ascii)?;
             }
             buf.push(b']');
         } else if ty == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
+            #[cfg(not(feature = "abi3"))]
             let v = ffi::PyFloat_AS_DOUBLE(obj);
+            // An exact float: the read cannot fail.
+            #[cfg(feature = "abi3")]
+            let v = ffi::PyFloat_AsDouble(obj);
             if !v.is_finite() {
                 return None;
             }

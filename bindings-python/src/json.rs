@@ -200,7 +200,13 @@ unsafe fn exact_scalar(obj: *mut pyo3::ffi::PyObject) -> Option<Value> {
             return None;
         }
         if pyo3::ffi::PyFloat_CheckExact(obj) != 0 {
-            return Number::from_f64(pyo3::ffi::PyFloat_AS_DOUBLE(obj)).map(Value::Number);
+            // An exact float: the read cannot fail (the limited API has no unchecked
+            // accessor).
+            #[cfg(not(feature = "abi3"))]
+            let v = pyo3::ffi::PyFloat_AS_DOUBLE(obj);
+            #[cfg(feature = "abi3")]
+            let v = pyo3::ffi::PyFloat_AsDouble(obj);
+            return Number::from_f64(v).map(Value::Number);
         }
         if obj == pyo3::ffi::Py_None() {
             return Some(Value::Null);

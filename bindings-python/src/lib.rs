@@ -94,6 +94,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("decode", fastcall::decode_function(m)?)?;
     m.add_function(wrap_pyfunction!(shape::clear, m)?)?;
     m.add_function(wrap_pyfunction!(shape::is_enabled, m)?)?;
+    m.add_function(wrap_pyfunction!(messages::encode_reuses_payload_text, m)?)?;
     m.add_function(wrap_pyfunction!(wire::validate, m)?)?;
     m.add_function(wrap_pyfunction!(wire::is_valid, m)?)?;
     m.add_function(wrap_pyfunction!(wire::iter_errors, m)?)?;

@@ -303,15 +303,17 @@ pub fn with_message<R>(
     Ok(f(m).0)
 }
 
-/// `encode` of a `TaskProgress` built in Python, written straight from its Python objects
-/// with the core's frame layout ([`crate::encode`]); `None` when the message is anything
-/// else or not in the plain form (then the core's path encodes it).
+/// `encode` of a `TaskProgress`, written straight from its Python objects with the core's
+/// frame layout ([`crate::encode`]) — or, for a decoded message whose payload was never
+/// read (so never changed), with the payload's validated text copied as it is when the
+/// core's encoder would write the same bytes; `None` when the message is anything else
+/// or not in the plain form (then the core's path encodes it). The other fields are
+/// always written from their current values.
 pub fn encode_fast<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
+    let py = obj.py();
     let c = obj.cast::<PyTaskProgress>().ok()?;
     let b = c.try_borrow().ok()?;
-    let (Slot::Py(payload), true) = (&b.payload, b.extra.is_empty(obj.py())) else {
-        return None;
-    };
+    let payload = fast_body(&b, py)?;
     let template = crate::encode::Template::get()?;
     template.write(&crate::encode::Fields {
         schema_version: b.schema_version,
@@ -319,8 +321,45 @@ pub fn encode_fast<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>>
         seq: b.seq,
         kind: b.kind.as_str(),
         attempt: b.attempt,
-        payload: payload.bind(obj.py()),
+        payload,
+        py,
     })
+}
+
+/// The payload [`encode_fast`] writes: `None` when the message has `extra` fields or a
+/// payload the core built and holds (the core's path then encodes it).
+fn fast_body<'a, 'py>(
+    b: &'a PyTaskProgress,
+    py: Python<'py>,
+) -> Option<crate::encode::Body<'a, 'py>> {
+    use crate::encode::Body;
+    if !b.extra.is_empty(py) {
+        return None;
+    }
+    Some(match &b.payload {
+        Slot::Py(p) => Body::Object(p.bind(py)),
+        Slot::Text(text) => Body::Text(text.as_str()),
+        // A payload the core holds: as text while nobody edited it.
+        Slot::Native(p) => Body::Text(p.text()?),
+    })
+}
+
+/// Whether `encode(message)` would copy the message's payload text as it is (a decoded
+/// `TaskProgress` whose payload was never read, in the encoder's form, without `extra`):
+/// tests, which hold that copy to the core's encoding.
+#[pyfunction]
+#[pyo3(name = "_encode_reuses_payload_text")]
+pub fn encode_reuses_payload_text(message: &Bound<'_, PyAny>) -> bool {
+    let Ok(c) = message.cast::<PyTaskProgress>() else {
+        return false;
+    };
+    let Ok(b) = c.try_borrow() else {
+        return false;
+    };
+    matches!(
+        fast_body(&b, message.py()),
+        Some(crate::encode::Body::Text(text)) if crate::encode::encoder_form(text.as_bytes()).is_some()
+    )
 }
 
 /// What the sequencing state reads of a received message object — its type, `task_id`,

@@ -1,8 +1,10 @@
-//! Fast Python object construction on the full (non-limited) CPython API.
+//! Fast Python object construction.
 //!
-//! The module is built per CPython version (no stable ABI), so it may use what msgspec
-//! and orjson use: a compact ASCII `str` created with `PyUnicode_New` and filled with
-//! one copy (no UTF-8 decoding), and a cache of the `str` objects of object keys (the
+//! The per-version build (no stable ABI) uses what msgspec and orjson use: a compact
+//! ASCII `str` created with `PyUnicode_New` and filled with one copy (no UTF-8
+//! decoding). The `abi3` build (stable ABI, feature `abi3`) has no `PyUnicode_New`:
+//! there every `str` is `PyUnicode_FromStringAndSize`. Both keep a cache of the `str`
+//! objects of object keys (the
 //! protocol's payloads use a small set of keys over and over: reusing the `str` saves
 //! creating it and hashing it again on `dict` insertion). Everything here only builds
 //! objects; no protocol rule lives here.
@@ -16,6 +18,7 @@ use pyo3::types::PyString;
 
 /// A new `str` holding `s`: for ASCII text a compact one-byte `str` filled with one copy,
 /// otherwise `PyUnicode_FromStringAndSize`.
+#[cfg(not(feature = "abi3"))]
 #[inline]
 pub fn new_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
     // SAFETY: the GIL is held (`py`); `PyUnicode_New(n, 127)` returns a compact ASCII str
@@ -38,6 +41,13 @@ pub fn new_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
         }
         PyString::new(py, s)
     }
+}
+
+/// A new `str` holding `s` (the stable ABI's constructor, which decodes the UTF-8).
+#[cfg(feature = "abi3")]
+#[inline]
+pub fn new_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
+    PyString::new(py, s)
 }
 
 /// Most keys this module interns itself (see [`interned`]).
@@ -74,6 +84,15 @@ fn interned(s: Bound<'_, PyString>) -> Bound<'_, PyString> {
 }
 
 /// A new `str` of ASCII text (the caller knows it is ASCII: checked in debug builds).
+#[cfg(feature = "abi3")]
+#[inline]
+pub fn new_ascii_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
+    debug_assert!(s.is_ascii());
+    PyString::new(py, s)
+}
+
+/// A new `str` of ASCII text (the caller knows it is ASCII: checked in debug builds).
+#[cfg(not(feature = "abi3"))]
 #[inline]
 pub fn new_ascii_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
     debug_assert!(s.is_ascii());

@@ -11,13 +11,18 @@
 //!
 //! Writing an entry uses CPython's `dict` layout (`PyDictKeysObject` and its unicode
 //! entries), which is not public API but has been the same in every supported version
-//! (3.11–3.13, GIL builds; `Include/internal/pycore_dict.h`); the module is built per
-//! CPython version. Each write is guarded: the copy must be a combined table of unicode
-//! keys with exactly the template's entries, and each entry must hold the template's
-//! key object where it is expected. Anything else — an interpreter whose layout differs
-//! — turns the copy path off for the process ([`fill`] then returns `None`, and the
-//! builder inserts key by key as before). Only a fresh `dict` nobody else has seen is
-//! written this way, and its values are set before it is handed out.
+//! (3.11–3.13, GIL builds; `Include/internal/pycore_dict.h`). Only the per-version build
+//! has it: the `abi3` build (feature `abi3`, stable ABI) compiles the copy path out and
+//! always inserts key by key. In the per-version build the copy path switches itself on
+//! only at run time and only on an interpreter it was written and tested for: CPython
+//! 3.11, 3.12 or 3.13 (the running version, not the one built for), a GIL build, whose
+//! `dict` objects have the size of the `PyDictObject` this module was compiled against.
+//! Each write is guarded as well: the copy must be a combined table of unicode keys with
+//! exactly the template's entries, and each entry must hold the template's key object
+//! where it is expected. Anything else — an interpreter whose layout differs — turns the
+//! copy path off for the process ([`fill`] then returns `None`, and the builder inserts
+//! key by key as before). Only a fresh `dict` nobody else has seen is written this way,
+//! and its values are set before it is handed out.
 //!
 //! Shapes are bounded ([`SLOTS`] root layouts, [`MAX_MEMBERS`] members, [`MAX_KEY`]
 //! bytes per key, nested layouts [`MAX_NESTING`] deep), learned on the second miss of a
@@ -92,28 +97,50 @@ static SHAPES: Shapes = Shapes(UnsafeCell::new([EMPTY; SLOTS]));
 
 /// Whether the copy path may write entries: 0 not decided yet, 1 on, 2 off (for good:
 /// an interpreter outside 3.11–3.13 or a free-threaded build, or a guard failed).
+#[cfg(not(feature = "abi3"))]
 struct Enabled(UnsafeCell<u8>);
 // SAFETY: as `Shapes`.
+#[cfg(not(feature = "abi3"))]
 unsafe impl Sync for Enabled {}
+#[cfg(not(feature = "abi3"))]
 static ENABLED: Enabled = Enabled(UnsafeCell::new(0));
 
+/// The versions whose `dict` layout [`fill`] writes (and the tests run on): 3.11–3.13.
+#[cfg(not(feature = "abi3"))]
+const TESTED: std::ops::Range<(u8, u8)> = (3, 11)..(3, 14);
+
+#[cfg(not(feature = "abi3"))]
 fn enabled(py: Python<'_>) -> bool {
     // SAFETY: the GIL is held (`py`).
     let state = unsafe { &mut *ENABLED.0.get() };
     if *state == 0 {
-        let v = py.version_info();
-        // A free-threaded build's object header is larger than the 16 bytes of a GIL
-        // build's (and its dicts lock).
-        let gil_build = std::mem::size_of::<ffi::PyObject>() == 16;
-        *state = if gil_build && (v.major, v.minor) >= (3, 11) && (v.major, v.minor) < (3, 14) {
-            1
-        } else {
-            2
-        };
+        *state = if layout_is_known(py) { 1 } else { 2 };
     }
     *state == 1
 }
 
+/// The stable-ABI build never writes CPython's private layouts.
+#[cfg(feature = "abi3")]
+fn enabled(_py: Python<'_>) -> bool {
+    false
+}
+
+/// Whether the running interpreter is one whose `dict` layout [`fill`] knows.
+#[cfg(not(feature = "abi3"))]
+fn layout_is_known(py: Python<'_>) -> bool {
+    let v = py.version_info();
+    // A free-threaded build's object header is larger than the 16 bytes of a GIL build's
+    // (and its dicts lock); such an interpreter would not load this build, but say so.
+    let gil_build = std::mem::size_of::<ffi::PyObject>() == 16;
+    // SAFETY: `PyDict_Type` is a static type object of the running interpreter; reading
+    // its size field reads no Python state.
+    let dict_size = unsafe { (*std::ptr::addr_of!(ffi::PyDict_Type)).tp_basicsize };
+    gil_build
+        && TESTED.contains(&(v.major, v.minor))
+        && usize::try_from(dict_size).ok() == Some(std::mem::size_of::<ffi::PyDictObject>())
+}
+
+#[cfg(not(feature = "abi3"))]
 fn disable() {
     // SAFETY: the GIL is held (the callers').
     unsafe { *ENABLED.0.get() = 2 }
@@ -269,6 +296,7 @@ fn copies_cleanly(py: Python<'_>, shape: &Shape) -> bool {
 }
 
 /// `PyDictKeysObject` (CPython 3.11–3.13, GIL builds): the fields [`fill`] reads.
+#[cfg(not(feature = "abi3"))]
 #[repr(C)]
 struct DictKeys {
     dk_refcnt: ffi::Py_ssize_t,
@@ -282,6 +310,7 @@ struct DictKeys {
 }
 
 /// `DICT_KEYS_UNICODE`: entries are `{me_key, me_value}`.
+#[cfg(not(feature = "abi3"))]
 const DICT_KEYS_UNICODE: u8 = 1;
 
 /// A new `dict` of `shape`'s keys, in order, holding `values` (one per member; every
@@ -290,6 +319,24 @@ const DICT_KEYS_UNICODE: u8 = 1;
 ///
 /// # Safety
 /// The GIL is held; `values` are valid strong references, as many as `shape` has members.
+#[cfg(feature = "abi3")]
+pub unsafe fn fill(
+    _py: Python<'_>,
+    _shape: &Shape,
+    values: &[*mut ffi::PyObject],
+) -> Option<*mut ffi::PyObject> {
+    for &v in values {
+        // SAFETY: the caller's contract: each is a strong reference we own.
+        unsafe { ffi::Py_DECREF(v) }
+    }
+    None
+}
+
+/// A new `dict` of `shape`'s keys, in order, holding `values` (see the `abi3` variant).
+///
+/// # Safety
+/// The GIL is held; `values` are valid strong references, as many as `shape` has members.
+#[cfg(not(feature = "abi3"))]
 pub unsafe fn fill(
     py: Python<'_>,
     shape: &Shape,

@@ -61,6 +61,7 @@ __all__ = [
     "LEASE_CONFIG_KEYS",
     "_payload_copy_enabled",
     "_payload_shapes_reset",
+    "_encode_reuses_payload_text",
     "SCHEMA_VERSION",
     "PROTOCOL_VERSION",
     "DEFAULT_MAX_LINE_BYTES",
@@ -156,6 +157,7 @@ PROTOCOL_VERSION: int
 
 def _payload_shapes_reset() -> None: ...
 def _payload_copy_enabled() -> bool: ...
+def _encode_reuses_payload_text(message: object) -> bool: ...
 DEFAULT_MAX_LINE_BYTES: int
 
 _JSONObject: TypeAlias = Dict[str, Any]
