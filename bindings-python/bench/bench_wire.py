@@ -45,9 +45,9 @@ payload Struct declares this frame's other payload keys (``model``, ``turn``; ot
 be dropped, the core keeps any), and msgspec is given one decoder per frame kind (the core
 dispatches on ``type`` and ``kind`` itself).
 
-On the abi3 build (``extension: abi3`` in the header) the ``<= msgspec`` target applies
-to the ``re-encode <kind>`` and ``encode decoded <kind>`` rows only; the others are
-reported.
+The ``re-encode <kind> +read`` rows are reported against msgspec, not held to it. On the
+abi3 build (``extension: abi3`` in the header) the ``<= msgspec`` target applies to the
+``re-encode <kind>`` and ``encode decoded <kind>`` rows only; the others are reported.
 
 Ratios: ``srp/msgspec`` = srp time / msgspec time (<= 1.00: srp at least as fast);
 ``json/srp`` = json+dataclass time / srp time (target >= 3.0).
@@ -642,6 +642,9 @@ def main() -> None:
         flags = []
         if r_ms is None:
             flags.append("<=msgspec: n/a")
+        elif name.endswith("+read") and name.startswith("re-encode"):
+            # Issue 29 asks for this row to be measured and reported, not met.
+            flags.append(f"<=msgspec: {'met' if r_ms <= 1.0 else 'missed'} (report only)")
         elif ABI3 and name not in ABI3_TARGETS:
             flags.append(f"<=msgspec: {'met' if r_ms <= 1.0 else 'missed'} (abi3: report only)")
         else:
