@@ -1,16 +1,23 @@
-// How users get the package: `npm pack`, `npm install ./stapel-runner-protocol-X.tgz` into
-// an empty project, then `require`, `import`, and `tsc --strict` of a consumer that uses
-// the whole API, as CommonJS and as ESM; the browser build's files are in the tarball and
-// `stapel-runner-protocol/browser` resolves to them. And the package's version is the
-// workspace's.
+// How users get the package: the main package (no native addon; its optionalDependencies
+// name the platform packages) and this machine's platform package, packed as
+// scripts/release packs them (scripts/platforms.mjs; the development build stands in for
+// the release addon), installed into an empty project; then `require`, `import`, and
+// `tsc --strict` of a consumer that uses the whole API, as CommonJS and as ESM; the addon
+// comes from the platform package, and without it the loader fails saying so; the
+// browser build's files are in the tarball and `stapel-runner-protocol/browser` resolves
+// to them. And the package's version is the workspace's; the loader's platform package
+// names are the release's. (scripts/test-release tests the real release: every platform,
+// npm choosing by os/cpu/libc from a registry.)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PLATFORMS, hostPlatform, packMain, packPlatform, version } from '../scripts/platforms.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
@@ -27,18 +34,39 @@ test('the package version is the workspace version (and the lock file\'s)', () =
   assert.equal(lock.version, workspace);
   assert.equal(lock.packages[''].version, workspace);
   assert.equal(pkg.name, 'stapel-runner-protocol');
+  assert.equal(version(), workspace);
 });
 
-test('the packed tarball installs into an empty project and works from require, import and tsc (CJS and ESM)', () => {
+test("the loader's platform package names are the release's, and it reads this machine's C library", () => {
+  const { platformPackage, linuxLibc } = createRequire(import.meta.url)('../dist/native.js');
+  for (const p of PLATFORMS) {
+    assert.equal(platformPackage(p.os, p.cpu, p.libc === 'glibc' ? 'gnu' : 'musl'), p.package);
+  }
+  assert.equal(platformPackage('darwin', 'arm64'), 'stapel-runner-protocol-darwin-arm64');
+  assert.equal(platformPackage('win32', 'x64'), 'stapel-runner-protocol-win32-x64-msvc');
+  if (process.platform === 'linux') {
+    // The ELF interpreter of this node against what its diagnostic report says.
+    assert.equal(linuxLibc(), process.report.getReport().header.glibcVersionRuntime ? 'gnu' : 'musl');
+  }
+});
+
+const host = hostPlatform();
+
+test('the packed tarballs install into an empty project and work from require, import and tsc (CJS and ESM)', { skip: host === undefined && 'no platform package for this machine' }, () => {
   const work = mkdtempSync(join(tmpdir(), 'srp-pack-'));
   try {
-    const packed = JSON.parse(execFileSync(npm, ['pack', '--json', '--pack-destination', work], { cwd: root, env, encoding: 'utf8' }));
-    const tarball = join(work, packed[0].filename);
-    assert.equal(packed[0].filename, `stapel-runner-protocol-${pkg.version}.tgz`);
-    const files = packed[0].files.map((f) => f.path);
-    for (const f of ['index.mjs', 'dist/index.js', 'dist/transport-ws.js', 'types/index.d.ts', 'types/transport-ws.d.ts', 'native.d.ts', 'stapel-runner-protocol.node', 'package.json', 'schemas/ping.v1.json', 'schemas/api/session.json']) {
+    // The development build (this machine's glibc: no limit on its symbol versions).
+    const platform = packPlatform(host, join(root, 'stapel-runner-protocol.node'), work, pkg.version, { maxGlibc: null });
+    const packed = packMain([host.id], work, pkg.version);
+    const tarball = packed.file;
+    assert.equal(basename(tarball), `stapel-runner-protocol-${pkg.version}.tgz`);
+    assert.equal(basename(platform.file), `${host.package}-${pkg.version}.tgz`);
+    assert.deepEqual(platform.files.sort(), ['README.md', 'package.json', host.file].sort());
+    const files = packed.files;
+    for (const f of ['index.mjs', 'dist/index.js', 'dist/transport-ws.js', 'types/index.d.ts', 'types/transport-ws.d.ts', 'native.d.ts', 'package.json', 'schemas/ping.v1.json', 'schemas/api/session.json']) {
       assert.ok(files.includes(f), `${f} is not in the tarball`);
     }
+    assert.deepEqual(files.filter((f) => f.endsWith('.node')), [], 'the main package carries no native addon');
     assert.ok(!files.some((f) => f.startsWith('src/') || f.startsWith('tests/') || f.startsWith('ts/')), 'sources and tests stay out of the tarball');
     // The browser build (`stapel-runner-protocol/browser`): every file its manifest lists,
     // and nothing else of browser/ (its sources and the build folder stay out).
@@ -49,7 +77,9 @@ test('the packed tarball installs into an empty project and works from require, 
     const app = join(work, 'app');
     mkdirSync(app);
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, version: '0.0.0' }));
-    execFileSync(npm, ['install', '--offline', '--no-package-lock', tarball, join(root, 'node_modules', 'ws')], { cwd: app, env, stdio: 'pipe' });
+    execFileSync(npm, ['install', '--offline', '--no-package-lock', tarball, platform.file, join(root, 'node_modules', 'ws')], { cwd: app, env, stdio: 'pipe' });
+    const installedPkg = JSON.parse(readFileSync(join(app, 'node_modules', 'stapel-runner-protocol', 'package.json'), 'utf8'));
+    assert.deepEqual(installedPkg.optionalDependencies, { [host.package]: pkg.version });
 
     const frame = '{"schema_version":1,"type":"ping","nonce":"n"}';
     writeFileSync(
@@ -65,6 +95,19 @@ test('the packed tarball installs into an empty project and works from require, 
     );
     assert.equal(execFileSync(process.execPath, ['use.cjs', frame], { cwd: app, encoding: 'utf8' }).trim(), `${frame} ping function`);
     assert.equal(execFileSync(process.execPath, ['use.mjs', frame], { cwd: app, encoding: 'utf8' }).trim(), `${frame} ping function function`);
+    // The addon is the platform package's.
+    const addons = execFileSync(process.execPath, ['-e', "require('stapel-runner-protocol'); console.log(Object.keys(require.cache).filter((f) => f.endsWith('.node')).join(' '))"], { cwd: app, encoding: 'utf8' }).trim();
+    assert.equal(addons, join(app, 'node_modules', host.package, host.file));
+    // Without the platform package the loader fails, naming it.
+    renameSync(join(app, 'node_modules', host.package), join(work, 'aside'));
+    try {
+      assert.throws(
+        () => execFileSync(process.execPath, ['use.cjs', frame], { cwd: app, encoding: 'utf8', stdio: 'pipe' }),
+        (e) => e.stderr.includes('stapel-runner-protocol: no native addon for this platform') && e.stderr.includes(host.package),
+      );
+    } finally {
+      renameSync(join(work, 'aside'), join(app, 'node_modules', host.package));
+    }
     // The browser export resolves to the installed build, byte for byte the committed one.
     const entry = execFileSync(process.execPath, ['-e', "console.log(require.resolve('stapel-runner-protocol/browser'))"], { cwd: app, encoding: 'utf8' }).trim();
     assert.equal(entry, join(app, 'node_modules', 'stapel-runner-protocol', 'browser', 'dist', browser.entry));

@@ -40,7 +40,14 @@ function runTs(source, name) {
 }
 
 test('the README quick start type-checks and prints what it says', () => {
-  assert.deepEqual(runTs(block(''), 'readme'), ['true', 'schema_violation task_id', 'hub got task.progress']);
+  const printed = runTs(block(''), 'readme');
+  assert.deepEqual(printed, ['true', 'schema_violation task_id', 'hub got task.progress']);
+  // The README's "It prints:" block, which scripts/test-release compares with the run.
+  const text = readFileSync(join(root, 'README.md'), 'utf8');
+  const at = text.indexOf('It prints:\n\n```text\n', text.indexOf('```ts\n'));
+  assert.ok(at >= 0, 'the quick start is followed by "It prints:"');
+  const start = text.indexOf('```text\n', at) + '```text\n'.length;
+  assert.deepEqual(text.slice(start, text.indexOf('```', start)).trimEnd().split('\n'), printed);
 });
 
 test('the README hub store example type-checks and prints what it says', () => {
