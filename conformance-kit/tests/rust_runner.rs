@@ -1,5 +1,6 @@
 //! The kit against the Rust runner (`stapel-runner connect`): every required case passes,
-//! and the kit fails a runner that breaks the protocol (one that never connects).
+//! and the kit fails a runner that breaks the protocol (one that exits without ever
+//! connecting: failed at once, not after the step's `within_ms`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -79,13 +80,27 @@ fn the_rust_runner_passes_every_required_case() {
 #[test]
 fn a_runner_that_never_connects_fails_the_required_cases() {
     let report = report_dir("silent");
+    let started = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_stapel-conformance"))
         .arg("runner")
         .arg("--report")
         .arg(&report)
-        .args(["--case", "runner/01*", "--", "sleep", "30"])
+        .args([
+            "--case",
+            "runner/01*",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.3; exit 3",
+        ])
         .output()
         .expect("run the kit");
+    // The hello step waits up to 15 s for a live runner; one that exited fails at once.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -102,6 +117,11 @@ fn a_runner_that_never_connects_fails_the_required_cases() {
         .find(|c| c["id"] == "runner/010_hello_fields")
         .unwrap();
     assert_eq!(hello["outcome"], "fail");
+    let reason = hello["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("expected a valid hello") && reason.contains("exited on its own"),
+        "{reason}"
+    );
     // The index page compares the two kinds of report side by side.
     let idx = report_dir("index");
     let st = Command::new(env!("CARGO_BIN_EXE_stapel-conformance"))
