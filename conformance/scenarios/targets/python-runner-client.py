@@ -4,9 +4,9 @@
 
 A minimal runner on ``stapel_runner_protocol.transport_ws.RunnerClient``: it connects to
 ``STAPEL_HUB_URL`` with the token in ``STAPEL_TOKEN_FILE`` (re-read on every connect),
-keeps its session snapshot in ``STAPEL_STATE_DIR/session.snapshot`` (written after every
-command received and every frame sent, so a runner killed and started again resumes),
-and plays the conformance workload the task's ``goal`` names (see
+keeps its session snapshot in ``STAPEL_STATE_DIR/session.snapshot`` (written when a
+command arrives, before it is acted on, and after every frame sent, so a runner killed
+and started again resumes), and plays the conformance workload the task's ``goal`` names (see
 ``conformance/scenarios/README.md``): ``conformance quick N`` sends N ``state``
 progress frames and a ``done`` report, ``conformance hold`` sends one and waits for its
 cancel (then a ``failed`` report, ``failure_type`` ``cancelled``). At most two tasks run
@@ -126,6 +126,9 @@ class Runner:
             async def events():
                 async for kind, value in self.client.events():
                     if kind == "received":
+                        # The command's receipt is kept before any work it starts can
+                        # send (a runner killed right after must declare it on resume).
+                        self.persist()
                         await self.on_message(value)
                         self.persist()
                     elif kind in ("error", "disconnected", "peer_error"):
