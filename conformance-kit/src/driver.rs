@@ -45,6 +45,13 @@ pub enum Incoming {
     Conn(Conn),
     /// An upgrade refused (wrong token): why.
     Refused(String),
+    /// Runner mode: the runner process under test ended (`expected`: the kit ended it).
+    Exited {
+        /// The exit status as text.
+        status: String,
+        /// Whether the kit killed or stopped it.
+        expected: bool,
+    },
 }
 
 /// How the kit answers the peer's pings.
@@ -76,6 +83,10 @@ pub struct Driver<M: Machine> {
     /// Violation codes tolerated in every step (hub mode: `ack_ahead`, the hub knowing
     /// more of this runner than the kit's state, which a run does not persist).
     pub tolerated: Vec<&'static str>,
+    /// Runner mode: the runner process ended on its own (its status). With no
+    /// connection left nothing more can arrive, so a step waiting for the peer ends at
+    /// once instead of at its `within_ms`.
+    pub peer_exited: Option<String>,
 }
 
 fn cut(s: &str) -> String {
@@ -119,6 +130,7 @@ impl<M: Machine> Driver<M> {
             pings: Pings::Session,
             last_sequenced_out: None,
             tolerated: Vec::new(),
+            peer_exited: None,
         }
     }
 
@@ -348,6 +360,9 @@ impl<M: Machine> Driver<M> {
             if done(self) {
                 return true;
             }
+            if self.peer_exited.is_some() && self.conn.is_none() {
+                return false;
+            }
             let now = Instant::now();
             if now >= deadline {
                 return false;
@@ -371,6 +386,14 @@ impl<M: Machine> Driver<M> {
                     match c {
                         Some(Incoming::Conn(c)) => self.attach(c),
                         Some(Incoming::Refused(why)) => self.note("refused", &why, None),
+                        Some(Incoming::Exited { status, expected }) => {
+                            if expected {
+                                self.note("process", &format!("the runner ended: {status}"), None);
+                            } else {
+                                self.note("process", &format!("the runner exited on its own: {status}"), None);
+                                self.peer_exited = Some(status);
+                            }
+                        }
                         None => self.incoming = None,
                     }
                 }
@@ -400,9 +423,16 @@ impl<M: Machine> Driver<M> {
             .and_then(Value::as_u64)
             .unwrap_or(10_000);
         let deadline = Instant::now() + Duration::from_millis(within);
-        self.pump(deadline, |d| d.positives(from, expect, dup_base).is_empty())
-            .await;
+        self.pump(deadline, |d| {
+            d.positives(from, expect, dup_base).is_empty() || d.settled(from, expect)
+        })
+        .await;
         let mut failures = self.positives(from, expect, dup_base);
+        if !failures.is_empty() {
+            if let Some(st) = &self.peer_exited {
+                failures.push(format!("the runner process exited on its own ({st})"));
+            }
+        }
         if let Some(q) = expect.get("quiet_ms").and_then(Value::as_u64) {
             self.wait(q).await;
         }
@@ -435,6 +465,16 @@ impl<M: Machine> Driver<M> {
         self.since(from).iter().any(|e| e.kind == kind)
     }
 
+    /// Whether waiting longer cannot help: the step expects a hello and the peer's
+    /// hello since the step began does not match it.
+    fn settled(&self, from: usize, expect: &Value) -> bool {
+        expect.get("hello").is_some_and(|h| {
+            self.events(from, "hello")
+                .first()
+                .is_some_and(|e| !matches(h, e.get("message")))
+        })
+    }
+
     fn positives(&self, from: usize, expect: &Value, dup_base: u64) -> Vec<String> {
         let mut f = Vec::new();
         let want = |k: &str| expect.get(k).is_some_and(|v| v != &Value::Bool(false));
@@ -458,12 +498,14 @@ impl<M: Machine> Driver<M> {
             }
         }
         if let Some(h) = expect.get("hello") {
-            let hellos = self.events(from, "hello");
-            if !hellos.iter().any(|e| matches(h, e.get("message"))) {
-                f.push(match hellos.last() {
-                    None => "expected a valid hello".into(),
-                    Some(e) => format!("expected a hello matching {h}, got {}", e["message"]),
-                });
+            // The peer's next hello is the one judged: a session says hello once.
+            match self.events(from, "hello").first() {
+                None => f.push("expected a valid hello".into()),
+                Some(e) if !matches(h, e.get("message")) => f.push(format!(
+                    "expected a hello matching {h}, got {}",
+                    e["message"]
+                )),
+                Some(_) => {}
             }
         }
         if let Some(Value::Array(pats)) = expect.get("received") {

@@ -1,9 +1,10 @@
 //! `stapel-conformance`: a wire-level conformance kit for the Stapel hub↔runner protocol
 //! (seed 000 and this project's extensions), in the manner of the Autobahn|Testsuite.
 //!
-//! * `stapel-conformance runner --report DIR [--case GLOB] -- COMMAND [ARGS…]`: the kit
-//!   is the hub; it starts COMMAND (the runner under test) with `STAPEL_HUB_URL`,
-//!   `STAPEL_TOKEN_FILE` and `STAPEL_STATE_DIR` set, and restarts it where a case says so.
+//! * `stapel-conformance runner --report DIR [--case GLOB] [--jobs N] -- COMMAND [ARGS…]`:
+//!   the kit is the hub; it starts COMMAND (the runner under test) with `STAPEL_HUB_URL`,
+//!   `STAPEL_TOKEN_FILE` and `STAPEL_STATE_DIR` set, and restarts it where a case says so
+//!   (`--jobs N`: N cases at once, each on its own listener).
 //! * `stapel-conformance hub --url URL --token-file F --report DIR [--case GLOB]`: the kit
 //!   is a runner of the hub under test.
 //! * `stapel-conformance index --out DIR REPORT_DIR…`: one page comparing runs.
@@ -62,6 +63,10 @@ enum Cmd {
         /// The implementation's name in the report (default: the command's file name).
         #[arg(long)]
         name: Option<String>,
+        /// Cases run at once, each with its own listener (port), token and state
+        /// directory, and its own runner process.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+        jobs: u16,
         /// The runner under test and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -145,6 +150,7 @@ async fn main() -> ExitCode {
             scenarios,
             invocation,
             name,
+            jobs,
             command,
         } => {
             let dir = scenarios.unwrap_or_else(scenario::default_dir);
@@ -173,22 +179,46 @@ async fn main() -> ExitCode {
             });
             let work = report.join("work");
             let started = Instant::now();
-            let mode = match runner_mode::RunnerMode::start(command.clone(), invocation, work).await
-            {
-                Ok(m) => m,
-                Err(e) => {
-                    eprintln!("stapel-conformance: cannot listen: {e}");
-                    return ExitCode::from(2);
+            let mut modes = Vec::new();
+            for _ in 0..jobs.min(cases.len() as u16) {
+                match runner_mode::RunnerMode::start(
+                    command.clone(),
+                    invocation.clone(),
+                    work.clone(),
+                )
+                .await
+                {
+                    Ok(m) => modes.push(m),
+                    Err(e) => {
+                        eprintln!("stapel-conformance: cannot listen: {e}");
+                        return ExitCode::from(2);
+                    }
                 }
-            };
-            eprintln!(
-                "stapel-conformance: the kit's hub listens on {}",
-                mode.url()
-            );
-            let mut results = Vec::new();
-            for sc in &cases {
-                results.push(mode.run_case(sc).await);
             }
+            for m in &modes {
+                eprintln!("stapel-conformance: the kit's hub listens on {}", m.url());
+            }
+            // Each listener takes the next case when it is free.
+            let queue =
+                std::cell::RefCell::new(cases.iter().collect::<std::collections::VecDeque<_>>());
+            let workers = modes.iter().map(|mode| {
+                let queue = &queue;
+                async move {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = queue.borrow_mut().pop_front();
+                        let Some(sc) = next else { break };
+                        done.push(mode.run_case(sc).await);
+                    }
+                    done
+                }
+            });
+            let mut results: Vec<CaseResult> = futures_util::future::join_all(workers)
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
+            results.sort_by(|a, b| a.id.cmp(&b.id));
             finish(
                 &report,
                 &name,

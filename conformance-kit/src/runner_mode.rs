@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,7 @@ use stapel_runner_protocol::host::auth::{bearer_from_headers, constant_time_eq};
 use stapel_runner_protocol::session::{HubSession, SessionConfig};
 use tokio::net::TcpListener;
 use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 
@@ -126,6 +127,7 @@ impl RunnerMode {
         let token_file = dir.join("token");
         let _ = std::fs::write(&token_file, &token);
         let (tx, rx) = mpsc::unbounded_channel();
+        let tx_exit = tx.clone();
         {
             let mut g = self.gate.lock().expect("gate");
             g.token = token;
@@ -140,6 +142,7 @@ impl RunnerMode {
         let mut proc = Proc {
             child: None,
             starts: 0,
+            events: tx_exit,
         };
         let mut failures = Vec::new();
         let mut na = false;
@@ -239,7 +242,8 @@ impl RunnerMode {
                     ),
                     None,
                 );
-                proc.child = Some(child);
+                d.peer_exited = None;
+                proc.watch(child);
                 Ok(())
             }
             "kill" => {
@@ -292,29 +296,57 @@ pub fn config_of(v: &Value) -> Result<SessionConfig, String> {
     SessionConfig::from_value(v).map_err(|e| format!("kit_session: {e}"))
 }
 
-/// The runner process under test (its own process group).
+/// The runner process under test (its own process group), watched by a task that
+/// tells the case's driver when it ends.
 struct Proc {
-    child: Option<Child>,
+    child: Option<Running>,
     starts: u32,
+    events: mpsc::UnboundedSender<Incoming>,
+}
+
+/// A started runner process.
+struct Running {
+    pid: Option<u32>,
+    /// Set before the kit ends the process itself.
+    ending: Arc<AtomicBool>,
+    /// Resolves with the exit status once the process ended.
+    ended: oneshot::Receiver<String>,
 }
 
 impl Proc {
+    fn watch(&mut self, mut child: Child) {
+        let ending = Arc::new(AtomicBool::new(false));
+        let (done, ended) = oneshot::channel();
+        let pid = child.id();
+        let events = self.events.clone();
+        let flag = ending.clone();
+        tokio::spawn(async move {
+            let status = match child.wait().await {
+                Ok(st) => st.to_string(),
+                Err(e) => format!("cannot wait for it: {e}"),
+            };
+            let _ = done.send(status.clone());
+            let _ = events.send(Incoming::Exited {
+                status,
+                expected: flag.load(Ordering::SeqCst),
+            });
+        });
+        self.child = Some(Running { pid, ending, ended });
+    }
+
     fn signal(&self, sig: nix::sys::signal::Signal) {
-        if let Some(pid) = self.child.as_ref().and_then(Child::id) {
+        if let Some(pid) = self.child.as_ref().and_then(|r| r.pid) {
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), sig);
         }
     }
 
     async fn kill(&mut self, d: &mut Driver<HubSession>) {
-        if let Some(mut c) = self.child.take() {
-            self.child = None;
-            if let Some(pid) = c.id() {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-            let _ = tokio::time::timeout(Duration::from_secs(5), c.wait()).await;
+        if let Some(r) = self.child.as_ref() {
+            r.ending.store(true, Ordering::SeqCst);
+        }
+        self.signal(nix::sys::signal::Signal::SIGKILL);
+        if let Some(r) = self.child.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), r.ended).await;
             d.note(
                 "process",
                 "killed the runner (SIGKILL to its process group)",
@@ -324,15 +356,30 @@ impl Proc {
     }
 
     async fn stop(&mut self, d: &mut Driver<HubSession>) {
+        if let Some(r) = self.child.as_ref() {
+            r.ending.store(true, Ordering::SeqCst);
+        }
         self.signal(nix::sys::signal::Signal::SIGTERM);
-        if let Some(c) = self.child.as_mut() {
-            let ended = tokio::time::timeout(Duration::from_secs(8), c.wait()).await;
+        if let Some(mut r) = self.child.take() {
+            let ended = tokio::time::timeout(Duration::from_secs(8), &mut r.ended).await;
             d.note(
                 "process",
                 &format!("stopped the runner (SIGTERM): {ended:?}"),
                 None,
             );
+            if ended.is_err() {
+                // Still running after the grace: kill its group.
+                self.child = Some(r);
+                self.kill(d).await;
+            } else {
+                // Its group may still hold processes the runner left behind.
+                if let Some(pid) = r.pid {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pid as i32),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
         }
-        self.kill(d).await;
     }
 }

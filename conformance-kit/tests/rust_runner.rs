@@ -1,5 +1,6 @@
 //! The kit against the Rust runner (`stapel-runner connect`): every required case passes,
-//! and the kit fails a runner that breaks the protocol (one that never connects).
+//! and the kit fails a runner that breaks the protocol (one that exits without ever
+//! connecting: failed at once, not after the step's `within_ms`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,7 +12,8 @@ fn root() -> PathBuf {
 /// The runner binary of this workspace (built by `cargo build -p stapel-runner`, which
 /// this test runs first so that it tests the current source).
 fn runner_bin() -> PathBuf {
-    let status = Command::new(env!("CARGO"))
+    let mut build = Command::new(env!("CARGO"));
+    build
         .args([
             "build",
             "-q",
@@ -20,9 +22,25 @@ fn runner_bin() -> PathBuf {
             "--bin",
             "stapel-runner",
         ])
-        .current_dir(root())
-        .status()
-        .expect("cargo build");
+        .current_dir(root());
+    // The variables cargo sets for this test are not the build's: a build script that
+    // tracks one (ring's tracks CARGO_MANIFEST_DIR) would rebuild the runner's
+    // dependencies here, and again in the next plain `cargo build`.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k == "CARGO_MANIFEST_DIR"
+            || k == "CARGO_MANIFEST_PATH"
+            || k == "CARGO_CRATE_NAME"
+            || k == "CARGO_PRIMARY_PACKAGE"
+            || k == "CARGO_TARGET_TMPDIR"
+            || k == "OUT_DIR"
+            || k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_BIN_")
+        {
+            build.env_remove(k.as_ref());
+        }
+    }
+    let status = build.status().expect("cargo build");
     assert!(status.success(), "building stapel-runner failed");
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_stapel-conformance"));
     exe.parent().expect("target dir").join("stapel-runner")
@@ -47,6 +65,8 @@ fn the_rust_runner_passes_every_required_case() {
         .arg(&report)
         .arg("--name")
         .arg("stapel-runner")
+        // Three cases at once, each on its own listener, token and state directory.
+        .args(["--jobs", "3"])
         .arg("--")
         .arg(root().join("conformance/scenarios/targets/rust-runner.sh"))
         .arg(&runner)
@@ -79,13 +99,27 @@ fn the_rust_runner_passes_every_required_case() {
 #[test]
 fn a_runner_that_never_connects_fails_the_required_cases() {
     let report = report_dir("silent");
+    let started = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_stapel-conformance"))
         .arg("runner")
         .arg("--report")
         .arg(&report)
-        .args(["--case", "runner/01*", "--", "sleep", "30"])
+        .args([
+            "--case",
+            "runner/01*",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.3; exit 3",
+        ])
         .output()
         .expect("run the kit");
+    // The hello step waits up to 15 s for a live runner; one that exited fails at once.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -102,6 +136,11 @@ fn a_runner_that_never_connects_fails_the_required_cases() {
         .find(|c| c["id"] == "runner/010_hello_fields")
         .unwrap();
     assert_eq!(hello["outcome"], "fail");
+    let reason = hello["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("expected a valid hello") && reason.contains("exited on its own"),
+        "{reason}"
+    );
     // The index page compares the two kinds of report side by side.
     let idx = report_dir("index");
     let st = Command::new(env!("CARGO_BIN_EXE_stapel-conformance"))

@@ -10,18 +10,28 @@ on the hub to drop duplicates. Run it with the published 0.1.1 package on ``PYTH
 project's package installed.
 
     python seed_only_runner.py --url ws://127.0.0.1:PORT/ --token-file TOKEN
-        [--progress N] [--exit-after K]
+        [--progress N] [--exit-after K] [--workload conformance]
 
 For each ``task.assign`` it sends N ``task.progress`` frames and one ``task.report``
 (status ``done``); a ``task.cancel`` of a running task ends it ``failed``. It prints
 ``{"connected": n}`` after each connect and ``{"assigned": task_id}`` per new task, and
 exits 0 after reporting K tasks (``--exit-after``) and seeing the connection close or
 after 2 s more; it reconnects after a lost connection (with a short pause).
+
+``--workload conformance`` plays the task's ``goal`` instead, as ``stapel-conformance
+runner`` expects (``conformance quick N``: N progress frames and a ``done`` report;
+``conformance hold``: one, then a ``failed`` report, failure_type ``cancelled``, when
+its cancel arrives). ``--url`` and ``--token-file`` default to ``STAPEL_HUB_URL`` and
+``STAPEL_TOKEN_FILE``, the variables the kit sets:
+
+    stapel-conformance runner --report DIR -- python seed_only_runner.py --workload conformance
 """
 
 import argparse
 import asyncio
 import json
+import os
+import re
 import sys
 
 from stapel_runner_protocol import (ConnectionState, Hello, TaskProgress,
@@ -32,6 +42,16 @@ from stapel_runner_protocol.transport_ws import RunnerConnection
 def emit(obj):
     sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
     sys.stdout.flush()
+
+
+def report_of(task_id, status, failure_type=None):
+    """A ``task.report`` carrying a stapel-taskspecs TaskReport (usage is required)."""
+    usage = {"cache_read": 0, "cache_write": 0, "fresh_input": 0, "output": 0,
+             "thinking": 0}
+    report = {"schema_version": 1, "task_id": task_id, "status": status, "usage": usage}
+    if failure_type is not None:
+        report["failure_type"] = failure_type
+    return TaskReportMessage(task_id=task_id, report=report)
 
 
 async def linger(conn, seconds):
@@ -47,14 +67,18 @@ async def linger(conn, seconds):
 
 async def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--url", required=True)
-    parser.add_argument("--token-file", required=True)
+    parser.add_argument("--url", default=os.environ.get("STAPEL_HUB_URL"))
+    parser.add_argument("--token-file", default=os.environ.get("STAPEL_TOKEN_FILE"))
+    parser.add_argument("--workload", choices=["fixed", "conformance"], default="fixed")
     parser.add_argument("--progress", type=int, default=3)
     parser.add_argument("--exit-after", type=int, default=0)
     args = parser.parse_args()
+    if not args.url or not args.token_file:
+        parser.error("--url and --token-file (or STAPEL_HUB_URL and STAPEL_TOKEN_FILE) are required")
     with open(args.token_file, encoding="utf-8") as f:
         token = f.read().strip()
     state = ConnectionState("runner")
+    holding = set()  # conformance workload: tasks waiting for their cancel
     reported = 0
     connects = 0
     while True:
@@ -81,16 +105,19 @@ async def main():
                         emit({"assigned": msg.task_id})
                         # The task's frames are numbered and kept first, then sent: a
                         # connection lost mid-way loses nothing (the checkpoint re-sends).
+                        steps, hold = args.progress, False
+                        if args.workload == "conformance":
+                            goal = str((msg.task or {}).get("goal", ""))
+                            hold = "conformance hold" in goal
+                            quick = re.search(r"conformance quick (\d+)", goal)
+                            steps = 1 if hold else (int(quick.group(1)) if quick else 3)
                         frames = [state.emit(TaskProgress(task_id=msg.task_id, kind="state",
                                                           payload={"step": i}))
-                                  for i in range(args.progress)]
-                        # A stapel-taskspecs TaskReport (usage is required).
-                        usage = {"cache_read": 0, "cache_write": 0, "fresh_input": 0,
-                                 "output": 0, "thinking": 0}
-                        report = {"schema_version": 1, "task_id": msg.task_id,
-                                  "status": "done", "usage": usage}
-                        frames.append(state.emit(TaskReportMessage(task_id=msg.task_id,
-                                                                   report=report)))
+                                  for i in range(steps)]
+                        if hold:
+                            holding.add(msg.task_id)
+                        else:
+                            frames.append(state.emit(report_of(msg.task_id, "done")))
                         for frame in frames:
                             await conn.send(frame)
                         reported += 1
@@ -100,7 +127,10 @@ async def main():
                             await linger(conn, 2.0)
                             return 0
                     elif kind == "task.cancel":
-                        state.receive(msg)
+                        if state.receive(msg) and msg.task_id in holding:
+                            holding.discard(msg.task_id)
+                            await conn.send(state.emit(report_of(msg.task_id, "failed",
+                                                                 "cancelled")))
         except Exception as exc:  # the hub went away: reconnect
             emit({"disconnected": type(exc).__name__})
         await asyncio.sleep(0.2)

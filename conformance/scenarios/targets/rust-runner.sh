@@ -10,6 +10,6 @@ runner=${1:-${STAPEL_RUNNER:-stapel-runner}}
 exec "$runner" connect --url "$STAPEL_HUB_URL" --token-file "$STAPEL_TOKEN_FILE" \
   --state-dir "$STAPEL_STATE_DIR" \
   --jsonl-harness sh --jsonl-harness "$here/harness.sh" \
-  --max-tasks 2 --cancel-boundary-ms 300 \
-  --session-config '{"ping_interval_ms":1000,"peer_timeout_ms":3000}' \
+  --max-tasks 2 --cancel-boundary-ms 300 --grace-ms 200 \
+  --session-config '{"ping_interval_ms":500,"peer_timeout_ms":1500}' \
   --backoff-initial-ms 50 --backoff-max-ms 300
