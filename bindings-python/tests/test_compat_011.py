@@ -589,6 +589,36 @@ def test_resend_from_checkpoint_is_applied_once() -> None:
     asyncio.run(main())
 
 
+def test_the_applications_hello_resume_is_sent() -> None:
+    """0.1.1's form: the application tracks the hub's commands itself and sends
+    ``Hello(resume=...)``; that resume reaches the hub (found by the wire-level
+    conformance kit, case runner/030: the session used to replace it with its own,
+    empty one, and the hub replayed commands the application already had)."""
+    websockets = _websockets()
+    from stapel_runner_protocol.transport_ws import RunnerConnection
+
+    async def main() -> Any:
+        hellos: List[Any] = []
+        got = asyncio.Event()
+
+        async def handler(ws: Any) -> None:
+            async for text in ws:
+                msg = srp.decode(text)
+                if isinstance(msg, Hello):
+                    hellos.append(msg.resume)
+                    got.set()
+
+        async with websockets.serve(handler, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            async with RunnerConnection(f"ws://127.0.0.1:{port}", auth_token="t") as conn:
+                await conn.send(Hello(project_id="p", runner_version="1",
+                                      resume={"K-1": 1, "K-2": 4}))
+                await asyncio.wait_for(got.wait(), 5)
+        return hellos[0]
+
+    assert asyncio.run(main()) == {"K-1": 1, "K-2": 4}
+
+
 def test_sending_before_the_hello_is_refused() -> None:
     """Listed difference: the session starts with the application's Hello (seed 000:
     the hello is the first frame of a connection)."""

@@ -1078,7 +1078,16 @@ class RunnerConnection(_Runner):
             message = decode(message)
         if isinstance(message, Hello):
             if self._link is None:
-                self._link = RunnerLink(message, self._cfg, seed=_seed(), state=self._state)
+                state = self._state
+                if state is None and message.resume:
+                    # 0.1.1's form: the application keeps its own ConnectionState and its
+                    # Hello says how far it has each task's commands; the session starts
+                    # from there, so its hellos (on every reconnect) carry that resume and
+                    # the hub replays only what lies above it.
+                    state = ConnectionState("runner")
+                    for task_id, seq in message.resume.items():
+                        state.skip_to(task_id, None, seq + 1)
+                self._link = RunnerLink(message, self._cfg, seed=_seed(), state=state)
                 if self._waiting_socket is not None:
                     await self._start()
             return
