@@ -140,6 +140,27 @@ fn finish(
     }
 }
 
+/// The cases of one mode matching `glob` from the scenario folder (the default one unless
+/// given); none, or a folder that cannot be read, is a usage error (exit 2), said on stderr.
+fn load_cases(
+    scenarios: Option<PathBuf>,
+    mode: &str,
+    glob: Option<&str>,
+) -> Result<Vec<scenario::Scenario>, ExitCode> {
+    let dir = scenarios.unwrap_or_else(scenario::default_dir);
+    match scenario::load(&dir, mode, glob) {
+        Ok(c) if !c.is_empty() => Ok(c),
+        Ok(_) => {
+            eprintln!("stapel-conformance: no {mode} case matches");
+            Err(ExitCode::from(2))
+        }
+        Err(e) => {
+            eprintln!("stapel-conformance: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -153,17 +174,9 @@ async fn main() -> ExitCode {
             jobs,
             command,
         } => {
-            let dir = scenarios.unwrap_or_else(scenario::default_dir);
-            let cases = match scenario::load(&dir, "runner", case.as_deref()) {
-                Ok(c) if !c.is_empty() => c,
-                Ok(_) => {
-                    eprintln!("stapel-conformance: no runner case matches");
-                    return ExitCode::from(2);
-                }
-                Err(e) => {
-                    eprintln!("stapel-conformance: {e}");
-                    return ExitCode::from(2);
-                }
+            let cases = match load_cases(scenarios, "runner", case.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
             };
             let invocation: serde_json::Value = match serde_json::from_str(&invocation) {
                 Ok(v @ serde_json::Value::Object(_)) => v,
@@ -236,17 +249,9 @@ async fn main() -> ExitCode {
             scenarios,
             name,
         } => {
-            let dir = scenarios.unwrap_or_else(scenario::default_dir);
-            let cases = match scenario::load(&dir, "hub", case.as_deref()) {
-                Ok(c) if !c.is_empty() => c,
-                Ok(_) => {
-                    eprintln!("stapel-conformance: no hub case matches");
-                    return ExitCode::from(2);
-                }
-                Err(e) => {
-                    eprintln!("stapel-conformance: {e}");
-                    return ExitCode::from(2);
-                }
+            let cases = match load_cases(scenarios, "hub", case.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
             };
             let token = match std::fs::read_to_string(&token_file) {
                 Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
