@@ -40,20 +40,27 @@ struct Cli {
     command: Cmd,
 }
 
+/// The options both modes take: where the report goes and which cases run.
+#[derive(clap::Args, Debug)]
+struct CaseArgs {
+    /// Where to write report.json and index.html.
+    #[arg(long)]
+    report: PathBuf,
+    /// Only the cases whose id (or file stem) matches this glob.
+    #[arg(long)]
+    case: Option<String>,
+    /// The scenario folder (default: conformance/scenarios of this tree, or
+    /// $STAPEL_CONFORMANCE_SCENARIOS).
+    #[arg(long)]
+    scenarios: Option<PathBuf>,
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// The kit is the hub: test a runner (started by the kit).
     Runner {
-        /// Where to write report.json and index.html.
-        #[arg(long)]
-        report: PathBuf,
-        /// Only the cases whose id (or file stem) matches this glob.
-        #[arg(long)]
-        case: Option<String>,
-        /// The scenario folder (default: conformance/scenarios of this tree, or
-        /// $STAPEL_CONFORMANCE_SCENARIOS).
-        #[arg(long)]
-        scenarios: Option<PathBuf>,
+        #[command(flatten)]
+        cases: CaseArgs,
         /// The `invocation` object of every task.assign (JSON).
         #[arg(
             long,
@@ -79,15 +86,8 @@ enum Cmd {
         /// A file holding the bearer token the hub accepts.
         #[arg(long)]
         token_file: PathBuf,
-        /// Where to write report.json and index.html.
-        #[arg(long)]
-        report: PathBuf,
-        /// Only the cases whose id (or file stem) matches this glob.
-        #[arg(long)]
-        case: Option<String>,
-        /// The scenario folder.
-        #[arg(long)]
-        scenarios: Option<PathBuf>,
+        #[command(flatten)]
+        cases: CaseArgs,
         /// The implementation's name in the report (default: the URL).
         #[arg(long)]
         name: Option<String>,
@@ -166,9 +166,12 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Cmd::Runner {
-            report,
-            case,
-            scenarios,
+            cases:
+                CaseArgs {
+                    report,
+                    case,
+                    scenarios,
+                },
             invocation,
             name,
             jobs,
@@ -244,9 +247,12 @@ async fn main() -> ExitCode {
         Cmd::Hub {
             url,
             token_file,
-            report,
-            case,
-            scenarios,
+            cases:
+                CaseArgs {
+                    report,
+                    case,
+                    scenarios,
+                },
             name,
         } => {
             let cases = match load_cases(scenarios, "hub", case.as_deref()) {
