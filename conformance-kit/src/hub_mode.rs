@@ -113,7 +113,16 @@ impl HubMode {
                 let token = match v["token"].as_str().unwrap_or("right") {
                     "right" => self.token.clone(),
                     "none" => String::new(),
-                    _ => format!("{}-wrong", self.token),
+                    // Unrelated to the real token (a hub that logs refused tokens must
+                    // not learn a prefix of it), and of the same length.
+                    _ => loop {
+                        let t: String = std::iter::repeat_with(fastrand::alphanumeric)
+                            .take(self.token.chars().count().max(1))
+                            .collect();
+                        if t != self.token {
+                            break t;
+                        }
+                    },
                 };
                 let mut req = self
                     .url
