@@ -931,8 +931,54 @@ impl Engine {
         }
     }
 
+    /// Hub: a runner frame whose attempt form conflicts with the task's other stream.
+    ///
+    /// A seed-only runner's attempt-less frames are delivered as the task's assigned
+    /// attempt (see [`deliver`](Self::deliver)); if the same runner also sent frames with
+    /// that attempt explicitly, the application would get two frames with one
+    /// `(task, attempt, seq)`. So per task one form is kept: an attempt-less frame is
+    /// refused while the task's assigned attempt has an explicit stream, and an explicit
+    /// one while the task has an attempt-less stream and an assignment.
+    fn mixed_attempt_forms(&self, msg: &Message) -> Option<String> {
+        if self.state.role() != Role::Hub {
+            return None;
+        }
+        let task = msg.task_id()?;
+        let assigned = self.state.assigned_attempt(task);
+        if assigned == 0 {
+            return None;
+        }
+        let attempt = msg.attempt().unwrap_or(0);
+        let conflict = if attempt == 0 {
+            self.state.inbound_watermark(task, Some(assigned)).is_some()
+        } else {
+            self.state.inbound_watermark(task, Some(0)).is_some()
+        };
+        conflict.then(|| {
+            format!(
+                "{} of task {task:?} {}, but the runner already sent this task's frames {}: \
+                 one runner numbers a task's frames in one form",
+                msg.message_type(),
+                if attempt == 0 {
+                    "without attempt".to_owned()
+                } else {
+                    format!("with attempt {attempt}")
+                },
+                if attempt == 0 {
+                    format!("with attempt {assigned}")
+                } else {
+                    "without attempt".to_owned()
+                },
+            )
+        })
+    }
+
     /// A sequenced frame arrived: deliver it in order, hold it, or drop it.
     pub(crate) fn sequenced(&mut self, now: u64, msg: Message, size: usize) {
+        if let Some(detail) = self.mixed_attempt_forms(&msg) {
+            self.peer_error("mixed_attempt_forms", detail);
+            return;
+        }
         match self.state.accept_in_order(&msg) {
             Ok(Arrival::InOrder) => {
                 if self.stats.held_now == 0 {
@@ -969,9 +1015,11 @@ impl Engine {
         }
         // A seed-only runner's frame carries no attempt: it belongs to the task's latest
         // assignment (its seqs stay on the attempt-less stream, numbered as the seed does).
+        // (Not when the assigned attempt has an explicit stream of its own: frames held
+        // before that stream began are delivered as attempt 0, never as a second copy.)
         if attempt == Some(0) {
             let assigned = self.state.assigned_attempt(task);
-            if assigned > 0 {
+            if assigned > 0 && self.state.inbound_watermark(task, Some(assigned)).is_none() {
                 match &mut msg {
                     Message::TaskProgress(p) => p.attempt = assigned,
                     Message::TaskReport(r) => r.attempt = assigned,
