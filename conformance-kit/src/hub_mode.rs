@@ -54,26 +54,15 @@ impl HubMode {
         };
         let mut d = Driver::new(session);
         d.tolerated = vec!["ack_ahead"];
-        let mut failures = Vec::new();
-        let mut na = false;
-        for (i, step) in sc.steps.iter().enumerate() {
-            let from = d.log.len();
-            let dup_base = d.machine.stats().duplicates;
-            let r = self.input(&mut d, &sc.kit_session, &step.input).await;
-            let mut f = match r {
-                Ok(()) => d.check(from, &step.expect, dup_base).await,
-                Err(e) => vec![e],
-            };
-            if !f.is_empty() {
-                f = f
-                    .into_iter()
-                    .map(|x| format!("step {}: {x}", i + 1))
-                    .collect();
-                na = step.otherwise == "not_applicable";
-                failures = f;
-                break;
-            }
-        }
+        let (failures, na) = steps::run_steps(
+            &mut HubInputs {
+                mode: self,
+                config: &sc.kit_session,
+            },
+            &mut d,
+            sc,
+        )
+        .await;
         d.drop_conn(false, "case ended");
         let transcript = d.log.iter().map(|e| e.to_json()).collect();
         // The next case goes on with this runner's state (sessions configured by a case
@@ -89,13 +78,17 @@ impl HubMode {
             transcript,
         )
     }
+}
 
-    async fn input(
-        &mut self,
-        d: &mut Driver<RunnerSession>,
-        config: &Value,
-        input: &Value,
-    ) -> Result<(), String> {
+/// One case's inputs in hub mode.
+struct HubInputs<'a> {
+    mode: &'a HubMode,
+    config: &'a Value,
+}
+
+impl steps::Inputs<RunnerSession> for HubInputs<'_> {
+    async fn input(&mut self, d: &mut Driver<RunnerSession>, input: &Value) -> Result<(), String> {
+        let config = self.config;
         let (key, v) = input
             .as_object()
             .and_then(|o| o.iter().next())
@@ -105,26 +98,27 @@ impl HubMode {
         }
         match key.as_str() {
             "connect" => {
+                let mode = self.mode;
                 if v["fresh_session"] == Value::Bool(true) {
                     d.drop_conn(true, "a fresh session replaces the old one");
                     d.machine = fresh(config)?;
                     d.note("note", "a fresh runner session (no state)", None);
                 }
                 let token = match v["token"].as_str().unwrap_or("right") {
-                    "right" => self.token.clone(),
+                    "right" => mode.token.clone(),
                     "none" => String::new(),
                     // Unrelated to the real token (a hub that logs refused tokens must
                     // not learn a prefix of it), and of the same length.
                     _ => loop {
                         let t: String = std::iter::repeat_with(fastrand::alphanumeric)
-                            .take(self.token.chars().count().max(1))
+                            .take(mode.token.chars().count().max(1))
                             .collect();
-                        if t != self.token {
+                        if t != mode.token {
                             break t;
                         }
                     },
                 };
-                let mut req = self
+                let mut req = mode
                     .url
                     .as_str()
                     .into_client_request()

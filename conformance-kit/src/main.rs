@@ -5,6 +5,10 @@
 //!   the kit is the hub; it starts COMMAND (the runner under test) with `STAPEL_HUB_URL`,
 //!   `STAPEL_TOKEN_FILE` and `STAPEL_STATE_DIR` set, and restarts it where a case says so
 //!   (`--jobs N`: N cases at once, each on its own listener).
+//! * `stapel-conformance runner --url ws://HOST:PORT/ --token-file F --report DIR
+//!   [--case GLOB]`: the kit is the hub of a runner someone else started: it listens on
+//!   HOST:PORT (port 0: any free port, printed) and accepts the token in F; the cases
+//!   that restart the runner are not applicable.
 //! * `stapel-conformance hub --url URL --token-file F --report DIR [--case GLOB]`: the kit
 //!   is a runner of the hub under test.
 //! * `stapel-conformance index --out DIR REPORT_DIR…`: one page comparing runs.
@@ -74,8 +78,16 @@ enum Cmd {
         /// directory, and its own runner process.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
         jobs: u16,
-        /// The runner under test and its arguments.
-        #[arg(last = true, required = true)]
+        /// A runner started outside the kit: the WebSocket URL the kit's hub listens on
+        /// (`ws://HOST:PORT/`; port 0: any free port, printed on stderr), instead of a
+        /// command.
+        #[arg(long, requires = "token_file", conflicts_with_all = ["command", "jobs"])]
+        url: Option<String>,
+        /// With `--url`: a file holding the bearer token the runner presents.
+        #[arg(long, requires = "url")]
+        token_file: Option<PathBuf>,
+        /// The runner under test and its arguments (the kit starts it).
+        #[arg(last = true, required_unless_present = "url")]
         command: Vec<String>,
     },
     /// The kit is a runner: test a running hub.
@@ -161,6 +173,21 @@ fn load_cases(
     }
 }
 
+/// The token in `file` (trimmed); `None` (said on stderr) when it cannot be read or is
+/// empty.
+fn read_token(file: &std::path::Path) -> Option<String> {
+    match std::fs::read_to_string(file) {
+        Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
+        _ => {
+            eprintln!(
+                "stapel-conformance: cannot read a token from {}",
+                file.display()
+            );
+            None
+        }
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -175,6 +202,8 @@ async fn main() -> ExitCode {
             invocation,
             name,
             jobs,
+            url,
+            token_file,
             command,
         } => {
             let cases = match load_cases(scenarios, "runner", case.as_deref()) {
@@ -188,17 +217,42 @@ async fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let name = name.unwrap_or_else(|| {
-                std::path::Path::new(&command[0])
+            let (listen, external) = match (&url, &token_file) {
+                (Some(url), Some(file)) => {
+                    let Some(addr) = url
+                        .strip_prefix("ws://")
+                        .and_then(|rest| rest.split('/').next())
+                        .filter(|a| !a.is_empty())
+                    else {
+                        eprintln!("stapel-conformance: --url must be ws://HOST:PORT/");
+                        return ExitCode::from(2);
+                    };
+                    let Some(token) = read_token(file) else {
+                        return ExitCode::from(2);
+                    };
+                    (addr.to_string(), Some(token))
+                }
+                _ => ("127.0.0.1:0".to_string(), None),
+            };
+            let target = match &url {
+                Some(u) => format!("a runner started outside the kit, connecting to {u}"),
+                None => command.join(" "),
+            };
+            let name = name.unwrap_or_else(|| match command.first() {
+                Some(c) => std::path::Path::new(c)
                     .file_name()
-                    .map_or_else(|| command[0].clone(), |f| f.to_string_lossy().into_owned())
+                    .map_or_else(|| c.clone(), |f| f.to_string_lossy().into_owned()),
+                None => "external-runner".to_string(),
             });
             let work = report.join("work");
             let started = Instant::now();
             let mut modes = Vec::new();
+            let jobs = if external.is_some() { 1 } else { jobs };
             for _ in 0..jobs.min(cases.len() as u16) {
                 match runner_mode::RunnerMode::start(
+                    &listen,
                     command.clone(),
+                    external.clone().map(runner_mode::External::new),
                     invocation.clone(),
                     work.clone(),
                 )
@@ -235,14 +289,7 @@ async fn main() -> ExitCode {
                 .flatten()
                 .collect();
             results.sort_by(|a, b| a.id.cmp(&b.id));
-            finish(
-                &report,
-                &name,
-                "runner",
-                &command.join(" "),
-                &results,
-                started,
-            )
+            finish(&report, &name, "runner", &target, &results, started)
         }
         Cmd::Hub {
             url,
@@ -259,15 +306,8 @@ async fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let token = match std::fs::read_to_string(&token_file) {
-                Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
-                _ => {
-                    eprintln!(
-                        "stapel-conformance: cannot read a token from {}",
-                        token_file.display()
-                    );
-                    return ExitCode::from(2);
-                }
+            let Some(token) = read_token(&token_file) else {
+                return ExitCode::from(2);
             };
             let started = Instant::now();
             let mut mode = hub_mode::HubMode::new(url.clone(), token);

@@ -2,6 +2,11 @@
 //! runner under test itself (with `STAPEL_HUB_URL`, `STAPEL_TOKEN_FILE` and
 //! `STAPEL_STATE_DIR` in its environment), and judges what the runner sends with the
 //! core's `HubSession`.
+//!
+//! With `--url` and `--token-file` instead of a command, the runner under test is one
+//! that someone else started and keeps running (see [`External`]): the kit listens on
+//! the URL's address, accepts the file's token, and plays every case with that one
+//! runner. The cases that restart the runner are not applicable then.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -11,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stapel_runner_protocol::host::auth::{bearer_from_headers, constant_time_eq};
-use stapel_runner_protocol::session::{HubSession, SessionConfig};
+use stapel_runner_protocol::sequencing::ConnectionState;
+use stapel_runner_protocol::session::{HubSession, Machine, SessionConfig};
 use tokio::net::TcpListener;
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
@@ -20,7 +26,7 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 
 use crate::driver::{Driver, Incoming};
 use crate::scenario::Scenario;
-use crate::socket;
+use crate::socket::{self, Conn};
 use crate::steps::{self, CaseResult};
 
 /// What the listener checks and where it hands accepted sockets.
@@ -28,42 +34,83 @@ use crate::steps::{self, CaseResult};
 struct Gate {
     token: String,
     to: Option<mpsc::UnboundedSender<Incoming>>,
+    /// A socket accepted between two cases (an external runner reconnecting): handed to
+    /// the next case.
+    pending: Option<Conn>,
 }
 
-/// The runner-mode run: the listener, the command, the workload's invocation.
+/// A runner under test that the kit did not start (`runner --url … --token-file …`).
+///
+/// One runner plays every case, so the kit carries what its hub knows from one case
+/// to the next (its session state: what was sent, received and acknowledged), gives
+/// each case's tasks ids of their own (`<run>.<case>.<id>`: a task of an earlier case
+/// is never confused with one of this case), and at the end of a case cancels the
+/// case's tasks that have not reported, so they do not hold the runner's capacity.
+/// Cases that kill, stop or start the runner again are not applicable.
+pub struct External {
+    /// The token the runner presents.
+    pub token: String,
+    /// The kit's hub state after the previous case.
+    carried: Mutex<Option<ConnectionState>>,
+    /// The run's prefix of task ids.
+    run: String,
+}
+
+impl External {
+    /// An external runner presenting `token`.
+    pub fn new(token: String) -> Self {
+        Self {
+            token,
+            carried: Mutex::new(None),
+            run: format!("{:04x}", fastrand::u16(..)),
+        }
+    }
+}
+
+/// The runner-mode run: the listener, the command (or the external runner), the
+/// workload's invocation.
 pub struct RunnerMode {
     url: String,
     gate: Arc<Mutex<Gate>>,
     command: Vec<String>,
+    external: Option<External>,
     invocation: Value,
     work: PathBuf,
 }
 
 impl RunnerMode {
-    /// Listen on 127.0.0.1 (any free port); cases get their directories under `work`.
+    /// Listen on `listen` (`127.0.0.1:0`: any free port) for the runner that `command`
+    /// starts, or for `external`'s; cases get their directories under `work`.
     ///
     /// # Errors
     /// The listener could not be bound.
     // The handshake callback's error type is tungstenite's (`ErrorResponse`).
     #[allow(clippy::result_large_err)]
     pub async fn start(
+        listen: &str,
         command: Vec<String>,
+        external: Option<External>,
         invocation: Value,
         work: PathBuf,
     ) -> std::io::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let listener = TcpListener::bind(listen).await?;
         let url = format!("ws://{}/", listener.local_addr()?);
-        let gate: Arc<Mutex<Gate>> = Arc::default();
+        let gate: Arc<Mutex<Gate>> = Arc::new(Mutex::new(Gate {
+            token: external
+                .as_ref()
+                .map(|e| e.token.clone())
+                .unwrap_or_default(),
+            ..Gate::default()
+        }));
         let g = gate.clone();
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
                 let g = g.clone();
                 tokio::spawn(async move {
-                    let (token, to) = {
-                        let gate = g.lock().expect("gate");
-                        (gate.token.clone(), gate.to.clone())
-                    };
-                    let Some(to) = to else { return };
+                    let token = g.lock().expect("gate").token.clone();
+                    if token.is_empty() {
+                        return;
+                    }
                     let refusal: Arc<Mutex<Option<String>>> = Arc::default();
                     let r = refusal.clone();
                     let check =
@@ -88,17 +135,23 @@ impl RunnerMode {
                             *e.status_mut() = StatusCode::UNAUTHORIZED;
                             Err(e)
                         };
-                    match tokio_tungstenite::accept_hdr_async(tcp, check).await {
-                        Ok(ws) => {
+                    let accepted = tokio_tungstenite::accept_hdr_async(tcp, check).await;
+                    let mut gate = g.lock().expect("gate");
+                    match (accepted, gate.to.clone()) {
+                        (Ok(ws), Some(to)) => {
                             let _ = to.send(Incoming::Conn(socket::spawn(ws)));
                         }
-                        Err(e) => {
+                        // Between cases: kept for the next one (a newer socket replaces
+                        // an older one, which is closed).
+                        (Ok(ws), None) => gate.pending = Some(socket::spawn(ws)),
+                        (Err(e), Some(to)) => {
                             let why = refusal.lock().expect("refusal").clone();
                             let _ = to.send(Incoming::Refused(match why {
                                 Some(w) => format!("HTTP 401 {w}"),
                                 None => format!("upgrade failed: {e}"),
                             }));
                         }
+                        (Err(_), None) => {}
                     }
                 });
             }
@@ -107,6 +160,7 @@ impl RunnerMode {
             url,
             gate,
             command,
+            external,
             invocation,
             work,
         })
@@ -119,6 +173,14 @@ impl RunnerMode {
 
     /// Run one case.
     pub async fn run_case(&self, sc: &Scenario) -> CaseResult {
+        match &self.external {
+            Some(ext) => self.run_external(ext, sc).await,
+            None => self.run_started(sc).await,
+        }
+    }
+
+    /// A case with a runner the kit starts (and restarts) itself.
+    async fn run_started(&self, sc: &Scenario) -> CaseResult {
         let started = Instant::now();
         let dir = self.work.join(sc.id.replace('/', "_"));
         let _ = std::fs::remove_dir_all(&dir);
@@ -132,6 +194,7 @@ impl RunnerMode {
             let mut g = self.gate.lock().expect("gate");
             g.token = token;
             g.to = Some(tx);
+            g.pending = None;
         }
         let config = match config_of(&sc.kit_session) {
             Ok(c) => c,
@@ -144,28 +207,17 @@ impl RunnerMode {
             starts: 0,
             events: tx_exit,
         };
-        let mut failures = Vec::new();
-        let mut na = false;
-        for (i, step) in sc.steps.iter().enumerate() {
-            let from = d.log.len();
-            let dup_base = stapel_runner_protocol::session::Machine::stats(&d.machine).duplicates;
-            let r = self
-                .input(&mut d, &mut proc, &dir, &token_file, &step.input)
-                .await;
-            let mut f = match r {
-                Ok(()) => d.check(from, &step.expect, dup_base).await,
-                Err(e) => vec![e],
-            };
-            if !f.is_empty() {
-                f = f
-                    .into_iter()
-                    .map(|x| format!("step {}: {x}", i + 1))
-                    .collect();
-                na = step.otherwise == "not_applicable";
-                failures = f;
-                break;
-            }
-        }
+        let (failures, na) = steps::run_steps(
+            &mut RunnerInputs {
+                mode: self,
+                proc: &mut proc,
+                dir: &dir,
+                token_file: &token_file,
+            },
+            &mut d,
+            sc,
+        )
+        .await;
         proc.kill(&mut d).await;
         d.drop_conn(true, "case ended");
         self.gate.lock().expect("gate").to = None;
@@ -196,14 +248,224 @@ impl RunnerMode {
         )
     }
 
-    async fn input(
-        &self,
-        d: &mut Driver<HubSession>,
-        proc: &mut Proc,
-        dir: &Path,
-        token_file: &Path,
-        input: &Value,
-    ) -> Result<(), String> {
+    /// A case with the runner someone else started (see [`External`]).
+    async fn run_external(&self, ext: &External, sc: &Scenario) -> CaseResult {
+        let started = Instant::now();
+        if let Some(why) = restarts(sc) {
+            let reason =
+                format!("the case {why}: only when the kit starts the runner (runner -- COMMAND)");
+            return CaseResult::of(sc, &[reason], true, 0, Vec::new());
+        }
+        let number = sc
+            .id
+            .rsplit('/')
+            .next()
+            .and_then(|stem| stem.split('_').next())
+            .unwrap_or("case");
+        let prefix = format!("{}.{number}.", ext.run);
+        let sc = &renamed(sc, &prefix);
+        let config = match config_of(&sc.kit_session) {
+            Ok(c) => c,
+            Err(e) => return CaseResult::of(sc, &[e], false, 0, Vec::new()),
+        };
+        let carried = ext.carried.lock().expect("carried").take();
+        let machine = match carried {
+            Some(state) => HubSession::with_state(config, state),
+            None => HubSession::new(config),
+        };
+        let mut d = Driver::new(machine);
+        let (tx, rx) = mpsc::unbounded_channel();
+        {
+            let mut g = self.gate.lock().expect("gate");
+            if let Some(c) = g.pending.take() {
+                let _ = tx.send(Incoming::Conn(c));
+            }
+            g.to = Some(tx.clone());
+        }
+        d.incoming = Some(rx);
+        let dir = self.work.join(sc.id.replace('/', "_"));
+        let mut proc = Proc {
+            child: None,
+            starts: 0,
+            events: tx,
+        };
+        let (failures, na) = steps::run_steps(
+            &mut RunnerInputs {
+                mode: self,
+                proc: &mut proc,
+                dir: &dir,
+                token_file: Path::new(""),
+            },
+            &mut d,
+            sc,
+        )
+        .await;
+        end_open_tasks(&mut d, sc).await;
+        d.drop_conn(true, "case ended");
+        // As a hub does with a task that ended: forget the tasks that reported (their
+        // tombstones still drop a late duplicate).
+        for task in reported_tasks(&d) {
+            d.machine.state_mut().forget_task(&task);
+        }
+        self.gate.lock().expect("gate").to = None;
+        // The next case goes on from what this hub knows.
+        *ext.carried.lock().expect("carried") =
+            ConnectionState::restore(&d.machine.state().snapshot()).ok();
+        let transcript = d.log.iter().map(|e| e.to_json()).collect();
+        CaseResult::of(
+            sc,
+            &failures,
+            na,
+            started.elapsed().as_millis() as u64,
+            transcript,
+        )
+    }
+}
+
+/// Why a case cannot run with a runner the kit did not start: it kills, stops or
+/// starts the runner again (`None`: it can).
+fn restarts(sc: &Scenario) -> Option<&'static str> {
+    let mut starts = 0;
+    for step in &sc.steps {
+        let Some(key) = step.input.as_object().and_then(|o| o.keys().next()) else {
+            continue;
+        };
+        match key.as_str() {
+            "kill" => return Some("kills the runner"),
+            "stop" => return Some("stops the runner"),
+            "start" => starts += 1,
+            _ => {}
+        }
+    }
+    (starts > 1).then_some("starts the runner again")
+}
+
+/// `sc` with every task id given `prefix`: the values of `task_id` members, the keys of
+/// `resume` maps and `assign_many` prefixes (their tasks are `<prefix>-<n>`).
+fn renamed(sc: &Scenario, prefix: &str) -> Scenario {
+    let mut ids = std::collections::BTreeSet::new();
+    for step in &sc.steps {
+        collect_ids(&step.input, &mut ids);
+        collect_ids(&step.expect, &mut ids);
+    }
+    let mut out = sc.clone();
+    for step in &mut out.steps {
+        rename(&mut step.input, &ids, prefix);
+        rename(&mut step.expect, &ids, prefix);
+    }
+    out
+}
+
+fn collect_ids(v: &Value, ids: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                match (k.as_str(), x) {
+                    ("task_id", Value::String(t)) => {
+                        ids.insert(t.clone());
+                    }
+                    ("resume", Value::Object(r)) => ids.extend(r.keys().cloned()),
+                    _ => collect_ids(x, ids),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_ids(x, ids)),
+        _ => {}
+    }
+}
+
+fn rename(v: &mut Value, ids: &std::collections::BTreeSet<String>, prefix: &str) {
+    match v {
+        Value::Object(o) => {
+            let entries = std::mem::take(o);
+            for (k, mut x) in entries {
+                match (k.as_str(), &mut x) {
+                    ("task_id", Value::String(t)) if ids.contains(t.as_str()) => {
+                        *t = format!("{prefix}{t}");
+                    }
+                    ("prefix", Value::String(p)) => *p = format!("{prefix}{p}"),
+                    _ => rename(&mut x, ids, prefix),
+                }
+                let k = if ids.contains(&k) {
+                    format!("{prefix}{k}")
+                } else {
+                    k
+                };
+                o.insert(k, x);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| rename(x, ids, prefix)),
+        _ => {}
+    }
+}
+
+/// After a case with an external runner: cancel the case's tasks that did not report
+/// (waiting for the runner to come back if the case ended cut off), and wait a little
+/// for their reports, so they do not hold the runner's capacity in the next case. Not
+/// judged; the transcript shows it.
+async fn end_open_tasks(d: &mut Driver<HubSession>, sc: &Scenario) {
+    let mut assigned = Vec::new();
+    for step in &sc.steps {
+        let i = &step.input;
+        if let Some(t) = i["assign"]["task_id"].as_str() {
+            assigned.push(t.to_string());
+        }
+        if let Some(p) = i["assign_many"]["prefix"].as_str() {
+            for n in 1..=i["assign_many"]["count"].as_u64().unwrap_or(1) {
+                assigned.push(format!("{p}-{n}"));
+            }
+        }
+        for item in i["send_reversed"].as_array().into_iter().flatten() {
+            if let Some(t) = item["assign"]["task_id"].as_str() {
+                assigned.push(t.to_string());
+            }
+        }
+    }
+    let done = reported_tasks(d);
+    let open: Vec<String> = assigned.into_iter().filter(|t| !done.contains(t)).collect();
+    if open.is_empty() {
+        return;
+    }
+    d.note(
+        "note",
+        &format!("end of case: cancelling the case's open tasks {open:?} (not judged)"),
+        None,
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    d.pump(deadline, |d| d.conn.is_some()).await;
+    for t in &open {
+        if let Ok(m) = steps::cancel(&serde_json::json!({"task_id": t, "reason": "end of case"})) {
+            let _ = d.send_message(m);
+        }
+    }
+    d.pump(deadline, |d| {
+        let done = reported_tasks(d);
+        open.iter().all(|t| done.contains(t))
+    })
+    .await;
+}
+
+/// The tasks whose report the kit received in this case.
+fn reported_tasks(d: &Driver<HubSession>) -> Vec<String> {
+    d.log
+        .iter()
+        .filter_map(|e| e.json.as_ref())
+        .filter(|j| j["event"] == "received" && j["message"]["type"] == "task.report")
+        .filter_map(|j| j["message"]["task_id"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// One case's inputs in runner mode.
+struct RunnerInputs<'a> {
+    mode: &'a RunnerMode,
+    proc: &'a mut Proc,
+    dir: &'a Path,
+    token_file: &'a Path,
+}
+
+impl steps::Inputs<HubSession> for RunnerInputs<'_> {
+    async fn input(&mut self, d: &mut Driver<HubSession>, input: &Value) -> Result<(), String> {
+        let (proc, dir, token_file, mode) = (&mut *self.proc, self.dir, self.token_file, self.mode);
         let (key, v) = input
             .as_object()
             .and_then(|o| o.iter().next())
@@ -212,6 +474,14 @@ impl RunnerMode {
             return r;
         }
         match key.as_str() {
+            "start" if mode.external.is_some() => {
+                d.note(
+                    "process",
+                    "the runner under test runs outside the kit (--url): waiting for it",
+                    None,
+                );
+                Ok(())
+            }
             "start" => {
                 proc.kill(d).await;
                 let log = std::fs::OpenOptions::new()
@@ -219,10 +489,10 @@ impl RunnerMode {
                     .append(true)
                     .open(dir.join("runner.log"))
                     .map_err(|e| e.to_string())?;
-                let (prog, args) = self.command.split_first().ok_or("no command")?;
+                let (prog, args) = mode.command.split_first().ok_or("no command")?;
                 let child = Command::new(prog)
                     .args(args)
-                    .env("STAPEL_HUB_URL", &self.url)
+                    .env("STAPEL_HUB_URL", &mode.url)
                     .env("STAPEL_TOKEN_FILE", token_file)
                     .env("STAPEL_STATE_DIR", dir.join("state"))
                     .stdin(Stdio::null())
@@ -255,7 +525,7 @@ impl RunnerMode {
                 Ok(())
             }
             "assign" => {
-                let m = steps::assign(v, &self.invocation)?;
+                let m = steps::assign(v, &mode.invocation)?;
                 d.send_message(m)
             }
             "assign_many" => {
@@ -264,7 +534,7 @@ impl RunnerMode {
                 for i in 1..=n {
                     let mut spec = v.clone();
                     spec["task_id"] = Value::String(format!("{prefix}-{i}"));
-                    let m = steps::assign(&spec, &self.invocation)?;
+                    let m = steps::assign(&spec, &mode.invocation)?;
                     d.send_message(m)?;
                 }
                 Ok(())
@@ -274,7 +544,7 @@ impl RunnerMode {
                 let mut ms = Vec::new();
                 for item in v.as_array().ok_or("send_reversed: a list")? {
                     if let Some(a) = item.get("assign") {
-                        ms.push(steps::assign(a, &self.invocation)?);
+                        ms.push(steps::assign(a, &mode.invocation)?);
                     } else if let Some(c) = item.get("cancel") {
                         ms.push(steps::cancel(c)?);
                     } else {

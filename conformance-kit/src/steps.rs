@@ -123,8 +123,9 @@ pub async fn common<M: Machine>(
                 // A well-formed ping padded beyond `n` bytes: too long for the core's
                 // default 64 KiB line bound, not malformed otherwise.
                 let pad = "x".repeat(n as usize);
+                let nonce = v.get("nonce").cloned().unwrap_or(json!(1));
                 d.send_text(
-                    json!({"schema_version": 1, "type": "ping", "nonce": 1, "pad": pad})
+                    json!({"schema_version": 1, "type": "ping", "nonce": nonce, "pad": pad})
                         .to_string(),
                 );
                 Ok(())
@@ -138,6 +139,38 @@ pub async fn common<M: Machine>(
         },
         _ => return None,
     })
+}
+
+/// A mode's own inputs (beyond [`common`]): what one step's `input` does.
+pub trait Inputs<M: Machine> {
+    /// Perform `input` (one key) on the driver.
+    async fn input(&mut self, d: &mut Driver<M>, input: &Value) -> Result<(), String>;
+}
+
+/// Run the steps of `sc` in order: each step's input, then its expectations; the first
+/// step that fails ends the case. Returns the failures (each prefixed with its step
+/// number; empty: passed) and whether that step said `otherwise: not_applicable`.
+pub async fn run_steps<M: Machine, I: Inputs<M>>(
+    inputs: &mut I,
+    d: &mut Driver<M>,
+    sc: &Scenario,
+) -> (Vec<String>, bool) {
+    for (i, step) in sc.steps.iter().enumerate() {
+        let from = d.log.len();
+        let dup_base = d.machine.stats().duplicates;
+        let failures = match inputs.input(d, &step.input).await {
+            Ok(()) => d.check(from, &step.expect, dup_base).await,
+            Err(e) => vec![e],
+        };
+        if !failures.is_empty() {
+            let failures = failures
+                .into_iter()
+                .map(|x| format!("step {}: {x}", i + 1))
+                .collect();
+            return (failures, step.otherwise == "not_applicable");
+        }
+    }
+    (Vec::new(), false)
 }
 
 /// The outcome of one case.

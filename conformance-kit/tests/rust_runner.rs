@@ -154,3 +154,103 @@ fn a_runner_that_never_connects_fails_the_required_cases() {
     let html = std::fs::read_to_string(idx.join("index.html")).unwrap();
     assert!(html.contains("runner/010_hello_fields") && html.contains("✗ fail"));
 }
+
+/// `runner --url … --token-file …`: the kit is the hub of a runner it did not start.
+/// The Rust runner, started here once, plays every case in turn: each required case
+/// passes except the restart case, which is not applicable; each case's tasks have ids
+/// of their own.
+#[test]
+fn a_runner_started_outside_the_kit_plays_every_case() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let runner = runner_bin();
+    let dir = report_dir("external");
+    std::fs::create_dir_all(dir.join("state")).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("t-{:x}\n", std::process::id())).unwrap();
+    let report = dir.join("report");
+    let mut kit = Command::new(env!("CARGO_BIN_EXE_stapel-conformance"))
+        .arg("runner")
+        .args(["--url", "ws://127.0.0.1:0/", "--token-file"])
+        .arg(&token_file)
+        .arg("--report")
+        .arg(&report)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the kit");
+    let mut err = BufReader::new(kit.stderr.take().unwrap());
+    let mut line = String::new();
+    let url = loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "the kit said no URL");
+        if let Some(u) = line.split_whitespace().find(|w| w.starts_with("ws://")) {
+            break u.to_string();
+        }
+    };
+    assert!(!url.ends_with(":0/"), "{url}");
+    let mut target = Command::new(root().join("conformance/scenarios/targets/rust-runner.sh"))
+        .arg(&runner)
+        .env("STAPEL_HUB_URL", &url)
+        .env("STAPEL_TOKEN_FILE", &token_file)
+        .env("STAPEL_STATE_DIR", dir.join("state"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the runner");
+    let out = kit.wait_with_output().expect("the kit ends");
+    let _ = target.kill();
+    let _ = target.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
+            .unwrap();
+    for c in v["cases"].as_array().unwrap() {
+        if c["id"] == "runner/130_restart_from_state" {
+            assert_eq!(c["outcome"], "not-applicable", "{c}");
+        } else if c["strictness"] == "required" {
+            assert_eq!(c["outcome"], "pass", "{c}");
+        }
+        if c["id"] == "runner/030_resume_after_cut" {
+            let t = c["transcript"].to_string();
+            assert!(t.contains(".030.K-1"), "{t}");
+        }
+    }
+    println!("{stdout}");
+}
+
+#[test]
+fn runner_mode_refuses_a_url_it_cannot_listen_on() {
+    let dir = report_dir("bad-url");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("token"), "t").unwrap();
+    for url in ["http://127.0.0.1:0/", "ws:///"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_stapel-conformance"))
+            .args(["runner", "--url", url, "--token-file"])
+            .arg(dir.join("token"))
+            .arg("--report")
+            .arg(dir.join("r"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--url"));
+    }
+    // --url needs --token-file, and excludes a command.
+    let out = Command::new(env!("CARGO_BIN_EXE_stapel-conformance"))
+        .args(["runner", "--url", "ws://127.0.0.1:0/", "--report"])
+        .arg(dir.join("r"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(env!("CARGO_BIN_EXE_stapel-conformance"))
+        .args(["runner", "--url", "ws://127.0.0.1:0/", "--token-file"])
+        .arg(dir.join("token"))
+        .arg("--report")
+        .arg(dir.join("r"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1176,6 +1176,21 @@ impl ConnectionState {
         }
     }
 
+    /// Hub: which forms the runner's streams of `task_id` have, live or remembered by the
+    /// task's tombstone: `(attempt-less, with an attempt)`. See the session's
+    /// `mixed_attempt_forms` rule.
+    pub(crate) fn inbound_forms(&self, task_id: &str) -> (bool, bool) {
+        let attempts: Vec<Option<u64>> = match self.tasks.get(task_id) {
+            Some(TaskEntry::Live(c)) => c.inbound.iter().map(|(a, _)| *a).collect(),
+            Some(TaskEntry::Forgotten(t)) => t.inbound.iter().map(|(a, _)| *a).collect(),
+            None => Vec::new(),
+        };
+        (
+            attempts.contains(&Some(0)),
+            attempts.iter().any(|a| a.is_some_and(|a| a > 0)),
+        )
+    }
+
     /// Hub: the `attempt` of the latest `task.assign` this state stamped for `task_id`
     /// (0 when none, when it carried no attempt, or when the task was forgotten). A
     /// seed-only runner's progress and reports carry no `attempt`; the hub session

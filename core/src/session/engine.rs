@@ -931,29 +931,22 @@ impl Engine {
         }
     }
 
-    /// Hub: a runner frame whose attempt form conflicts with the task's other stream.
+    /// Hub: a runner frame whose attempt form conflicts with the task's other streams.
     ///
     /// A seed-only runner's attempt-less frames are delivered as the task's assigned
-    /// attempt (see [`deliver`](Self::deliver)); if the same runner also sent frames with
-    /// that attempt explicitly, the application would get two frames with one
-    /// `(task, attempt, seq)`. So per task one form is kept: an attempt-less frame is
-    /// refused while the task's assigned attempt has an explicit stream, and an explicit
-    /// one while the task has an attempt-less stream and an assignment.
+    /// attempt (see [`deliver`](Self::deliver)); if the same runner also sent frames that
+    /// name that attempt, the application would get two frames with one `(task, attempt,
+    /// seq)`. So a task's frames keep the form of its first stream (live, or remembered
+    /// by its tombstone): an attempt-less frame is refused while the task has a stream
+    /// that names an attempt, and one naming an attempt while it has an attempt-less one.
     fn mixed_attempt_forms(&self, msg: &Message) -> Option<String> {
         if self.state.role() != Role::Hub {
             return None;
         }
         let task = msg.task_id()?;
-        let assigned = self.state.assigned_attempt(task);
-        if assigned == 0 {
-            return None;
-        }
+        let (attempt_less, named) = self.state.inbound_forms(task);
         let attempt = msg.attempt().unwrap_or(0);
-        let conflict = if attempt == 0 {
-            self.state.inbound_watermark(task, Some(assigned)).is_some()
-        } else {
-            self.state.inbound_watermark(task, Some(0)).is_some()
-        };
+        let conflict = if attempt == 0 { named } else { attempt_less };
         conflict.then(|| {
             format!(
                 "{} of task {task:?} {}, but the runner already sent this task's frames {}: \
@@ -965,9 +958,9 @@ impl Engine {
                     format!("with attempt {attempt}")
                 },
                 if attempt == 0 {
-                    format!("with attempt {assigned}")
+                    "with an attempt"
                 } else {
-                    "without attempt".to_owned()
+                    "without attempt"
                 },
             )
         })
@@ -1015,8 +1008,9 @@ impl Engine {
         }
         // A seed-only runner's frame carries no attempt: it belongs to the task's latest
         // assignment (its seqs stay on the attempt-less stream, numbered as the seed does).
-        // (Not when the assigned attempt has an explicit stream of its own: frames held
-        // before that stream began are delivered as attempt 0, never as a second copy.)
+        // (Not when the assigned attempt has a stream of its own, which only a state
+        // restored from a version without the one-form rule can hold: delivered as
+        // attempt 0 then, never as a second copy.)
         if attempt == Some(0) {
             let assigned = self.state.assigned_attempt(task);
             if assigned > 0 && self.state.inbound_watermark(task, Some(assigned)).is_none() {
