@@ -87,6 +87,10 @@ pub struct Driver<M: Machine> {
     /// connection left nothing more can arrive, so a step waiting for the peer ends at
     /// once instead of at its `within_ms`.
     pub peer_exited: Option<String>,
+    /// Hub mode: the hub's status hook, a file of JSON lines it appends as its
+    /// application receives sequenced frames (`--status-file`; see
+    /// [`status_records`]).
+    pub status_file: Option<std::path::PathBuf>,
 }
 
 fn cut(s: &str) -> String {
@@ -131,6 +135,7 @@ impl<M: Machine> Driver<M> {
             last_sequenced_out: None,
             tolerated: Vec::new(),
             peer_exited: None,
+            status_file: None,
         }
     }
 
@@ -465,9 +470,49 @@ impl<M: Machine> Driver<M> {
         self.since(from).iter().any(|e| e.kind == kind)
     }
 
+    /// The status hook's records of `task` against the progress seqs the kit sent for
+    /// it in this case: each sent seq recorded exactly once, and in increasing order
+    /// (records of seqs below the case's first belong to earlier runs and are ignored).
+    fn delivered_once(&self, task: &str) -> Result<(), String> {
+        let Some(path) = &self.status_file else {
+            return Err("the hub exposes no status hook (hub --status-file)".into());
+        };
+        let mut sent: Vec<u64> = self
+            .log
+            .iter()
+            .filter(|e| e.kind == "out")
+            .filter_map(|e| serde_json::from_str::<Value>(&e.text).ok())
+            .filter(|j| j["type"] == "task.progress" && j["task_id"] == task)
+            .filter_map(|j| j["seq"].as_u64())
+            .collect();
+        sent.sort_unstable();
+        sent.dedup();
+        let Some(&first) = sent.first() else {
+            return Err(format!("the kit sent no progress of {task}"));
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("status hook {}: {e}", path.display()))?;
+        let got: Vec<u64> = status_records(&text)
+            .into_iter()
+            .filter(|(t, seq)| t == task && *seq >= first)
+            .map(|(_, seq)| seq)
+            .collect();
+        if got == sent {
+            Ok(())
+        } else {
+            Err(format!(
+                "the hub's status hook recorded seqs {got:?} of {task}; the kit sent {sent:?} (each once, in order)"
+            ))
+        }
+    }
+
     /// Whether waiting longer cannot help: the step expects a hello and the peer's
     /// hello since the step began does not match it.
     fn settled(&self, from: usize, expect: &Value) -> bool {
+        // A hub without a status hook will not grow one.
+        if expect.get("status_hook") == Some(&Value::Bool(true)) && self.status_file.is_none() {
+            return true;
+        }
         expect.get("hello").is_some_and(|h| {
             self.events(from, "hello")
                 .first()
@@ -478,6 +523,18 @@ impl<M: Machine> Driver<M> {
     fn positives(&self, from: usize, expect: &Value, dup_base: u64) -> Vec<String> {
         let mut f = Vec::new();
         let want = |k: &str| expect.get(k).is_some_and(|v| v != &Value::Bool(false));
+        if want("status_hook") && self.status_file.is_none() {
+            f.push("the hub exposes no status hook (hub --status-file)".into());
+        }
+        if let Some(task) = expect
+            .get("status_delivered_once")
+            .and_then(|v| v.get("task_id"))
+            .and_then(Value::as_str)
+        {
+            if let Err(e) = self.delivered_once(task) {
+                f.push(e);
+            }
+        }
         if want("connected") && !self.has(from, "connected") {
             f.push("expected a (new) connection from the peer".into());
         }
@@ -611,5 +668,91 @@ impl<M: Machine> Driver<M> {
             }
         }
         f
+    }
+}
+
+/// The `(task_id, seq)` records of a status hook's text: one JSON object per line; a
+/// member whose value is an object with a string `task_id` and an integer `seq` is one
+/// sequenced frame the hub's application received (the reference hubs' stdout lines
+/// `{"progress": {…}}`, `{"report": {…}}` and `{"received": <message>}` are such
+/// records). Other lines are skipped.
+pub fn status_records(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| match v {
+            Value::Object(o) => Some(o),
+            _ => None,
+        })
+        .flat_map(|o| o.into_iter().map(|(_, x)| x))
+        .filter_map(|x| {
+            Some((
+                x.get("task_id")?.as_str()?.to_string(),
+                x.get("seq")?.as_u64()?,
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stapel_runner_protocol::session::{RunnerSession, SessionConfig};
+    use stapel_runner_protocol::wire::Hello;
+
+    fn driver_with(sent: &[u64], status: &str) -> (Driver<RunnerSession>, std::path::PathBuf) {
+        let mut d = Driver::new(RunnerSession::new(
+            Hello::new("p", "0"),
+            SessionConfig::default(),
+        ));
+        for seq in sent {
+            d.note("out", &format!(r#"{{"schema_version":1,"type":"task.progress","task_id":"T","seq":{seq},"attempt":1,"kind":"state","payload":{{}}}}"#), None);
+        }
+        let path = std::env::temp_dir().join(format!(
+            "kit-status-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::write(&path, status).unwrap();
+        d.status_file = Some(path.clone());
+        (d, path)
+    }
+
+    #[test]
+    fn status_records_take_members_with_task_id_and_seq() {
+        let text = "{\"listening\": \"ws://x/\"}\nnot json\n{\"progress\": {\"task_id\": \"T\", \"seq\": 2}}\n{\"received\": {\"type\": \"task.report\", \"task_id\": \"U\", \"seq\": 7}}\n{\"hello\": {\"project_id\": \"p\"}}\n";
+        assert_eq!(
+            status_records(text),
+            vec![("T".to_string(), 2), ("U".to_string(), 7)]
+        );
+    }
+
+    #[test]
+    fn delivered_once_needs_every_sent_seq_once_in_order() {
+        let line = |s: u64| format!("{{\"progress\": {{\"task_id\": \"T\", \"seq\": {s}}}}}\n");
+        let ok = format!("{}{}{}", line(1), line(2), line(3));
+        // A duplicate sent twice (1 and 2 were sent again) is recorded once.
+        let (d, p) = driver_with(&[1, 2, 2, 3, 1], &ok);
+        assert_eq!(d.delivered_once("T"), Ok(()));
+        let _ = std::fs::remove_file(p);
+        for bad in [
+            format!("{}{}{}{}", line(1), line(2), line(2), line(3)), // applied twice
+            format!("{}{}{}", line(1), line(3), line(2)),            // out of order
+            format!("{}{}", line(1), line(3)),                       // one missing
+        ] {
+            let (d, p) = driver_with(&[1, 2, 3], &bad);
+            assert!(d.delivered_once("T").is_err(), "{bad}");
+            let _ = std::fs::remove_file(p);
+        }
+        // Records of an earlier run (below the case's first seq) are not this case's.
+        let (d, p) = driver_with(
+            &[5, 6],
+            &format!("{}{}{}", line(5), line(5), line(6)).replacen(&line(5), &line(4), 1),
+        );
+        assert_eq!(d.delivered_once("T"), Ok(()));
+        let _ = std::fs::remove_file(p);
+        // No hook: an error that says so.
+        let mut d = driver_with(&[1], "").0;
+        d.status_file = None;
+        assert!(d.delivered_once("T").unwrap_err().contains("status hook"));
     }
 }

@@ -24,6 +24,7 @@ pub struct HubMode {
     url: String,
     token: String,
     session: Option<RunnerSession>,
+    status_file: Option<std::path::PathBuf>,
 }
 
 fn fresh(config: &Value) -> Result<RunnerSession, String> {
@@ -33,12 +34,14 @@ fn fresh(config: &Value) -> Result<RunnerSession, String> {
 }
 
 impl HubMode {
-    /// A run against the hub at `url` with `token`.
-    pub fn new(url: String, token: String) -> Self {
+    /// A run against the hub at `url` with `token`; `status_file`: the hub's status
+    /// hook, if it has one (see [`crate::driver::status_records`]).
+    pub fn new(url: String, token: String, status_file: Option<std::path::PathBuf>) -> Self {
         Self {
             url,
             token,
             session: None,
+            status_file,
         }
     }
 
@@ -54,6 +57,7 @@ impl HubMode {
         };
         let mut d = Driver::new(session);
         d.tolerated = vec!["ack_ahead"];
+        d.status_file = self.status_file.clone();
         let (failures, na) = steps::run_steps(
             &mut HubInputs {
                 mode: self,
@@ -168,15 +172,15 @@ impl steps::Inputs<RunnerSession> for HubInputs<'_> {
                 d.send_text(h.to_string());
                 Ok(())
             }
-            "progress" => {
-                let mut m = json!({"schema_version": 1, "type": "task.progress", "kind": "state",
-                                   "attempt": 1, "payload": {"state": "conformance"}});
-                if let Some(o) = v.as_object() {
-                    for (k, x) in o {
-                        m[k] = x.clone();
-                    }
+            "progress" => d.send_message(progress(v)?),
+            "send_reversed" => {
+                // Progress frames stamped in order, transmitted in reverse.
+                let mut ms = Vec::new();
+                for item in v.as_array().ok_or("send_reversed: a list")? {
+                    let p = item.get("progress").ok_or("send_reversed: {progress}")?;
+                    ms.push(progress(p)?);
                 }
-                d.send_message(steps::message(m)?)
+                d.send_reversed(ms)
             }
             "ack" => {
                 // An explicit acknowledgement of every command received so far (the
@@ -196,4 +200,16 @@ impl steps::Inputs<RunnerSession> for HubInputs<'_> {
             other => Err(format!("unknown input {other:?} in hub mode")),
         }
     }
+}
+
+/// A `task.progress` (a `state` event, attempt 1) with the members of `v` over it.
+fn progress(v: &Value) -> Result<stapel_runner_protocol::wire::Message, String> {
+    let mut m = json!({"schema_version": 1, "type": "task.progress", "kind": "state",
+                       "attempt": 1, "payload": {"state": "conformance"}});
+    if let Some(o) = v.as_object() {
+        for (k, x) in o {
+            m[k] = x.clone();
+        }
+    }
+    steps::message(m)
 }

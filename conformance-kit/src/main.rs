@@ -9,8 +9,9 @@
 //!   [--case GLOB]`: the kit is the hub of a runner someone else started: it listens on
 //!   HOST:PORT (port 0: any free port, printed) and accepts the token in F; the cases
 //!   that restart the runner are not applicable.
-//! * `stapel-conformance hub --url URL --token-file F --report DIR [--case GLOB]`: the kit
-//!   is a runner of the hub under test.
+//! * `stapel-conformance hub --url URL --token-file F --report DIR [--case GLOB]
+//!   [--status-file S]`: the kit is a runner of the hub under test (`S`: the hub's
+//!   optional status hook, the JSON lines of what its application received).
 //! * `stapel-conformance index --out DIR REPORT_DIR…`: one page comparing runs.
 //!
 //! The cases are data (`conformance/scenarios/`); every frame of the peer is judged by
@@ -98,6 +99,12 @@ enum Cmd {
         /// A file holding the bearer token the hub accepts.
         #[arg(long)]
         token_file: PathBuf,
+        /// The hub's status hook (optional): a file of JSON lines the hub appends as
+        /// its application receives sequenced frames, one object per line with a member
+        /// `{task_id, seq, …}` (e.g. `{"progress": {…}}` or `{"received": <message>}`).
+        /// Without it the cases that read it are not applicable.
+        #[arg(long)]
+        status_file: Option<PathBuf>,
         #[command(flatten)]
         cases: CaseArgs,
         /// The implementation's name in the report (default: the URL).
@@ -294,6 +301,7 @@ async fn main() -> ExitCode {
         Cmd::Hub {
             url,
             token_file,
+            status_file,
             cases:
                 CaseArgs {
                     report,
@@ -310,7 +318,7 @@ async fn main() -> ExitCode {
                 return ExitCode::from(2);
             };
             let started = Instant::now();
-            let mut mode = hub_mode::HubMode::new(url.clone(), token);
+            let mut mode = hub_mode::HubMode::new(url.clone(), token, status_file);
             let mut results = Vec::new();
             for sc in &cases {
                 results.push(mode.run_case(sc).await);
