@@ -25,7 +25,7 @@ uncommitted frame: the runner drops a frame once acknowledged, so such a frame, 
 its hub, would be a gap (or a missing report), which the oracle refuses. At the end every
 command was acknowledged and pruned (no ``srp_commands`` row).
 
-Knobs: ``STAPEL_PG_SCHEDULES`` (default 200), ``STAPEL_PG_SEED`` (default 1),
+Knobs: ``STAPEL_PG_SCHEDULES`` (default 100), ``STAPEL_PG_SEED`` (default 1),
 ``STAPEL_PG_SOAK=N`` (N schedules instead, for a longer run). The runner binary is
 ``$STAPEL_RUNNER_BIN``, else ``cargo build --locked -p stapel-runner`` (debug, honouring
 ``CARGO_TARGET_DIR``) builds it.
@@ -382,7 +382,7 @@ class ClusterRun:
 
 def _schedules() -> Tuple[int, int]:
     soak = os.environ.get("STAPEL_PG_SOAK")
-    count = int(soak) if soak else int(os.environ.get("STAPEL_PG_SCHEDULES", "200"))
+    count = int(soak) if soak else int(os.environ.get("STAPEL_PG_SCHEDULES", "100"))
     return int(os.environ.get("STAPEL_PG_SEED", "1")), count
 
 
