@@ -6,25 +6,27 @@
 # Runs stapel.ConformanceRunnerMain (bindings-uniffi/kotlin/src/test/kotlin, a test source:
 # not in the published jar), the twin of python-runner-client.py and node-runner-client.mjs,
 # on the JVM with what bindings-uniffi/scripts/test leaves in bindings-uniffi/kotlin/target:
-# classes/ and test-classes/, test.classpath (the jars, written by Maven) and
-# conformance-runner.env (the java and the cdylib folder of that build; JNA loads the
-# library from there, as the tests do). The kit's STAPEL_* variables pass through.
+# conformance-runner/{main,test}.jar (the classes and test classes) and runner.jsa (their
+# class-data-sharing archive, used when present), test.classpath (the dependencies' jars,
+# written by Maven) and conformance-runner.env (the java and the cdylib folder of that
+# build; JNA loads the library from there, as the tests do). The kit's STAPEL_* variables
+# pass through.
 #
 #   kotlin-runner-client.sh --check   prints why it cannot run (exit 1), or nothing (exit 0)
 #
-# JVM flags for a short-lived process: C1 only (-XX:TieredStopAtLevel=1), the JDK's class
-# data sharing archive (-Xshare:auto), the serial collector; STAPEL_KOTLIN_JAVA_OPTS adds more.
+# JVM flags for a short-lived process: C1 only (-XX:TieredStopAtLevel=1), class data
+# sharing (the JDK's archive, and runner.jsa on top of it), the serial collector;
+# STAPEL_KOTLIN_JAVA_OPTS adds more.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 kt=$root/bindings-uniffi/kotlin/target
 build="bindings-uniffi/scripts/test"
 
-# Sets why (what is missing; empty when the build is complete), java, lib_dir and cp.
+# Sets why (what is missing; empty when the build is complete), java, lib_dir, cp and cds.
 check() {
   local env_file=$kt/conformance-runner.env
   why=""
-  if [ ! -f "$env_file" ] || [ ! -f "$kt/test.classpath" ] \
-    || [ ! -f "$kt/test-classes/stapel/ConformanceRunnerMain.class" ] || [ ! -d "$kt/classes/dev" ]; then
+  if [ ! -f "$env_file" ] || [ ! -f "$kt/test.classpath" ] || [ ! -f "$kt/conformance-runner/test.jar" ]; then
     why="no Kotlin build in $kt (run $build)"
     return
   fi
@@ -35,7 +37,11 @@ check() {
   elif [ ! -f "$lib_dir/libstapel_runner_protocol_uniffi.so" ]; then
     why="no cdylib at $lib_dir/libstapel_runner_protocol_uniffi.so (run $build)"
   fi
-  cp="$kt/test-classes:$kt/classes:$(cat "$kt/test.classpath")"
+  cp="$kt/conformance-runner/test.jar:$kt/conformance-runner/main.jar:$(cat "$kt/test.classpath")"
+  cds=()
+  if [ -f "$kt/conformance-runner/runner.jsa" ]; then
+    cds=(-XX:SharedArchiveFile="$kt/conformance-runner/runner.jsa")
+  fi
 }
 
 check
@@ -48,5 +54,5 @@ if [ -n "$why" ]; then
   exit 2
 fi
 # shellcheck disable=SC2086 # STAPEL_KOTLIN_JAVA_OPTS is a list of flags
-exec "$java" -XX:TieredStopAtLevel=1 -Xshare:auto -XX:+UseSerialGC ${STAPEL_KOTLIN_JAVA_OPTS:-} \
+exec "$java" -XX:TieredStopAtLevel=1 -Xshare:auto "${cds[@]}" -XX:+UseSerialGC ${STAPEL_KOTLIN_JAVA_OPTS:-} \
   -Djna.library.path="$lib_dir" -cp "$cp" stapel.ConformanceRunnerMain "$@"

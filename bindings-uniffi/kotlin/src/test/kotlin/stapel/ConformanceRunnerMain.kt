@@ -45,6 +45,10 @@ import kotlin.system.exitProcess
 object ConformanceRunnerMain {
     @JvmStatic
     fun main(args: Array<String>) {
+        if (args.firstOrNull() == "--train") {
+            TrainingHub.train()
+            return
+        }
         fun env(name: String): String = System.getenv(name)?.takeIf { it.isNotEmpty() }
             ?: run {
                 System.err.println("kotlin-runner-client: $name is not set (run under `stapel-conformance runner`)")
@@ -211,10 +215,14 @@ private class ConformanceRunner(url: URI, tokenFile: File, stateDir: File) {
         }
     }
 
-    fun run() {
+    /**
+     * The event loop. [training]: no signal handling, a `task.assign` of `conformance quick
+     * 2` played once connected, and a return at the first disconnect.
+     */
+    fun run(training: Boolean = false) {
         // SIGTERM / SIGINT: persist, close (a normal close, bounded by the link's close
         // deadline), exit 0.
-        Runtime.getRuntime().addShutdownHook(Thread {
+        if (!training) Runtime.getRuntime().addShutdownHook(Thread {
             stopping = true
             try {
                 persist()
@@ -234,16 +242,112 @@ private class ConformanceRunner(url: URI, tokenFile: File, stateDir: File) {
                     onMessage(e.message)
                     persist()
                 }
-                is LinkEvent.Unstalled, is LinkEvent.Connected -> lock.withLock {
-                    unstalls++
-                    unstalled.signalAll()
+                is LinkEvent.Unstalled, is LinkEvent.Connected -> {
+                    lock.withLock {
+                        unstalls++
+                        unstalled.signalAll()
+                    }
+                    if (training && e is LinkEvent.Connected) {
+                        onMessage(Message.TaskAssign(TaskAssign(taskId = "train", task = "{\"goal\":\"conformance quick 2\"}", role = "train", attempt = 1uL)))
+                    }
                 }
                 is LinkEvent.Error -> System.err.println("kotlin-runner-client: error ${e.code}" + (e.status?.let { " (HTTP $it)" } ?: "") + ": ${e.detail}")
-                is LinkEvent.Disconnected -> System.err.println("kotlin-runner-client: disconnected: ${e.reason}")
+                is LinkEvent.Disconnected -> {
+                    if (training) return
+                    System.err.println("kotlin-runner-client: disconnected: ${e.reason}")
+                }
                 is LinkEvent.PeerError -> System.err.println("kotlin-runner-client: peer_error ${e.code}: ${e.detail}")
                 is LinkEvent.Stopped -> if (stopping) return
                 else -> {}
             }
         }
+    }
+}
+
+/**
+ * `--train`: one conversation of the runner with a scripted hub on loopback (handshake,
+ * the runner's hello, a ping each way, the frames of a `conformance quick 2` task up to
+ * its report, a close; it fails when the report does not come), so that a JVM run with `-XX:ArchiveClassesAtExit` archives the classes a
+ * conformance run loads (bindings-uniffi/scripts/test; the launcher then starts faster).
+ * Not a hub: it checks nothing; the kit judges the runner.
+ */
+private object TrainingHub {
+    /** The runner's frames as the hub read them (and how the conversation ended). */
+    private val seen: MutableList<String> = java.util.Collections.synchronizedList(mutableListOf())
+    private val PING = Regex(""""type":"ping","nonce":(\d+)""")
+
+    fun train() {
+        val server = java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())
+        val dir = Files.createTempDirectory("kotlin-runner-train")
+        try {
+            val token = dir.resolve("token").also { Files.writeString(it, "training") }
+            val hub = Thread {
+                try {
+                    server.accept().use { play(it) }
+                } catch (e: java.io.IOException) {
+                    seen += "hub: $e"
+                }
+            }.apply { isDaemon = true }
+            hub.start()
+            val runner = ConformanceRunner(URI("ws://127.0.0.1:${server.localPort}/"), token.toFile(), dir.resolve("state").toFile())
+            runner.run(training = true)
+            runner.client.close()
+            hub.join(5_000)
+            if (!seen.any { it.contains("task.report") }) {
+                System.err.println("kotlin-runner-client --train: the conversation did not reach the task's report; frames: $seen")
+                exitProcess(1)
+            }
+        } finally {
+            server.close()
+            dir.toFile().deleteRecursively()
+        }
+    }
+
+    private fun play(sock: java.net.Socket) {
+        val input = java.io.DataInputStream(java.io.BufferedInputStream(sock.getInputStream()))
+        val out = sock.getOutputStream()
+        val head = StringBuilder()
+        while (!head.endsWith("\r\n\r\n")) head.append(input.readUnsignedByte().toChar())
+        val key = head.lines().first { it.lowercase().startsWith("sec-websocket-key:") }.substringAfter(':').trim()
+        val accept = java.util.Base64.getEncoder().encodeToString(
+            java.security.MessageDigest.getInstance("SHA-1").digest((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").toByteArray()),
+        )
+        out.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: $accept\r\n\r\n".toByteArray())
+        seen += String(readFrame(input).second) // the hello
+        writeFrame(out, 0x1, """{"schema_version":1,"type":"ping","nonce":1}""".toByteArray())
+        while (true) {
+            val (op, payload) = readFrame(input)
+            val text = String(payload)
+            seen += "$op $text"
+            if (op == 0x8 || text.contains("task.report")) break
+            // The runner's pings (the first one a barrier its sends wait for) are answered.
+            PING.find(text)?.let { writeFrame(out, 0x1, """{"schema_version":1,"type":"pong","nonce":${it.groupValues[1]}}""".toByteArray()) }
+        }
+        writeFrame(out, 0x8, byteArrayOf(0x03, 0xE8.toByte()))
+        try {
+            while (readFrame(input).first != 0x8) Unit
+        } catch (_: java.io.IOException) {
+        }
+    }
+
+    /** A client frame (masked, unfragmented): its opcode and payload. */
+    private fun readFrame(input: java.io.DataInputStream): Pair<Int, ByteArray> {
+        val b0 = input.readUnsignedByte()
+        val b1 = input.readUnsignedByte()
+        val len = when (val l = b1 and 0x7F) {
+            126 -> input.readUnsignedShort().toLong()
+            127 -> input.readLong()
+            else -> l.toLong()
+        }
+        val mask = ByteArray(4).also { if (b1 and 0x80 != 0) input.readFully(it) }
+        val payload = ByteArray(len.toInt()).also { input.readFully(it) }
+        for (i in payload.indices) payload[i] = (payload[i].toInt() xor mask[i % 4].toInt()).toByte()
+        return (b0 and 0x0F) to payload
+    }
+
+    /** A server frame (unmasked, unfragmented, under 126 bytes). */
+    private fun writeFrame(out: java.io.OutputStream, opcode: Int, payload: ByteArray) {
+        out.write(byteArrayOf((0x80 or opcode).toByte(), payload.size.toByte()) + payload)
+        out.flush()
     }
 }
