@@ -104,6 +104,10 @@ class Hub:
                     if kind == "task.progress":
                         self.progress += 1
                         self.applied.setdefault(msg.task_id, []).append(msg.seq)
+                        if self.args.status_file:
+                            with open(self.args.status_file, "a", encoding="utf-8") as f:
+                                f.write(json.dumps({"progress": {"task_id": msg.task_id,
+                                                                 "seq": msg.seq}}) + "\n")
                     elif msg.task_id not in self.reported:
                         self.reported[msg.task_id] = msg.report.get("status")
                         self.running.discard(msg.task_id)
@@ -145,6 +149,9 @@ async def main():
     parser.add_argument("--cut-limit", type=int, default=1 << 30)
     parser.add_argument("--backend", default="fake")
     parser.add_argument("--silent-for", type=float, default=0.0)
+    parser.add_argument("--status-file", default=None,
+                        help="append {\"progress\": {task_id, seq}} per applied progress frame "
+                             "(the conformance kit's status hook)")
     args = parser.parse_args()
     with open(args.token_file, encoding="utf-8") as f:
         token = f.read().strip()
