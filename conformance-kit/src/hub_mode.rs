@@ -68,19 +68,13 @@ impl HubMode {
         )
         .await;
         d.drop_conn(false, "case ended");
-        let transcript = d.log.iter().map(|e| e.to_json()).collect();
+        let result = CaseResult::finish(sc, &failures, na, started, &d.log);
         // The next case goes on with this runner's state (sessions configured by a case
         // of their own are not carried over).
         if sc.kit_session.is_null() {
             self.session = Some(d.machine);
         }
-        CaseResult::of(
-            sc,
-            &failures,
-            na,
-            started.elapsed().as_millis() as u64,
-            transcript,
-        )
+        result
     }
 }
 

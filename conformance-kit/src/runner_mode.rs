@@ -202,22 +202,7 @@ impl RunnerMode {
         };
         let mut d = Driver::new(HubSession::new(config));
         d.incoming = Some(rx);
-        let mut proc = Proc {
-            child: None,
-            starts: 0,
-            events: tx_exit,
-        };
-        let (failures, na) = steps::run_steps(
-            &mut RunnerInputs {
-                mode: self,
-                proc: &mut proc,
-                dir: &dir,
-                token_file: &token_file,
-            },
-            &mut d,
-            sc,
-        )
-        .await;
+        let (failures, na, mut proc) = self.play(sc, &mut d, tx_exit, &dir, &token_file).await;
         proc.kill(&mut d).await;
         d.drop_conn(true, "case ended");
         self.gate.lock().expect("gate").to = None;
@@ -238,14 +223,7 @@ impl RunnerMode {
                 );
             }
         }
-        let transcript = d.log.iter().map(|e| e.to_json()).collect();
-        CaseResult::of(
-            sc,
-            &failures,
-            na,
-            started.elapsed().as_millis() as u64,
-            transcript,
-        )
+        CaseResult::finish(sc, &failures, na, started, &d.log)
     }
 
     /// A case with the runner someone else started (see [`External`]).
@@ -284,22 +262,7 @@ impl RunnerMode {
         }
         d.incoming = Some(rx);
         let dir = self.work.join(sc.id.replace('/', "_"));
-        let mut proc = Proc {
-            child: None,
-            starts: 0,
-            events: tx,
-        };
-        let (failures, na) = steps::run_steps(
-            &mut RunnerInputs {
-                mode: self,
-                proc: &mut proc,
-                dir: &dir,
-                token_file: Path::new(""),
-            },
-            &mut d,
-            sc,
-        )
-        .await;
+        let (failures, na, _) = self.play(sc, &mut d, tx, &dir, Path::new("")).await;
         end_open_tasks(&mut d, sc).await;
         d.drop_conn(true, "case ended");
         // As a hub does with a task that ended: forget the tasks that reported (their
@@ -311,14 +274,36 @@ impl RunnerMode {
         // The next case goes on from what this hub knows.
         *ext.carried.lock().expect("carried") =
             ConnectionState::restore(&d.machine.state().snapshot()).ok();
-        let transcript = d.log.iter().map(|e| e.to_json()).collect();
-        CaseResult::of(
+        CaseResult::finish(sc, &failures, na, started, &d.log)
+    }
+
+    /// Run the steps of `sc` with this mode's inputs; the runner process (if the case
+    /// started one) is handed back with the failures.
+    async fn play(
+        &self,
+        sc: &Scenario,
+        d: &mut Driver<HubSession>,
+        events: mpsc::UnboundedSender<Incoming>,
+        dir: &Path,
+        token_file: &Path,
+    ) -> (Vec<String>, bool, Proc) {
+        let mut proc = Proc {
+            child: None,
+            starts: 0,
+            events,
+        };
+        let (failures, na) = steps::run_steps(
+            &mut RunnerInputs {
+                mode: self,
+                proc: &mut proc,
+                dir,
+                token_file,
+            },
+            d,
             sc,
-            &failures,
-            na,
-            started.elapsed().as_millis() as u64,
-            transcript,
         )
+        .await;
+        (failures, na, proc)
     }
 }
 

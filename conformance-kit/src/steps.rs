@@ -225,6 +225,24 @@ impl CaseResult {
         }
     }
 
+    /// The result of a case that ran from `started`, with its transcript `log`.
+    pub fn finish(
+        sc: &Scenario,
+        failures: &[String],
+        na: bool,
+        started: std::time::Instant,
+        log: &[crate::driver::Entry],
+    ) -> Self {
+        let transcript = log.iter().map(|e| e.to_json()).collect();
+        Self::of(
+            sc,
+            failures,
+            na,
+            started.elapsed().as_millis() as u64,
+            transcript,
+        )
+    }
+
     /// The JSON form in `report.json`.
     pub fn to_json(&self) -> Value {
         json!({
