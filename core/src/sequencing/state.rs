@@ -1180,15 +1180,17 @@ impl ConnectionState {
     /// task's tombstone: `(attempt-less, with an attempt)`. See the session's
     /// `mixed_attempt_forms` rule.
     pub(crate) fn inbound_forms(&self, task_id: &str) -> (bool, bool) {
-        let attempts: Vec<Option<u64>> = match self.tasks.get(task_id) {
-            Some(TaskEntry::Live(c)) => c.inbound.iter().map(|(a, _)| *a).collect(),
-            Some(TaskEntry::Forgotten(t)) => t.inbound.iter().map(|(a, _)| *a).collect(),
-            None => Vec::new(),
+        // Per frame received: no allocation (core/tests/ingest_alloc.rs).
+        let forms = |attempts: &mut dyn Iterator<Item = Option<u64>>| {
+            attempts.fold((false, false), |(less, named), a| {
+                (less || a == Some(0), named || a.is_some_and(|a| a > 0))
+            })
         };
-        (
-            attempts.contains(&Some(0)),
-            attempts.iter().any(|a| a.is_some_and(|a| a > 0)),
-        )
+        match self.tasks.get(task_id) {
+            Some(TaskEntry::Live(c)) => forms(&mut c.inbound.iter().map(|(a, _)| *a)),
+            Some(TaskEntry::Forgotten(t)) => forms(&mut t.inbound.iter().map(|(a, _)| *a)),
+            None => (false, false),
+        }
     }
 
     /// Hub: the `attempt` of the latest `task.assign` this state stamped for `task_id`
