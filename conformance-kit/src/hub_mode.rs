@@ -25,6 +25,9 @@ pub struct HubMode {
     token: String,
     session: Option<RunnerSession>,
     status_file: Option<std::path::PathBuf>,
+    /// This run's prefix of the kit's task ids (`<run>.`): a second run against the
+    /// same long-lived hub uses fresh streams.
+    prefix: String,
 }
 
 fn fresh(config: &Value) -> Result<RunnerSession, String> {
@@ -42,12 +45,14 @@ impl HubMode {
             token,
             session: None,
             status_file,
+            prefix: format!("{:04x}.", fastrand::u16(..)),
         }
     }
 
     /// Run one case.
     pub async fn run_case(&mut self, sc: &Scenario) -> CaseResult {
         let started = Instant::now();
+        let sc = &crate::scenario::renamed(sc, &self.prefix);
         let session = match self.session.take() {
             Some(s) if sc.kit_session.is_null() => s,
             _ => match fresh(&sc.kit_session) {
@@ -139,7 +144,9 @@ impl steps::Inputs<RunnerSession> for HubInputs<'_> {
                                 None,
                             );
                         } else {
+                            let from = d.log.len();
                             d.attach(conn);
+                            wait_for_barrier(d, from).await;
                         }
                         Ok(())
                     }
@@ -206,4 +213,29 @@ fn progress(v: &Value) -> Result<stapel_runner_protocol::wire::Message, String> 
         }
     }
     steps::message(m)
+}
+
+/// After a connect: when the kit's session sent the post-hello barrier ping (a session
+/// whose state the hub may be ahead of), wait up to 10 s for its pong, so that what a
+/// case sends next goes out at once, in the order the case sends it (the session holds
+/// sequenced frames until then). A hub that never answers is judged by the case's own
+/// expectations.
+async fn wait_for_barrier(d: &mut Driver<RunnerSession>, from: usize) {
+    let nonce = d.log[from..]
+        .iter()
+        .filter(|e| e.kind == "out")
+        .filter_map(|e| serde_json::from_str::<Value>(&e.text).ok())
+        .find(|j| j["type"] == "ping" && j["barrier"] == true)
+        .map(|j| j["nonce"].clone());
+    let Some(nonce) = nonce else { return };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    d.pump(deadline, |d| {
+        d.log[from..].iter().any(|e| {
+            e.kind == "in"
+                && e.json
+                    .as_ref()
+                    .is_some_and(|j| j["type"] == "pong" && j["nonce"] == nonce)
+        })
+    })
+    .await;
 }

@@ -241,7 +241,7 @@ impl RunnerMode {
             .and_then(|stem| stem.split('_').next())
             .unwrap_or("case");
         let prefix = format!("{}.{number}.", ext.run);
-        let sc = &renamed(sc, &prefix);
+        let sc = &crate::scenario::renamed(sc, &prefix);
         let config = match config_of(&sc.kit_session) {
             Ok(c) => c,
             Err(e) => return CaseResult::of(sc, &[e], false, 0, Vec::new()),
@@ -323,65 +323,6 @@ fn restarts(sc: &Scenario) -> Option<&'static str> {
         }
     }
     (starts > 1).then_some("starts the runner again")
-}
-
-/// `sc` with every task id given `prefix`: the values of `task_id` members, the keys of
-/// `resume` maps and `assign_many` prefixes (their tasks are `<prefix>-<n>`).
-fn renamed(sc: &Scenario, prefix: &str) -> Scenario {
-    let mut ids = std::collections::BTreeSet::new();
-    for step in &sc.steps {
-        collect_ids(&step.input, &mut ids);
-        collect_ids(&step.expect, &mut ids);
-    }
-    let mut out = sc.clone();
-    for step in &mut out.steps {
-        rename(&mut step.input, &ids, prefix);
-        rename(&mut step.expect, &ids, prefix);
-    }
-    out
-}
-
-fn collect_ids(v: &Value, ids: &mut std::collections::BTreeSet<String>) {
-    match v {
-        Value::Object(o) => {
-            for (k, x) in o {
-                match (k.as_str(), x) {
-                    ("task_id", Value::String(t)) => {
-                        ids.insert(t.clone());
-                    }
-                    ("resume", Value::Object(r)) => ids.extend(r.keys().cloned()),
-                    _ => collect_ids(x, ids),
-                }
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|x| collect_ids(x, ids)),
-        _ => {}
-    }
-}
-
-fn rename(v: &mut Value, ids: &std::collections::BTreeSet<String>, prefix: &str) {
-    match v {
-        Value::Object(o) => {
-            let entries = std::mem::take(o);
-            for (k, mut x) in entries {
-                match (k.as_str(), &mut x) {
-                    ("task_id", Value::String(t)) if ids.contains(t.as_str()) => {
-                        *t = format!("{prefix}{t}");
-                    }
-                    ("prefix", Value::String(p)) => *p = format!("{prefix}{p}"),
-                    _ => rename(&mut x, ids, prefix),
-                }
-                let k = if ids.contains(&k) {
-                    format!("{prefix}{k}")
-                } else {
-                    k
-                };
-                o.insert(k, x);
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(|x| rename(x, ids, prefix)),
-        _ => {}
-    }
 }
 
 /// After a case with an external runner: cancel the case's tasks that did not report

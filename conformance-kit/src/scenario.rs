@@ -166,6 +166,65 @@ fn parse(id: &str, v: &Value) -> Result<Scenario, String> {
     })
 }
 
+/// `sc` with every task id given `prefix`: the values of `task_id` members, the keys of
+/// `resume` maps and `assign_many` prefixes (their tasks are `<prefix>-<n>`).
+pub fn renamed(sc: &Scenario, prefix: &str) -> Scenario {
+    let mut ids = std::collections::BTreeSet::new();
+    for step in &sc.steps {
+        collect_ids(&step.input, &mut ids);
+        collect_ids(&step.expect, &mut ids);
+    }
+    let mut out = sc.clone();
+    for step in &mut out.steps {
+        rename(&mut step.input, &ids, prefix);
+        rename(&mut step.expect, &ids, prefix);
+    }
+    out
+}
+
+fn collect_ids(v: &Value, ids: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                match (k.as_str(), x) {
+                    ("task_id", Value::String(t)) => {
+                        ids.insert(t.clone());
+                    }
+                    ("resume", Value::Object(r)) => ids.extend(r.keys().cloned()),
+                    _ => collect_ids(x, ids),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_ids(x, ids)),
+        _ => {}
+    }
+}
+
+fn rename(v: &mut Value, ids: &std::collections::BTreeSet<String>, prefix: &str) {
+    match v {
+        Value::Object(o) => {
+            let entries = std::mem::take(o);
+            for (k, mut x) in entries {
+                match (k.as_str(), &mut x) {
+                    ("task_id", Value::String(t)) if ids.contains(t.as_str()) => {
+                        *t = format!("{prefix}{t}");
+                    }
+                    ("prefix", Value::String(p)) => *p = format!("{prefix}{p}"),
+                    _ => rename(&mut x, ids, prefix),
+                }
+                let k = if ids.contains(&k) {
+                    format!("{prefix}{k}")
+                } else {
+                    k
+                };
+                o.insert(k, x);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| rename(x, ids, prefix)),
+        _ => {}
+    }
+}
+
 /// `*` (any run) and `?` (one character) glob over the whole string.
 pub fn glob_match(glob: &str, s: &str) -> bool {
     let g: Vec<char> = glob.chars().collect();
@@ -249,6 +308,28 @@ fn is_empty(v: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn task_ids_are_renamed_everywhere_and_nothing_else() {
+        let sc = parse(
+            "runner/999_x",
+            &json!({"description": "d", "strictness": "required", "steps": [
+                {"input": {"assign": {"task_id": "K-1", "goal": "K-1 stays"}},
+                 "expect": {"received": [{"task_id": "K-1"}], "hello": {"resume": {"K-1": 1}}}},
+                {"input": {"assign_many": {"count": 2, "prefix": "B"}},
+                 "expect": {"not_received": [{"task_id": "B-2", "type": "task.report"}]}}
+            ]}),
+        )
+        .unwrap();
+        let r = renamed(&sc, "p.");
+        assert_eq!(r.steps[0].input["assign"]["task_id"], "p.K-1");
+        assert_eq!(r.steps[0].input["assign"]["goal"], "K-1 stays");
+        assert_eq!(r.steps[0].expect["received"][0]["task_id"], "p.K-1");
+        assert_eq!(r.steps[0].expect["hello"]["resume"]["p.K-1"], 1);
+        assert_eq!(r.steps[1].input["assign_many"]["prefix"], "p.B");
+        assert_eq!(r.steps[1].expect["not_received"][0]["task_id"], "p.B-2");
+        assert_eq!(r.steps[1].expect["not_received"][0]["type"], "task.report");
+    }
 
     #[test]
     fn globs() {
